@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// buildRelock builds the command into a temporary folder.
+func buildRelock(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "relock")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// The demo runs on its embedded Redis with nothing else on the machine: here with an
+// empty PATH, so no redis-server could be found even if one were installed.
+func TestDemoNeedsNoServer(t *testing.T) {
+	bin := buildRelock(t)
+	cmd := exec.Command(bin, "demo", "--workers", "6", "--rounds", "10")
+	cmd.Env = []string{"PATH=" + t.TempDir()}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("relock demo: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "counter         60 of 60 (exact") {
+		t.Errorf("the tally does not show an exact counter:\n%s", out)
+	}
+	if !regexp.MustCompile(`waits +\d+ ended by an unlock message`).MatchString(out) {
+		t.Errorf("the tally does not count waits ended by messages:\n%s", out)
+	}
+	if !regexp.MustCompile(`commands +[1-9]\d* sent`).MatchString(out) {
+		t.Errorf("the tally does not count commands:\n%s", out)
+	}
+}
+
+func TestUsageErrors(t *testing.T) {
+	for _, args := range [][]string{
+		nil,
+		{"nonsense"},
+		{"demo", "--no-such-flag"},
+		{"demo", "--workers", "0"},
+		{"demo", "extra-argument"},
+	} {
+		var stdout, stderr bytes.Buffer
+		err := run(context.Background(), args, &stdout, &stderr)
+		if !errors.Is(err, errUsage) {
+			t.Errorf("relock %q: %v; want a usage error", args, err)
+		}
+		if stderr.Len() == 0 {
+			t.Errorf("relock %q printed no usage", args)
+		}
+	}
+}
+
+func TestUsageExitStatus(t *testing.T) {
+	bin := buildRelock(t)
+	err := exec.Command(bin, "demo", "--no-such-flag").Run()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+		t.Errorf("exit: %v; want status 2", err)
+	}
+	if err := exec.Command(bin, "demo", "--redis", "127.0.0.1:1").Run(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("unreachable server: %v; want status 1", err)
+	}
+	_ = os.Remove(bin)
+}

@@ -1,0 +1,104 @@
+// Package embedded runs relock on an in-process Redis (miniredis), for demos, examples and
+// tests that should need no server. It is not for production: miniredis is a single-node
+// Redis double without persistence or replication.
+//
+// The root package never imports miniredis; only programs that import this package carry it.
+package embedded
+
+import (
+	"sync"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+)
+
+// Server is an in-process Redis with a relock client on it.
+type Server struct {
+	mr     *miniredis.Miniredis
+	rc     rueidis.Client
+	client *relock.Client
+	mu     sync.Mutex
+	extra  []extra // clients made by NewClient; guarded by mu
+}
+
+type extra struct {
+	c  *relock.Client
+	rc rueidis.Client
+}
+
+// Start starts an in-process Redis on a free 127.0.0.1 port and returns a relock client on
+// it, made with opts. Close the Server when done.
+func Start(opts ...relock.Option) (*Server, error) {
+	mr := miniredis.NewMiniRedis()
+	// Leases must run out by themselves, as on a real server; by default miniredis only
+	// moves TTLs when told to.
+	mr.ClockTTL(true)
+	if err := mr.Start(); err != nil {
+		return nil, err
+	}
+	rc, err := NewRedisClient(mr.Addr())
+	if err != nil {
+		mr.Close()
+		return nil, err
+	}
+	c, err := relock.New(rc, opts...)
+	if err != nil {
+		rc.Close()
+		mr.Close()
+		return nil, err
+	}
+	return &Server{mr: mr, rc: rc, client: c}, nil
+}
+
+// NewRedisClient returns a rueidis client for a miniredis at addr, with the options that
+// miniredis needs: no client-side caching (it has no CLIENT TRACKING) and a single-node
+// client (it answers CLUSTER SLOTS, which would make rueidis take it for a cluster).
+func NewRedisClient(addr string) (rueidis.Client, error) {
+	return rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{addr},
+		DisableCache:      true,
+		ForceSingleClient: true,
+	})
+}
+
+// Client returns the relock client on the in-process Redis.
+func (s *Server) Client() *relock.Client { return s.client }
+
+// Redis returns the rueidis client the relock client uses, for looking at the data.
+func (s *Server) Redis() rueidis.Client { return s.rc }
+
+// Addr returns the in-process Redis's address, host:port on 127.0.0.1.
+func (s *Server) Addr() string { return s.mr.Addr() }
+
+// NewClient returns another relock client on the same in-process Redis, with its own
+// connections and client id, as a second process would have. It is closed with the Server.
+func (s *Server) NewClient(opts ...relock.Option) (*relock.Client, error) {
+	rc, err := NewRedisClient(s.mr.Addr())
+	if err != nil {
+		return nil, err
+	}
+	c, err := relock.New(rc, opts...)
+	if err != nil {
+		rc.Close()
+		return nil, err
+	}
+	s.mu.Lock()
+	s.extra = append(s.extra, extra{c, rc})
+	s.mu.Unlock()
+	return c, nil
+}
+
+// Close closes the relock client, its Redis connections and the in-process Redis.
+func (s *Server) Close() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.extra {
+		e.c.Close()
+		e.rc.Close()
+	}
+	s.client.Close()
+	s.rc.Close()
+	s.mr.Close()
+}

@@ -1,0 +1,30 @@
+package relock
+
+import "github.com/relock-go/relock/internal/lockerr"
+
+// Errors returned by relock's locks. Each comes wrapped with the operation and the lock's
+// name (as *Error), so test for them with errors.Is.
+var (
+	// ErrNotHeld: unlock or query by an owner that does not hold the lock, including a
+	// context that carries no owner and a hold whose lease ran out.
+	ErrNotHeld = lockerr.ErrNotHeld
+	// ErrLocked: TryLock found the lock held by another owner.
+	ErrLocked = lockerr.ErrLocked
+	// ErrLeaseLost: the cause of a hold's context when the client learns the hold is gone.
+	ErrLeaseLost = lockerr.ErrLeaseLost
+	// ErrUpgrade: a reader asked for the write lock of a read-write lock.
+	ErrUpgrade = lockerr.ErrUpgrade
+	// ErrWrongType: the key holds data that is not this kind of lock; it is left untouched.
+	ErrWrongType = lockerr.ErrWrongType
+	// ErrClosed: the client was closed; waiters return it too.
+	ErrClosed = lockerr.ErrClosed
+	// ErrInvalidName: the lock name is empty, or its keys would not share a cluster slot:
+	// it holds "{" without a non-empty hash tag "{...}", or "}" without "{".
+	ErrInvalidName = lockerr.ErrInvalidName
+	// ErrInvalidLease: a lease shorter than a millisecond.
+	ErrInvalidLease = lockerr.ErrInvalidLease
+)
+
+// Error is the type of the errors relock's locks return: the operation, the lock's name
+// and the cause, which errors.Is and errors.As see through.
+type Error = lockerr.Error

@@ -1,0 +1,52 @@
+// Package keys derives the Redis keys and channels of a lock from its name, in Redisson's
+// naming, so that relock and Redisson address the same data.
+//
+// Every auxiliary key and channel carries the name in a hash tag, so it lives in the same
+// cluster slot as the lock key itself and no script ever crosses slots.
+package keys
+
+import "strings"
+
+// Valid reports whether name can be a lock name: its auxiliary keys and channels must
+// land in the lock key's cluster slot. It must be non-empty, and then:
+//   - a name with "{" must hold a non-empty hash tag "{...}": Redisson leaves such names
+//     as they are and lets their own tag pick the slot, which only works if Redis sees a
+//     tag there ("a{}b" and "a{b" have none);
+//   - a name without "{" must not hold "}": wrapped as "{<name>}", the first "}" would
+//     end the tag early ("a}b" gives the tag "a").
+func Valid(name string) bool {
+	if name == "" {
+		return false
+	}
+	i := strings.IndexByte(name, '{')
+	if i < 0 {
+		return strings.IndexByte(name, '}') < 0
+	}
+	return strings.IndexByte(name[i+1:], '}') > 0
+}
+
+// Prefixed returns "<prefix>:{<name>}", or "<prefix>:<name>" when name has its own tag.
+func Prefixed(prefix, name string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return prefix + ":" + name
+	}
+	return prefix + ":{" + name + "}"
+}
+
+// Suffixed returns "{<name>}:<suffix>", or "<name>:<suffix>" when name has its own tag.
+func Suffixed(name, suffix string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return name + ":" + suffix
+	}
+	return "{" + name + "}:" + suffix
+}
+
+// LockChannel is the channel an rlock's unlock publishes on.
+func LockChannel(name string) string { return Prefixed("redisson_lock__channel", name) }
+
+// UnlockLatchPrefix is the unlock latch key without its request id:
+// "redisson_unlock_latch:{<name>}:" followed by the id.
+func UnlockLatchPrefix(name string) string { return Prefixed("redisson_unlock_latch", name) + ":" }
+
+// TokenKey is the fencing counter of a lock.
+func TokenKey(name string) string { return Prefixed("redisson_lock_token", name) }

@@ -1,0 +1,46 @@
+// Package lockerr holds relock's error values and the error type that names the lock an
+// error is about. The root package re-exports the values; lock packages return them
+// wrapped in *Error so that callers can both match them with errors.Is and see which
+// lock and which operation failed.
+package lockerr
+
+import (
+	"errors"
+	"strconv"
+)
+
+// The sentinel errors. Their texts are short because *Error adds the operation and the
+// lock's name around them.
+var (
+	ErrNotHeld      = errors.New("lock not held by this owner")
+	ErrLocked       = errors.New("lock held by another owner")
+	ErrLeaseLost    = errors.New("lease lost")
+	ErrUpgrade      = errors.New("read hold cannot be upgraded to a write hold")
+	ErrWrongType    = errors.New("key holds data that is not this kind of lock")
+	ErrClosed       = errors.New("client closed")
+	ErrInvalidName  = errors.New("invalid lock name")
+	ErrInvalidLease = errors.New("invalid lease")
+)
+
+// Error is the error a lock method returns: the operation, the lock's name and the cause.
+type Error struct {
+	Op   string // the method, such as "lock" or "unlock"
+	Name string // the lock's name as the caller gave it
+	Err  error  // a sentinel above, a context error, or an error from Redis
+}
+
+// New wraps err with the operation and the lock's name. It returns nil for a nil err.
+func New(op, name string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &Error{Op: op, Name: name, Err: err}
+}
+
+func (e *Error) Error() string {
+	return "relock: " + e.Op + " " + strconv.Quote(e.Name) + ": " + e.Err.Error()
+}
+
+// Unwrap returns the cause, so errors.Is(err, ErrNotHeld) and errors.Is(err,
+// context.DeadlineExceeded) see through the wrapping.
+func (e *Error) Unwrap() error { return e.Err }

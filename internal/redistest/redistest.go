@@ -1,0 +1,115 @@
+// Package redistest is the Redis test harness of the library.
+//
+// Lock semantics depend on server behaviour that is easy to get subtly wrong
+// in a fake (script atomicity, PX expiry, error replies), while a real server
+// cannot be used for everything either (it is slower to start and is not
+// always installed). Tests therefore run each scenario against both a real
+// redis-server, started per test on a free loopback port, and miniredis, whose
+// TTLs are made to follow real time (miniredis's ClockTTL).
+//
+// Every backend is private to the test that asked for it and is torn down at
+// that test's cleanup, so tests cannot observe each other's keys and may run
+// in parallel.
+package redistest
+
+import (
+	"net"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/rueidis"
+)
+
+const (
+	nameRedis     = "redis"
+	nameMiniredis = "miniredis"
+)
+
+// dialTimeout is short because every server is on loopback: a connect that
+// takes longer than this means the server is gone or stopped, and tests
+// should find that out quickly instead of waiting for the rueidis default.
+const dialTimeout = 2 * time.Second
+
+// Backend is one Redis server a test runs against.
+type Backend struct {
+	Name   string               // "redis" or "miniredis"
+	Addr   string               // 127.0.0.1:port
+	Server *Server              // non-nil for a real redis-server
+	Mini   *miniredis.Miniredis // non-nil for miniredis
+}
+
+// Client returns a new rueidis client for b, closed at t.Cleanup.
+// It fails the test if the client cannot be created.
+//
+// Client-side caching is disabled because miniredis has no CLIENT TRACKING,
+// and the single-node client is forced because rueidis would otherwise probe
+// with CLUSTER SLOTS, which miniredis answers, turning the client into a
+// cluster client. Both servers then get the same client configuration.
+func (b *Backend) Client(t testing.TB) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(clientOption(b.Addr))
+	if err != nil {
+		t.Fatalf("redistest: new rueidis client for %s at %s: %v", b.Name, b.Addr, err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func clientOption(addr string) rueidis.ClientOption {
+	return rueidis.ClientOption{
+		InitAddress:       []string{addr},
+		DisableCache:      true,
+		ForceSingleClient: true,
+		Dialer:            net.Dialer{Timeout: dialTimeout},
+	}
+}
+
+// Each runs fn as two subtests, "redis" and "miniredis", each with a fresh
+// backend of its own that is torn down at the subtest's cleanup.
+//
+// When redis-server is not installed the "redis" subtest is skipped (see
+// StartServer) and the "miniredis" subtest still runs.
+func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	t.Helper()
+	t.Run(nameRedis, func(t *testing.T) {
+		fn(t, realBackend(t))
+	})
+	t.Run(nameMiniredis, func(t *testing.T) {
+		fn(t, Mini(t))
+	})
+}
+
+// Real runs fn only against a fresh real redis-server, for tests that need
+// server features miniredis lacks (INFO commandstats, CLIENT KILL,
+// DEBUG SLEEP, restarts).
+//
+// fn runs as a subtest named "redis", like the real-server half of Each, so
+// that a -run pattern selecting one backend selects it in both kinds of test.
+func Real(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	t.Helper()
+	t.Run(nameRedis, func(t *testing.T) {
+		fn(t, realBackend(t))
+	})
+}
+
+func realBackend(t testing.TB) *Backend {
+	t.Helper()
+	s := StartServer(t)
+	return &Backend{Name: nameRedis, Addr: s.Addr(), Server: s}
+}
+
+// Mini returns a fresh miniredis Backend whose TTLs follow real time, torn down
+// at t's cleanup.
+func Mini(t testing.TB) *Backend {
+	t.Helper()
+	m := miniredis.NewMiniRedis()
+	// Leases must run out by themselves, as on a real server; by default
+	// miniredis only moves TTLs when told to.
+	m.ClockTTL(true)
+	if err := m.Start(); err != nil {
+		t.Fatalf("redistest: start miniredis: %v", err)
+	}
+	t.Cleanup(m.Close)
+	return &Backend{Name: nameMiniredis, Addr: m.Addr(), Mini: m}
+}

@@ -1,0 +1,264 @@
+package pubsub_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/pubsub"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newHub(t *testing.T, b *redistest.Backend) (*pubsub.Hub, rueidis.Client) {
+	t.Helper()
+	rc := b.Client(t)
+	h := pubsub.New(rc)
+	t.Cleanup(h.Close)
+	return h, rc
+}
+
+func publish(t *testing.T, rc rueidis.Client, channel, msg string) {
+	t.Helper()
+	if err := rc.Do(context.Background(), rc.B().Publish().Channel(channel).Message(msg).Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func subscribe(t *testing.T, h *pubsub.Hub, channel string) *pubsub.Sub {
+	t.Helper()
+	s, err := h.Subscribe(channel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Release)
+	if err := s.Ready(context.Background(), 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal(what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// wait runs s.Wait in the background and reports its result.
+func wait(s *pubsub.Sub, bound time.Duration) <-chan error {
+	done := make(chan error, 1)
+	go func() { done <- s.Wait(context.Background(), bound) }()
+	return done
+}
+
+// A message that arrives before the subscriber parks is kept as a permit, not lost.
+func TestPermitBeforeWait(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		s := subscribe(t, h, "early")
+		publish(t, rc, "early", pubsub.WakeOne)
+		eventually(t, "message not received", func() bool { return h.Stats().Messages == 1 })
+		if err := s.Wait(context.Background(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); st.Woken != 1 || st.TimedOut != 0 {
+			t.Errorf("stats %+v: want one wake-up from the kept permit", st)
+		}
+	})
+}
+
+// Permits never exceed the subscribers: five messages for one subscriber wake it once.
+func TestPermitsCapped(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		s := subscribe(t, h, "flood")
+		for i := 0; i < 5; i++ {
+			publish(t, rc, "flood", pubsub.WakeOne)
+		}
+		eventually(t, "messages not received", func() bool { return h.Stats().Messages == 5 })
+		if err := s.Wait(context.Background(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(context.Background(), 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); st.Woken != 1 || st.TimedOut != 1 {
+			t.Errorf("stats %+v: want one wake-up and then a timeout", st)
+		}
+	})
+}
+
+func TestWakeOneAndWakeAll(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		var done []<-chan error
+		for i := 0; i < 3; i++ {
+			done = append(done, wait(subscribe(t, h, "herd"), time.Minute))
+		}
+		eventually(t, "waiters not parked", func() bool { return h.Stats().Waiting == 3 })
+
+		publish(t, rc, "herd", pubsub.WakeOne)
+		eventually(t, "nobody woken by WakeOne", func() bool { return h.Stats().Woken == 1 })
+		// Give a wrongly woken second waiter time to show up before counting.
+		time.Sleep(50 * time.Millisecond)
+		if st := h.Stats(); st.Woken != 1 || st.Waiting != 2 {
+			t.Fatalf("after WakeOne: %+v; want exactly one woken, two parked", st)
+		}
+
+		publish(t, rc, "herd", pubsub.WakeAll)
+		eventually(t, "not all woken by WakeAll", func() bool { return h.Stats().Woken == 3 })
+		for _, d := range done {
+			if err := <-d; err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+// Subscriptions are counted: one server subscription however many subscribers, dropped
+// after the last one leaves.
+func TestReferenceCounting(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		numsub := func() int64 {
+			v, err := rc.Do(context.Background(), rc.B().PubsubNumsub().Channel("counted").Build()).ToArray()
+			if err != nil || len(v) != 2 {
+				t.Fatalf("PUBSUB NUMSUB: %v, %v", v, err)
+			}
+			n, _ := v[1].AsInt64()
+			return n
+		}
+		s1, err := h.Subscribe("counted")
+		if err != nil {
+			t.Fatal(err)
+		}
+		s2, err := h.Subscribe("counted")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range []*pubsub.Sub{s1, s2} {
+			if err := s.Ready(context.Background(), 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := numsub(); n != 1 {
+			t.Fatalf("server subscriptions = %d; want 1 for two subscribers", n)
+		}
+		s1.Release()
+		s1.Release() // idempotent: must not drop s2's reference
+		time.Sleep(50 * time.Millisecond)
+		if n := numsub(); n != 1 {
+			t.Fatalf("server subscriptions = %d after one release; want 1", n)
+		}
+		s2.Release()
+		eventually(t, "channel still subscribed after the last release", func() bool {
+			return numsub() == 0 && h.Stats().Channels == 0
+		})
+	})
+}
+
+// Subscribing again right after the last release must end up subscribed, whatever order
+// the UNSUBSCRIBE and SUBSCRIBE confirmations come in.
+func TestResubscribeAfterRelease(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		for i := 0; i < 20; i++ {
+			s, err := h.Subscribe("churn")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Release()
+		}
+		s := subscribe(t, h, "churn")
+		publish(t, rc, "churn", pubsub.WakeOne)
+		if err := s.Wait(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); st.Woken != 1 {
+			t.Errorf("stats %+v: the message after churn was not delivered", st)
+		}
+	})
+}
+
+func TestWaitHonoursContext(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		s := subscribe(t, h, "impatient")
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		if err := s.Wait(ctx, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Wait: %v; want context.DeadlineExceeded", err)
+		}
+		if st := h.Stats(); st.Waiting != 0 {
+			t.Errorf("stats %+v: the cancelled waiter is still parked", st)
+		}
+	})
+}
+
+// After the subscriber connection is killed the hub reconnects, subscribes again and wakes
+// every waiter once, since a message may have been missed meanwhile.
+func TestReconnectWakesEveryone(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		first := wait(subscribe(t, h, "fragile"), time.Minute)
+		second := wait(subscribe(t, h, "fragile"), time.Minute)
+		eventually(t, "waiters not parked", func() bool { return h.Stats().Waiting == 2 })
+		if err := rc.Do(context.Background(), rc.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []<-chan error{first, second} {
+			select {
+			case err := <-d:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("waiter not woken after the reconnect")
+			}
+		}
+		st := h.Stats()
+		if st.Reconnects == 0 || st.Woken != 2 || st.TimedOut != 0 {
+			t.Errorf("stats %+v: want a reconnect that woke both waiters", st)
+		}
+		// And the channel works again.
+		s := subscribe(t, h, "fragile")
+		publish(t, rc, "fragile", pubsub.WakeOne)
+		if err := s.Wait(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if got := h.Stats().Woken; got != 3 {
+			t.Errorf("woken = %d after a message on the resubscribed channel; want 3", got)
+		}
+	})
+}
+
+func TestClose(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		s := subscribe(t, h, "closing")
+		done := wait(s, time.Minute)
+		eventually(t, "waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		h.Close()
+		if err := <-done; !errors.Is(err, lockerr.ErrClosed) {
+			t.Errorf("parked Wait at Close: %v; want ErrClosed", err)
+		}
+		if _, err := h.Subscribe("closing"); !errors.Is(err, lockerr.ErrClosed) {
+			t.Errorf("Subscribe after Close: %v; want ErrClosed", err)
+		}
+		if err := s.Wait(context.Background(), time.Minute); !errors.Is(err, lockerr.ErrClosed) {
+			t.Errorf("Wait after Close: %v; want ErrClosed", err)
+		}
+		h.Close() // idempotent
+	})
+}

@@ -1,0 +1,120 @@
+// Package relock brings Redisson's distributed locks to Go on the rueidis client: a
+// reentrant lock whose owner travels in a context.Context, waiters woken by pub/sub
+// instead of polling, and the same data layout as Redisson, so that Go and Java services
+// can share a lock.
+//
+// A Client is made once per process and Redis deployment; locks hang off it:
+//
+//	c, err := relock.New(rc)
+//	defer c.Close()
+//	mu := c.Lock("orders:42")
+//	ctx, err = mu.Lock(ctx)
+//	if err != nil { ... }
+//	defer mu.Unlock(ctx)
+package relock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/core"
+	"github.com/relock-go/relock/internal/owner"
+	"github.com/relock-go/relock/pubsub"
+	"github.com/relock-go/relock/rlock"
+)
+
+// Defaults of the client options.
+const (
+	DefaultWatchdogTimeout = 30 * time.Second
+	DefaultTimeout         = 3 * time.Second
+)
+
+// Client is relock's handle on one Redis deployment: it owns the client id that owners
+// are made from and the subscriber connection that wakes waiters. Make one per process
+// and deployment with New, share it, and Close it when done. It is safe for concurrent use.
+type Client struct {
+	core *core.Client
+}
+
+// Option configures a Client.
+type Option func(*config) error
+
+type config struct {
+	lease   time.Duration
+	timeout time.Duration
+}
+
+// WithWatchdogTimeout sets the lease of holds taken without rlock.WithLease (default 30s).
+func WithWatchdogTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d < time.Millisecond {
+			return fmt.Errorf("relock: watchdog timeout %v: %w", d, ErrInvalidLease)
+		}
+		c.lease = d
+		return nil
+	}
+}
+
+// WithTimeout bounds each Redis call that does not follow the caller's context (default
+// 3s): an acquire attempt, which is finished even if the caller's context ends so that no
+// hold is left behind unknown, and Unlock, which must work after cancellation.
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("relock: timeout %v must be positive", d)
+		}
+		c.timeout = d
+		return nil
+	}
+}
+
+// New returns a client on rc, which may be any rueidis client: single node, sentinel or
+// cluster. relock does not close rc; close it after the Client. New sends nothing to Redis
+// itself; the subscriber connection is opened in the background.
+func New(rc rueidis.Client, opts ...Option) (*Client, error) {
+	if rc == nil {
+		return nil, errors.New("relock: New needs a rueidis client, got nil")
+	}
+	cfg := config{lease: DefaultWatchdogTimeout, timeout: DefaultTimeout}
+	for _, o := range opts {
+		if o == nil {
+			continue
+		}
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	id := uuid.NewString()
+	return &Client{core: core.New(rc, id, pubsub.New(rc), cfg.lease, cfg.timeout)}, nil
+}
+
+// Close stops the client: waiters return ErrClosed, and every later call does too. Locks
+// still held are not released; they expire with their leases. Close is idempotent.
+func (c *Client) Close() error {
+	c.core.Close()
+	return nil
+}
+
+// ID returns the client's UUID: the first part of every owner it makes, as in Redisson.
+func (c *Client) ID() string { return c.core.ID }
+
+// Lock returns the reentrant mutex named name. The name is the lock's Redis key. Options
+// apply to every acquisition through the returned Mutex. An invalid name is reported by
+// the Mutex's methods (ErrInvalidName), so Lock never fails.
+func (c *Client) Lock(name string, opts ...rlock.Option) *rlock.Mutex {
+	return rlock.New(c.core, name, opts...)
+}
+
+// Stats returns a snapshot of the client's waiting activity: subscriptions, parked
+// waiters, wake-up messages, and waits ended by messages or by their TTL bound.
+func (c *Client) Stats() pubsub.Stats { return c.core.Hub.Stats() }
+
+// NewOwner returns a context that carries no owner, whatever ctx carries: the next lock
+// taken with it is taken by a new owner. Use it for a worker spawned from a context that
+// already holds locks, which would otherwise re-enter them.
+func NewOwner(ctx context.Context) context.Context { return owner.Fresh(ctx) }

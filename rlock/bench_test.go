@@ -1,0 +1,142 @@
+package rlock_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/lua"
+)
+
+// benchClient returns a relock client on a fresh real redis-server.
+func benchClient(b *testing.B, srv *redistest.Server) (*relock.Client, rueidis.Client) {
+	b.Helper()
+	be := &redistest.Backend{Name: "redis", Addr: srv.Addr(), Server: srv}
+	rc := be.Client(b)
+	c, err := relock.New(rc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { c.Close() })
+	return c, rc
+}
+
+// BenchmarkLockUnlock: uncontended lock+unlock cycles, each goroutine on its own key.
+func BenchmarkLockUnlock(b *testing.B) {
+	c, _ := benchClient(b, redistest.StartServer(b))
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		mu := c.Lock("bench:" + strconv.FormatInt(seq.Add(1), 10))
+		ctx := context.Background()
+		for pb.Next() {
+			held, err := mu.Lock(ctx)
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			if err := mu.Unlock(held); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkRawScripts sends the same acquire and unlock scripts straight through rueidis,
+// with no library around them: the ceiling for BenchmarkLockUnlock.
+func BenchmarkRawScripts(b *testing.B) {
+	_, rc := benchClient(b, redistest.StartServer(b))
+	var seq atomic.Int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		id := strconv.FormatInt(seq.Add(1), 10)
+		name := "bench:" + id
+		owner := "raw:" + id
+		channel, latch := keys.LockChannel(name), keys.UnlockLatchPrefix(name)
+		ctx := context.Background()
+		for i := 0; pb.Next(); i++ {
+			if err := lua.RLockAcquire().Exec(ctx, rc, []string{name}, []string{"30000", owner}).Error(); !rueidis.IsRedisNil(err) {
+				b.Error(err)
+				return
+			}
+			req := latch + strconv.Itoa(i)
+			if err := lua.RLockUnlock().Exec(ctx, rc, []string{name, channel, req}, []string{"0", owner, "6000", "publish"}).Error(); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkHandoff: a waiter on a second client is parked behind the holder; the time from
+// the holder's Unlock returning to the waiter holding the lock is one handoff. Reported in
+// microseconds and in round trips (PING, measured on the same server).
+func BenchmarkHandoff(b *testing.B) {
+	srv := redistest.StartServer(b)
+	holder, rc := benchClient(b, srv)
+	waiter, _ := benchClient(b, srv)
+	ctx := context.Background()
+	rtt := pingRTT(b, rc)
+	hmu, wmu := holder.Lock("handoff"), waiter.Lock("handoff")
+	handoffs := make([]time.Duration, 0, b.N)
+
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		held, err := hmu.Lock(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		acquired := make(chan time.Time, 1)
+		go func() {
+			h, err := wmu.Lock(ctx)
+			t := time.Now()
+			if err != nil {
+				b.Error(err)
+			}
+			acquired <- t
+			_ = wmu.Unlock(h)
+		}()
+		for waiter.Stats().Waiting == 0 {
+			time.Sleep(20 * time.Microsecond)
+		}
+		if err := hmu.Unlock(held); err != nil {
+			b.Fatal(err)
+		}
+		released := time.Now()
+		handoffs = append(handoffs, (<-acquired).Sub(released))
+		for ok, _ := hmu.IsLocked(ctx); ok; ok, _ = hmu.IsLocked(ctx) {
+		}
+	}
+	b.StopTimer()
+	slices.Sort(handoffs)
+	p50, p99 := handoffs[len(handoffs)/2], handoffs[len(handoffs)*99/100]
+	b.ReportMetric(float64(p50.Microseconds()), "p50-µs")
+	b.ReportMetric(float64(p99.Microseconds()), "p99-µs")
+	b.ReportMetric(float64(p50)/float64(rtt), "p50-RTTs")
+}
+
+// pingRTT returns the median of 200 PING round trips.
+func pingRTT(b *testing.B, rc rueidis.Client) time.Duration {
+	ctx := context.Background()
+	var rtts []time.Duration
+	for i := 0; i < 200; i++ {
+		t := time.Now()
+		if err := rc.Do(ctx, rc.B().Ping().Build()).Error(); err != nil {
+			b.Fatal(err)
+		}
+		rtts = append(rtts, time.Since(t))
+	}
+	slices.Sort(rtts)
+	return rtts[len(rtts)/2]
+}

@@ -1,0 +1,737 @@
+package rlock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/rlock"
+)
+
+// newClient returns a relock client on b with its own Redis connections, closed at the
+// end of the test.
+func newClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
+	t.Helper()
+	c, err := relock.New(b.Client(t), opts...)
+	if err != nil {
+		t.Fatalf("relock.New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// eventually polls cond every 10ms until it holds or d passes.
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func do(t *testing.T, rc rueidis.Client, args ...string) rueidis.RedisResult {
+	t.Helper()
+	return rc.Do(context.Background(), rc.B().Arbitrary(args...).Build())
+}
+
+func TestReentrancy(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		mu := c.Lock("reentrant")
+		ctx := context.Background()
+
+		held := ctx
+		for i := 0; i < 3; i++ {
+			var err error
+			if held, err = mu.Lock(held); err != nil {
+				t.Fatalf("lock %d: %v", i+1, err)
+			}
+		}
+		if n, err := mu.HoldCount(held); err != nil || n != 3 {
+			t.Fatalf("HoldCount = %d, %v; want 3", n, err)
+		}
+		fields, err := do(t, side, "HGETALL", "reentrant").AsStrMap()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fields) != 1 {
+			t.Fatalf("hash fields = %v; want exactly one", fields)
+		}
+		for field, count := range fields {
+			n, ok := strings.CutPrefix(field, c.ID()+":")
+			if _, err := strconv.ParseUint(n, 10, 64); !ok || err != nil {
+				t.Errorf("field %q is not <client uuid>:<n> with uuid %s", field, c.ID())
+			}
+			if count != "3" {
+				t.Errorf("hold count in Redis = %s; want 3", count)
+			}
+		}
+
+		for i := 0; i < 3; i++ {
+			if err := mu.Unlock(held); err != nil {
+				t.Fatalf("unlock %d: %v", i+1, err)
+			}
+		}
+		if n, _ := do(t, side, "EXISTS", "reentrant").AsInt64(); n != 0 {
+			t.Errorf("lock key still exists after three unlocks")
+		}
+		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("fourth unlock: %v; want ErrNotHeld", err)
+		}
+	})
+}
+
+func TestMutualExclusion(t *testing.T) {
+	const clients, goroutines, sections = 2, 16, 50
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		var (
+			counter int // read and written without atomics: only the lock protects it
+			inside  atomic.Int32
+			wg      sync.WaitGroup
+		)
+		for i := 0; i < clients; i++ {
+			mu := newClient(t, b).Lock("exclusive")
+			for g := 0; g < goroutines; g++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					for s := 0; s < sections; s++ {
+						held, err := mu.Lock(ctx)
+						if err != nil {
+							t.Errorf("lock: %v", err)
+							return
+						}
+						if n := inside.Add(1); n != 1 {
+							t.Errorf("%d holders inside the critical section", n)
+						}
+						v := counter
+						runtime.Gosched() // widen the window a broken lock would show in
+						counter = v + 1
+						inside.Add(-1)
+						if err := mu.Unlock(held); err != nil {
+							t.Errorf("unlock: %v", err)
+							return
+						}
+					}
+				}()
+			}
+		}
+		wg.Wait()
+		if want := clients * goroutines * sections; counter != want {
+			t.Errorf("counter = %d; want %d", counter, want)
+		}
+	})
+}
+
+func TestOtherOwner(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c1, c2 := newClient(t, b), newClient(t, b)
+		ctx := context.Background()
+		held, err := c1.Lock("contested").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		others := map[string]struct {
+			mu  *rlock.Mutex
+			ctx context.Context
+		}{
+			"same client, fresh context": {c1.Lock("contested"), ctx},
+			"same client, NewOwner":      {c1.Lock("contested"), relock.NewOwner(held)},
+			"other client":               {c2.Lock("contested"), ctx},
+			"other client, holder's ctx": {c2.Lock("contested"), held},
+		}
+		for name, o := range others {
+			if _, err := o.mu.TryLock(o.ctx); !errors.Is(err, relock.ErrLocked) {
+				t.Errorf("%s: TryLock: %v; want ErrLocked", name, err)
+			}
+			if err := o.mu.Unlock(o.ctx); !errors.Is(err, relock.ErrNotHeld) {
+				t.Errorf("%s: Unlock: %v; want ErrNotHeld", name, err)
+			}
+			if ok, err := o.mu.IsHeld(o.ctx); ok || err != nil {
+				t.Errorf("%s: IsHeld = %v, %v; want false", name, ok, err)
+			}
+		}
+		mu := c1.Lock("contested")
+		if n, err := mu.HoldCount(held); n != 1 || err != nil {
+			t.Fatalf("holder's HoldCount = %d, %v; want 1", n, err)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatalf("holder's Unlock: %v", err)
+		}
+	})
+}
+
+func TestLockContextTimeout(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c1, c2 := newClient(t, b), newClient(t, b)
+		if _, err := c1.Lock("busy").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		_, err := c2.Lock("busy").Lock(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock: %v; want context.DeadlineExceeded", err)
+		}
+		if !strings.Contains(err.Error(), `"busy"`) {
+			t.Errorf("error %q does not name the lock", err)
+		}
+		eventually(t, 5*time.Second, "hub still holds a subscription", func() bool {
+			return c2.Stats().Channels == 0
+		})
+		if b.Server != nil {
+			side := b.Client(t)
+			n, err := do(t, side, "PUBSUB", "NUMSUB", "redisson_lock__channel:{busy}").ToArray()
+			if err != nil || len(n) != 2 {
+				t.Fatalf("PUBSUB NUMSUB: %v %v", n, err)
+			}
+			if subs, _ := n[1].AsInt64(); subs != 0 {
+				t.Errorf("server still counts %d subscribers on the lock channel", subs)
+			}
+		}
+	})
+}
+
+// A waiter behind a long lease sends nothing while it waits and is woken by the unlock
+// message, not by its TTL bound.
+func TestWaiterDoesNotPoll(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		holder, waiter := newClient(t, b), newClient(t, b)
+		held, err := holder.Lock("long").Lock(context.Background(), rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acquired := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			h, err := waiter.Lock("long").Lock(ctx)
+			if err == nil {
+				err = waiter.Lock("long").Unlock(h)
+			}
+			acquired <- err
+		}()
+		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.Stats().Waiting == 1 })
+
+		// One side connection, made before the window, so that its HELLO is not counted.
+		side := b.Client(t)
+		before := commandStats(t, side)
+		time.Sleep(1500 * time.Millisecond)
+		after := commandStats(t, side)
+		for cmd, n := range after {
+			// INFO is this test's own; PING is rueidis's keep-alive on idle connections,
+			// not lock traffic.
+			if cmd == "info" || cmd == "ping" {
+				continue
+			}
+			if d := n - before[cmd]; d != 0 {
+				t.Errorf("%d %s commands sent while the waiter waited", d, cmd)
+			}
+		}
+
+		if err := holder.Lock("long").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-acquired:
+			if err != nil {
+				t.Fatalf("waiter: %v", err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("waiter not woken by the unlock")
+		}
+		if st := waiter.Stats(); st.Woken != 1 || st.TimedOut != 0 {
+			t.Errorf("waiter stats %+v: want one wake-up by message and no TTL timeout", st)
+		}
+	})
+}
+
+// commandStats returns the server's calls per command from INFO commandstats.
+func commandStats(t *testing.T, rc rueidis.Client) map[string]int64 {
+	t.Helper()
+	info, err := do(t, rc, "INFO", "commandstats").ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stats := map[string]int64{}
+	for _, line := range strings.Split(info, "\n") {
+		// cmdstat_hincrby:calls=3,usec=...
+		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
+		if !ok {
+			continue
+		}
+		calls, _, _ := strings.Cut(rest, ",")
+		n, err := strconv.ParseInt(calls, 10, 64)
+		if err != nil {
+			t.Fatalf("INFO commandstats line %q: %v", line, err)
+		}
+		stats[name] = n
+	}
+	if len(stats) == 0 {
+		t.Fatalf("INFO commandstats had no command lines: %q", info)
+	}
+	return stats
+}
+
+// The subscriber connection is killed just before the unlock, so the unlock message is
+// lost; the waiter must still acquire (woken after the reconnect, or by its TTL bound).
+func TestLostWakeup(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		holder, waiter := newClient(t, b), newClient(t, b)
+		side := b.Client(t)
+		held, err := holder.Lock("lossy").Lock(context.Background(), rlock.WithLease(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acquired := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := waiter.Lock("lossy").Lock(ctx)
+			acquired <- err
+		}()
+		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.Stats().Waiting == 1 })
+		if err := do(t, side, "CLIENT", "KILL", "TYPE", "pubsub").Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.Lock("lossy").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-acquired; err != nil {
+			t.Fatalf("waiter after lost wake-up: %v", err)
+		}
+		if st := waiter.Stats(); st.Reconnects == 0 {
+			t.Errorf("stats %+v: the hub did not notice its connection was killed", st)
+		}
+	})
+}
+
+// redissonAcquire and redissonUnlock are what a Redisson client sends for RLock: this test
+// plays a Java service sharing the lock.
+const (
+	redissonAcquire = `if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ` +
+		`redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; ` +
+		`return redis.call('pttl', KEYS[1]);`
+	redissonUnlock = `if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil; end; ` +
+		`if (redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0) then return 0; end; ` +
+		`redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1;`
+)
+
+func TestRedissonLayout(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		javaOwner := "5df8512c-e096-4359-bc82-07efb0bc9d8e:1"
+		channel := "redisson_lock__channel:{shared}"
+		acquire, unlock := rueidis.NewLuaScript(redissonAcquire), rueidis.NewLuaScript(redissonUnlock)
+
+		// A Java holder makes the Go waiter wait; its unlock wakes the waiter.
+		if err := acquire.Exec(ctx, side, []string{"shared"}, []string{"30000", javaOwner}).Error(); !rueidis.IsRedisNil(err) {
+			t.Fatalf("redisson acquire: %v", err)
+		}
+		acquired := make(chan error, 1)
+		var held context.Context
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			var err error
+			held, err = c.Lock("shared").Lock(wctx)
+			acquired <- err
+		}()
+		eventually(t, 5*time.Second, "Go waiter never parked behind the Java holder", func() bool { return c.Stats().Waiting == 1 })
+		if n, err := unlock.Exec(ctx, side, []string{"shared", channel}, []string{"0", javaOwner}).AsInt64(); err != nil || n != 1 {
+			t.Fatalf("redisson unlock = %d, %v", n, err)
+		}
+		if err := <-acquired; err != nil {
+			t.Fatalf("Go waiter: %v", err)
+		}
+		if st := c.Stats(); st.Woken != 1 || st.TimedOut != 0 {
+			t.Errorf("stats %+v: want the waiter woken by the Java unlock's message", st)
+		}
+
+		// The Go hold is exactly what Redisson writes: a hash of one owner field "<uuid>:<n>"
+		// with the hold count, expiring with the lease.
+		if typ, _ := do(t, side, "TYPE", "shared").ToString(); typ != "hash" {
+			t.Fatalf("TYPE = %q; want hash", typ)
+		}
+		fields, _ := do(t, side, "HGETALL", "shared").AsStrMap()
+		if len(fields) != 1 {
+			t.Fatalf("fields = %v; want one", fields)
+		}
+		var goOwner string
+		for f, v := range fields {
+			goOwner = f
+			if !strings.HasPrefix(f, c.ID()+":") || v != "1" {
+				t.Errorf("field %q = %q; want <client uuid>:<n> = 1", f, v)
+			}
+		}
+		if pttl, _ := do(t, side, "PTTL", "shared").AsInt64(); pttl <= 0 || pttl > relock.DefaultWatchdogTimeout.Milliseconds() {
+			t.Errorf("PTTL = %d; want a lease of at most the watchdog timeout", pttl)
+		}
+		// The Java side sees the Go owner as another owner: its acquire returns the PTTL.
+		if pttl, err := acquire.Exec(ctx, side, []string{"shared"}, []string{"30000", javaOwner}).AsInt64(); err != nil || pttl <= 0 {
+			t.Errorf("redisson acquire while Go holds = %d, %v; want the PTTL", pttl, err)
+		}
+		// Redisson's unlock by the Go owner's name proves the field is what Redisson reads.
+		if n, err := do(t, side, "HGET", "shared", goOwner).AsInt64(); n != 1 || err != nil {
+			t.Errorf("HGET owner = %d, %v", n, err)
+		}
+
+		// The Go unlock publishes "0" on Redisson's channel.
+		msgs := make(chan rueidis.PubSubMessage, 1)
+		subscribed := make(chan struct{})
+		var once sync.Once
+		dc, cancel := b.Client(t).Dedicate()
+		defer cancel()
+		wait := dc.SetPubSubHooks(rueidis.PubSubHooks{
+			OnMessage:      func(m rueidis.PubSubMessage) { msgs <- m },
+			OnSubscription: func(rueidis.PubSubSubscription) { once.Do(func() { close(subscribed) }) },
+		})
+		if err := dc.Do(ctx, dc.B().Subscribe().Channel(channel).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		<-subscribed
+		if err := c.Lock("shared").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case m := <-msgs:
+			if m.Channel != channel || m.Message != "0" {
+				t.Errorf("message %q on %q; want \"0\" on %q", m.Message, m.Channel, channel)
+			}
+		case err := <-wait:
+			t.Fatalf("subscriber lost: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("no unlock message on Redisson's channel")
+		}
+	})
+}
+
+func TestUnlockWithCancelledContext(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		mu := newClient(t, b).Lock("cancelled")
+		held, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(held)
+		cancel()
+		if err := mu.Unlock(cctx); err != nil {
+			t.Fatalf("Unlock with a cancelled context: %v", err)
+		}
+		if locked, err := mu.IsLocked(context.Background()); locked || err != nil {
+			t.Errorf("IsLocked = %v, %v after unlock; want false", locked, err)
+		}
+	})
+}
+
+// A replayed unlock (same request id, as sent when the first reply was lost) answers with
+// the first result and leaves a newer hold of the same owner alone.
+func TestUnlockReplay(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := context.Background()
+		const owner = "replay-client:1"
+		keys := func(req string) []string {
+			return []string{"replayed", "redisson_lock__channel:{replayed}", "redisson_unlock_latch:{replayed}:" + req}
+		}
+		acquire := func() {
+			t.Helper()
+			if err := lua.RLockAcquire().Exec(ctx, rc, []string{"replayed"}, []string{"30000", owner}).Error(); !rueidis.IsRedisNil(err) {
+				t.Fatalf("acquire: %v", err)
+			}
+		}
+		unlock := func(req string) (int64, error) {
+			return lua.RLockUnlock().Exec(ctx, rc, keys(req), []string{"0", owner, "10000", "publish"}).AsInt64()
+		}
+		count := func() string {
+			v, _ := do(t, rc, "HGET", "replayed", owner).ToString()
+			return v
+		}
+
+		acquire()
+		if n, err := unlock("a"); n != 1 || err != nil {
+			t.Fatalf("first unlock = %d, %v; want 1 (released)", n, err)
+		}
+		acquire() // a newer hold by the same owner
+		if n, err := unlock("a"); n != 1 || err != nil {
+			t.Fatalf("replayed unlock = %d, %v; want the first result, 1", n, err)
+		}
+		if got := count(); got != "1" {
+			t.Fatalf("newer hold's count after replay = %q; want 1 (untouched)", got)
+		}
+
+		acquire() // re-entered: count 2
+		if n, err := unlock("b"); n != 0 || err != nil {
+			t.Fatalf("partial unlock = %d, %v; want 0", n, err)
+		}
+		if n, err := unlock("b"); n != 0 || err != nil {
+			t.Fatalf("replayed partial unlock = %d, %v; want 0", n, err)
+		}
+		if got := count(); got != "1" {
+			t.Fatalf("count after replayed partial unlock = %q; want 1", got)
+		}
+		if ttl, _ := do(t, rc, "PTTL", "redisson_unlock_latch:{replayed}:b").AsInt64(); ttl <= 0 {
+			t.Errorf("latch PTTL = %d; want it to expire by itself", ttl)
+		}
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+
+		for _, name := range []string{"", "a{}b", "a{b", "{", "a}b"} {
+			mu := c.Lock(name)
+			_, err := mu.Lock(ctx)
+			if !errors.Is(err, relock.ErrInvalidName) {
+				t.Errorf("Lock(%q): %v; want ErrInvalidName", name, err)
+			}
+			if err := mu.Unlock(ctx); !errors.Is(err, relock.ErrInvalidName) {
+				t.Errorf("Unlock(%q): %v; want ErrInvalidName", name, err)
+			}
+			if _, err := mu.HoldCount(ctx); !errors.Is(err, relock.ErrInvalidName) {
+				t.Errorf("HoldCount(%q): %v; want ErrInvalidName", name, err)
+			}
+		}
+
+		for _, lease := range []time.Duration{0, -time.Second, time.Microsecond} {
+			mu := c.Lock("lease")
+			if _, err := mu.Lock(ctx, rlock.WithLease(lease)); !errors.Is(err, relock.ErrInvalidLease) {
+				t.Errorf("Lock with lease %v: %v; want ErrInvalidLease", lease, err)
+			}
+			if _, err := c.Lock("lease", rlock.WithLease(lease)).TryLock(ctx); !errors.Is(err, relock.ErrInvalidLease) {
+				t.Errorf("TryLock on a lock made with lease %v: %v; want ErrInvalidLease", lease, err)
+			}
+		}
+		if n, _ := do(t, side, "EXISTS", "lease").AsInt64(); n != 0 {
+			t.Errorf("an invalid lease wrote the lock key")
+		}
+		if _, err := c.Lock("nil-option").TryLock(ctx, nil); err != nil {
+			t.Errorf("a nil option: %v", err)
+		}
+
+		// A key holding a string is refused by every call and left as it was.
+		if err := do(t, side, "SET", "foreign", "precious").Error(); err != nil {
+			t.Fatal(err)
+		}
+		mu := c.Lock("foreign")
+		held, err := mu.TryLock(ctx)
+		if !errors.Is(err, relock.ErrWrongType) || !strings.Contains(err.Error(), `"foreign"`) {
+			t.Errorf("TryLock on a string: %v; want ErrWrongType naming the lock", err)
+		}
+		if _, err := mu.Lock(ctx); !errors.Is(err, relock.ErrWrongType) {
+			t.Errorf("Lock on a string: %v; want ErrWrongType", err)
+		}
+		if _, err := mu.HoldCount(held); !errors.Is(err, relock.ErrWrongType) {
+			t.Errorf("HoldCount on a string: %v; want ErrWrongType", err)
+		}
+		if _, err := mu.IsLocked(held); !errors.Is(err, relock.ErrWrongType) {
+			t.Errorf("IsLocked on a string: %v; want ErrWrongType", err)
+		}
+		if _, err := mu.ForceUnlock(ctx); !errors.Is(err, relock.ErrWrongType) {
+			t.Errorf("ForceUnlock on a string: %v; want ErrWrongType", err)
+		}
+		owned, err := c.Lock("elsewhere").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(owned); !errors.Is(err, relock.ErrWrongType) {
+			t.Errorf("Unlock on a string: %v; want ErrWrongType", err)
+		}
+		if v, _ := do(t, side, "GET", "foreign").ToString(); v != "precious" {
+			t.Errorf("the string became %q", v)
+		}
+		if ttl, _ := do(t, side, "PTTL", "foreign").AsInt64(); ttl != -1 {
+			t.Errorf("the string got an expiry: PTTL %d", ttl)
+		}
+
+		// Unlock with a context that carries no owner.
+		if err := c.Lock("elsewhere").Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock with no owner: %v; want ErrNotHeld", err)
+		}
+		if _, err := c.Lock("elsewhere").TTL(ctx); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("TTL with no owner: %v; want ErrNotHeld", err)
+		}
+		if err := c.Lock("elsewhere").Unlock(owned); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+func TestCallsAfterClose(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		holder, c := newClient(t, b), newClient(t, b)
+		ctx := context.Background()
+		if _, err := holder.Lock("closing").Lock(ctx, rlock.WithLease(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		waited := make(chan error, 1)
+		go func() {
+			_, err := c.Lock("closing").Lock(ctx)
+			waited <- err
+		}()
+		eventually(t, 5*time.Second, "waiter never parked", func() bool { return c.Stats().Waiting == 1 })
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-waited; !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("parked waiter at Close: %v; want ErrClosed", err)
+		}
+		mu := c.Lock("closing")
+		if _, err := mu.Lock(ctx); !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("Lock after Close: %v", err)
+		}
+		if _, err := mu.TryLock(ctx); !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("TryLock after Close: %v", err)
+		}
+		if err := mu.Unlock(ctx); !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("Unlock after Close: %v", err)
+		}
+		if _, err := mu.IsLocked(ctx); !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("IsLocked after Close: %v", err)
+		}
+		if _, err := mu.ForceUnlock(ctx); !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("ForceUnlock after Close: %v", err)
+		}
+		if err := c.Close(); err != nil {
+			t.Errorf("second Close: %v", err)
+		}
+		if locked, _ := holder.Lock("closing").IsLocked(ctx); !locked {
+			t.Errorf("the other client's hold was disturbed by Close")
+		}
+	})
+}
+
+// When the holder never unlocks, the waiter gets the lock when the lease runs out: its
+// wait is bounded by the holder's TTL, with no message needed.
+func TestWaitBoundedByLease(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		holder, waiter := newClient(t, b), newClient(t, b)
+		ctx := context.Background()
+		if _, err := holder.Lock("expiring").Lock(ctx, rlock.WithLease(300*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		held, err := waiter.Lock("expiring").Lock(wctx)
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+		if st := waiter.Stats(); st.TimedOut == 0 {
+			t.Errorf("stats %+v: want the wait ended by its TTL bound", st)
+		}
+		if ok, _ := waiter.Lock("expiring").IsHeld(held); !ok {
+			t.Errorf("waiter does not hold the lock")
+		}
+	})
+}
+
+func TestOwnerAcrossLocks(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		held, err := c.Lock("first").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held, err = c.Lock("second").Lock(held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f1, _ := do(t, side, "HKEYS", "first").AsStrSlice()
+		f2, _ := do(t, side, "HKEYS", "second").AsStrSlice()
+		if len(f1) != 1 || len(f2) != 1 || f1[0] != f2[0] {
+			t.Errorf("owners %v and %v; want one owner holding both locks", f1, f2)
+		}
+		// A goroutine spawned with the holding context but a new owner is excluded.
+		if _, err := c.Lock("first").TryLock(relock.NewOwner(held)); !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("NewOwner TryLock: %v; want ErrLocked", err)
+		}
+		// Ownership travels with the context: another goroutine may unlock.
+		done := make(chan error)
+		go func() { done <- c.Lock("second").Unlock(held) }()
+		if err := <-done; err != nil {
+			t.Errorf("unlock from another goroutine: %v", err)
+		}
+		if err := c.Lock("first").Unlock(held); err != nil {
+			t.Error(err)
+		}
+	})
+}
+
+func TestDo(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		mu := newClient(t, b).Lock("guarded")
+		ctx := context.Background()
+		boom := errors.New("boom")
+		err := mu.Do(ctx, func(ctx context.Context) error {
+			if ok, err := mu.IsHeld(ctx); !ok || err != nil {
+				t.Errorf("inside Do: IsHeld = %v, %v", ok, err)
+			}
+			return boom
+		})
+		if !errors.Is(err, boom) {
+			t.Errorf("Do returned %v; want fn's error", err)
+		}
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("the panic in fn did not reach the caller")
+				}
+			}()
+			_ = mu.Do(ctx, func(context.Context) error { panic("fn panics") })
+		}()
+		if locked, err := mu.IsLocked(ctx); locked || err != nil {
+			t.Errorf("after Do: IsLocked = %v, %v; want false", locked, err)
+		}
+	})
+}
+
+func TestQueries(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		mu := c.Lock("queried")
+		ctx := context.Background()
+		if locked, err := mu.IsLocked(ctx); locked || err != nil {
+			t.Fatalf("IsLocked on a free lock = %v, %v", locked, err)
+		}
+		held, err := mu.Lock(ctx, rlock.WithLease(10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl, err := mu.TTL(held); err != nil || ttl <= 0 || ttl > 10*time.Second {
+			t.Errorf("TTL = %v, %v; want within the 10s lease", ttl, err)
+		}
+		if ok, err := mu.ForceUnlock(ctx); !ok || err != nil {
+			t.Errorf("ForceUnlock = %v, %v; want true", ok, err)
+		}
+		if ok, err := mu.ForceUnlock(ctx); ok || err != nil {
+			t.Errorf("second ForceUnlock = %v, %v; want false", ok, err)
+		}
+		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock after ForceUnlock: %v; want ErrNotHeld", err)
+		}
+	})
+}

@@ -1,0 +1,41 @@
+package rlock
+
+import (
+	"time"
+
+	"github.com/relock-go/relock/internal/lockerr"
+)
+
+// Option changes how a lock is taken. Options given to relock.Client.Lock apply to every
+// acquisition of that Mutex; options given to Lock, TryLock or Do apply to that call and
+// take precedence.
+type Option func(*settings)
+
+type settings struct {
+	lease time.Duration // 0: the client's watchdog timeout, renewed while held
+	err   error         // the first invalid option
+}
+
+// WithLease takes the lock for a fixed lease that is not renewed: if the holder has not
+// unlocked it by then, the lock expires and another owner may take it. The lease must be
+// at least a millisecond (Redis counts leases in milliseconds); otherwise the call fails
+// with ErrInvalidLease and nothing is sent to Redis.
+func WithLease(d time.Duration) Option {
+	return func(s *settings) {
+		if d < time.Millisecond {
+			if s.err == nil {
+				s.err = lockerr.ErrInvalidLease
+			}
+			return
+		}
+		s.lease = d
+	}
+}
+
+func (s *settings) apply(opts []Option) {
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+}
