@@ -6,10 +6,15 @@ import (
 	"fmt"
 	"log"
 	"sync"
+	"testing"
+
+	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/embedded"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // The basic use: one Client per process, a Mutex per lock name, and the owner carried in
 // the context that Lock returns. (The embedded Redis stands in for a real deployment: in a

@@ -26,6 +26,7 @@ import (
 	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/watchdog"
 )
 
 // Defaults of the client options.
@@ -50,6 +51,7 @@ type config struct {
 }
 
 // WithWatchdogTimeout sets the lease of holds taken without rlock.WithLease (default 30s).
+// The watchdog renews such holds every third of it until they are released.
 func WithWatchdogTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d < time.Millisecond {
@@ -90,11 +92,12 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		}
 	}
 	id := uuid.NewString()
-	return &Client{core: core.New(rc, id, pubsub.New(rc), cfg.lease, cfg.timeout)}, nil
+	return &Client{core: core.New(rc, id, cfg.lease, cfg.timeout)}, nil
 }
 
-// Close stops the client: waiters return ErrClosed, and every later call does too. Locks
-// still held are not released; they expire with their leases. Close is idempotent.
+// Close stops the client: renewal stops, waiters return ErrClosed, and every later call
+// does too. Locks still held are not released: they expire with their leases, and their
+// contexts end with cause ErrClosed. Close is idempotent.
 func (c *Client) Close() error {
 	c.core.Close()
 	return nil
@@ -113,6 +116,10 @@ func (c *Client) Lock(name string, opts ...rlock.Option) *rlock.Mutex {
 // Stats returns a snapshot of the client's waiting activity: subscriptions, parked
 // waiters, wake-up messages, and waits ended by messages or by their TTL bound.
 func (c *Client) Stats() pubsub.Stats { return c.core.Hub.Stats() }
+
+// WatchdogStats returns a snapshot of the client's lease renewals: holds known, renewal
+// rounds, script calls and round trips, renewals, and holds found lost.
+func (c *Client) WatchdogStats() watchdog.Stats { return c.core.Watchdog.Stats() }
 
 // NewOwner returns a context that carries no owner, whatever ctx carries: the next lock
 // taken with it is taken by a new owner. Use it for a worker spawned from a context that

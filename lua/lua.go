@@ -2,15 +2,31 @@
 // embedded at build time and wrapped once as a *rueidis.Lua, which sends EVALSHA and falls
 // back to EVAL when the server has not seen the script (after a restart or SCRIPT FLUSH).
 //
-// Every script touches only keys of one lock, all in one cluster slot. The comment at the
-// top of each file is its contract: keys, arguments and replies.
+// Every script touches only keys of one lock, or (the renewal batch) of locks in one
+// cluster slot. The comment at the top of each file is its contract: keys, arguments and
+// replies.
 package lua
 
 import (
+	"crypto/sha1"
 	_ "embed"
+	"encoding/hex"
 
 	"github.com/redis/rueidis"
 )
+
+// Script is one Lua script: Exec sends it (through the embedded *rueidis.Lua); Source and
+// SHA1 let a caller build its own EVALSHA and EVAL commands for a pipelined batch.
+type Script struct {
+	*rueidis.Lua
+	Source string
+	SHA1   string
+}
+
+func newScript(src string) *Script {
+	sum := sha1.Sum([]byte(src))
+	return &Script{Lua: rueidis.NewLuaScript(src), Source: src, SHA1: hex.EncodeToString(sum[:])}
+}
 
 var (
 	//go:embed rlock_acquire.lua
@@ -21,24 +37,30 @@ var (
 	rlockForceUnlock string
 	//go:embed rlock_state.lua
 	rlockState string
+	//go:embed rlock_renew.lua
+	rlockRenew string
 )
 
 // Scripts are immutable once made, so one set serves every client in the process.
 var (
-	rlockAcquireScript     = rueidis.NewLuaScript(rlockAcquire)
-	rlockUnlockScript      = rueidis.NewLuaScript(rlockUnlock)
-	rlockForceUnlockScript = rueidis.NewLuaScript(rlockForceUnlock)
-	rlockStateScript       = rueidis.NewLuaScript(rlockState)
+	rlockAcquireScript     = newScript(rlockAcquire)
+	rlockUnlockScript      = newScript(rlockUnlock)
+	rlockForceUnlockScript = newScript(rlockForceUnlock)
+	rlockStateScript       = newScript(rlockState)
+	rlockRenewScript       = newScript(rlockRenew)
 )
 
 // RLockAcquire acquires or re-enters a reentrant lock (rlock_acquire.lua).
-func RLockAcquire() *rueidis.Lua { return rlockAcquireScript }
+func RLockAcquire() *Script { return rlockAcquireScript }
 
 // RLockUnlock releases one hold of a reentrant lock, once per request id (rlock_unlock.lua).
-func RLockUnlock() *rueidis.Lua { return rlockUnlockScript }
+func RLockUnlock() *Script { return rlockUnlockScript }
 
 // RLockForceUnlock deletes a reentrant lock whoever holds it (rlock_force_unlock.lua).
-func RLockForceUnlock() *rueidis.Lua { return rlockForceUnlockScript }
+func RLockForceUnlock() *Script { return rlockForceUnlockScript }
 
 // RLockState reads a reentrant lock's state (rlock_state.lua).
-func RLockState() *rueidis.Lua { return rlockStateScript }
+func RLockState() *Script { return rlockStateScript }
+
+// RLockRenew renews many reentrant locks' leases in one call (rlock_renew.lua).
+func RLockRenew() *Script { return rlockRenewScript }

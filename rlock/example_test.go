@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"sync"
 	"time"
 
 	"github.com/relock-go/relock"
@@ -73,4 +74,58 @@ func ExampleWithLease() {
 	fmt.Println("second owner acquired after the lease:", err == nil)
 	_ = mu.Unlock(held)
 	// Output: second owner acquired after the lease: true
+}
+
+// store is a resource guarded by a fenced lock: it remembers the highest token it has
+// accepted and turns away writes that carry a lower one.
+type store struct {
+	mu        sync.Mutex
+	lastToken int64
+	value     string
+}
+
+func (s *store) put(token int64, value string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token < s.lastToken {
+		return fmt.Errorf("stale token %d (seen %d)", token, s.lastToken)
+	}
+	s.lastToken, s.value = token, value
+	return nil
+}
+
+// WithFencing hands every holder a token that grows with each acquisition. A holder that
+// lost its lease without noticing (a long GC pause, a failover) still carries its old
+// token, so the resource can turn its late write away.
+func ExampleWithFencing() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	c := srv.Client()
+	var db store
+
+	slow := c.Lock("ledger", rlock.WithFencing())
+	held, err := slow.Lock(context.Background(), rlock.WithLease(50*time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	oldToken, _ := slow.Token(held)
+	<-held.Done() // the holder stalls past its lease; its context tells why
+	fmt.Println("first holder:", context.Cause(held))
+
+	next, err := c.Lock("ledger", rlock.WithFencing()).Lock(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	newToken, _ := slow.Token(next)
+	fmt.Println("second holder writes:", db.put(newToken, "fresh"))
+	fmt.Println("first holder writes late:", db.put(oldToken, "stale") != nil)
+	fmt.Println("value:", db.value)
+	// Output:
+	// first holder: lease lost
+	// second holder writes: <nil>
+	// first holder writes late: true
+	// value: fresh
 }

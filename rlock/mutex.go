@@ -22,6 +22,7 @@ import (
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/pubsub"
+	"github.com/relock-go/relock/watchdog"
 )
 
 // Mutex is a reentrant distributed lock. Its methods are safe for concurrent use; who
@@ -33,7 +34,9 @@ type Mutex struct {
 	c        *core.Client
 	name     string
 	channel  string
-	latch    string // unlock latch key without the request id
+	latch    string    // unlock latch key without the request id
+	token    string    // fencing counter key
+	keys     [2]string // the acquire script's keys: the lock, and the fencing counter
 	defaults settings
 	err      error // ErrInvalidName, or nil
 }
@@ -49,15 +52,23 @@ func New(c *core.Client, name string, opts ...Option) *Mutex {
 	}
 	m.channel = keys.LockChannel(name)
 	m.latch = keys.UnlockLatchPrefix(name)
+	m.token = keys.TokenKey(name)
+	m.keys = [2]string{name, m.token}
 	return m
 }
 
 // Name returns the lock's name, which is also its Redis key.
 func (m *Mutex) Name() string { return m.name }
 
-// Lock acquires the lock, waiting until it is free or ctx is done, and returns a context
-// derived from ctx that carries the owner. If ctx already carries an owner of this client
-// that holds the lock, Lock re-enters it and the hold count grows by one.
+// Lock acquires the lock, waiting until it is free or ctx is done, and returns the hold's
+// context: derived from ctx, carrying the owner. If ctx already carries an owner of this
+// client that holds the lock, Lock re-enters it and the hold count grows by one.
+//
+// The hold's context ends when the hold does: with cause ErrLeaseLost (context.Cause) as
+// soon as the client learns the hold is gone (a renewal found the owner's field missing,
+// renewals could not reach Redis before the lease ran out, or a fixed lease ran out), and
+// with context.Canceled at the Unlock that releases it. Do work that must stop with the
+// lock under it; keep ctx for work after the lock.
 //
 // While waiting Lock sends nothing to Redis: it is woken by the unlock message, or at
 // the latest when the holder's lease runs out. When ctx ends first, Lock returns ctx
@@ -66,7 +77,7 @@ func (m *Mutex) Name() string { return m.name }
 // so that a lock acquired at that moment is never left behind unknown to the caller; if
 // ctx is already done Lock may therefore still succeed when the lock is free.
 //
-// Without WithLease the lease is the client's watchdog timeout.
+// Without WithLease the lease is the client's watchdog timeout, renewed until Unlock.
 func (m *Mutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
 	return m.lock(ctx, "lock", true, opts)
 }
@@ -78,8 +89,13 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, e
 }
 
 func (m *Mutex) lock(ctx context.Context, op string, wait bool, opts []Option) (context.Context, error) {
-	s := m.defaults
-	s.apply(opts)
+	s := &m.defaults
+	if len(opts) > 0 {
+		// Only a call with options pays for a copy: the options see its address.
+		own := *s
+		own.apply(opts)
+		s = &own
+	}
 	if err := m.check(s.err); err != nil {
 		return ctx, m.fail(op, err)
 	}
@@ -88,15 +104,22 @@ func (m *Mutex) lock(ctx context.Context, op string, wait bool, opts []Option) (
 		lease = m.c.Lease
 	}
 	held, owner := m.c.Owners.Ensure(ctx)
-	a := attempt{m: m, owner: owner, lease: strconv.FormatInt(lease.Milliseconds(), 10)}
+	a := attempt{m: m, owner: owner, lease: lease, leaseMs: m.c.LeaseMs(), renew: s.lease == 0}
+	if !a.renew {
+		a.leaseMs = strconv.FormatInt(lease.Milliseconds(), 10)
+	}
+	a.keys = m.keys[:1]
+	if s.fencing {
+		a.keys = m.keys[:2]
+	}
 
 	// The uncontended path is this one round trip.
-	ttl, ok, err := a.try(ctx)
+	ttl, err := a.try(ctx)
 	if err != nil {
 		return ctx, m.fail(op, err)
 	}
-	if ok {
-		return held, nil
+	if ttl == 0 {
+		return a.hold(held), nil
 	}
 	if !wait {
 		return ctx, m.fail(op, lockerr.ErrLocked)
@@ -104,30 +127,108 @@ func (m *Mutex) lock(ctx context.Context, op string, wait bool, opts []Option) (
 	if err := a.wait(ctx, ttl); err != nil {
 		return ctx, m.fail(op, err)
 	}
-	return held, nil
+	return a.hold(held), nil
 }
 
-// attempt is one Lock call's acquisition: who asks, and for how long.
+// attempt is one Lock call's acquisition: who asks, for how long, and what it got.
 type attempt struct {
-	m     *Mutex
-	owner string
-	lease string // milliseconds
+	m       *Mutex
+	owner   string
+	lease   time.Duration
+	leaseMs string
+	renew   bool
+	keys    []string
+	grant   watchdog.Grant
 }
 
-// try runs the acquire script once. It reports whether the owner now holds the lock and,
-// if not, the holder's remaining lease, which bounds the next wait.
-func (a *attempt) try(ctx context.Context) (time.Duration, bool, error) {
+// try makes one acquisition attempt. It returns 0 when the owner now holds the lock, and
+// otherwise the holder's remaining lease, which bounds the next wait.
+//
+// A request whose reply is lost (a dropped connection) may or may not have run. Sending
+// it again blindly could count a hold twice, which the owner would never release. So
+// after such a failure try asks Redis for the owner's hold count: if it grew beyond what
+// this client knew, the request ran and the acquisition stands; if not, it is sent again.
+func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	m := a.m
 	dctx, cancel := m.c.Detached(ctx)
 	defer cancel()
-	pttl, err := lua.RLockAcquire().Exec(dctx, m.c.Redis, []string{m.name}, []string{a.lease, a.owner}).AsInt64()
-	if rueidis.IsRedisNil(err) {
-		return 0, true, nil
+	known := m.c.Watchdog.Count(m.name, a.owner)
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		sent := time.Now()
+		v, err := lua.RLockAcquire().Exec(dctx, m.c.Redis, a.keys, []string{a.leaseMs, a.owner}).AsIntSlice()
+		if err == nil {
+			return a.reply(v, sent)
+		}
+		if !retryable(err) || !sleep(dctx, backoff) {
+			return 0, err
+		}
+		var ran bool
+		var rerr error
+		ran, known, rerr = a.ran(dctx, known, sent)
+		if rerr != nil {
+			return 0, err // still unknown: report the failure, never send blindly
+		}
+		if ran {
+			return 0, nil
+		}
 	}
-	if err != nil {
-		return 0, false, err
+}
+
+// reply reads the acquire script's reply.
+func (a *attempt) reply(v []int64, sent time.Time) (time.Duration, error) {
+	switch {
+	case len(v) == 3 && v[0] == 1:
+		a.granted(v[1], v[2], sent)
+		return 0, nil
+	case len(v) == 2 && v[0] == 0:
+		return a.m.waitBound(v[1]), nil
 	}
-	return m.waitBound(pttl), false, nil
+	return 0, errors.New("unexpected reply from the acquire script")
+}
+
+// ran finds out whether an acquisition whose reply was lost took effect: the owner's hold
+// count in Redis is above known, the count before the attempt. If so it records the grant,
+// with the fencing token of a first-level hold: the counter's value, since nobody else can
+// have taken the lock since. It asks until it gets an answer or ctx ends (a read is safe to
+// repeat), and returns the count it found, which is what the next attempt must beat.
+func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, int64, error) {
+	m := a.m
+	var v []int64
+	var err error
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		v, err = lua.RLockState().Exec(ctx, m.c.Redis, []string{m.name}, []string{a.owner}).AsIntSlice()
+		if err == nil && len(v) != 3 {
+			err = errors.New("unexpected reply from the state script")
+		}
+		if err == nil {
+			break
+		}
+		if !retryable(err) || !sleep(ctx, backoff) {
+			return false, known, err
+		}
+	}
+	if v[1] <= known {
+		return false, v[1], nil
+	}
+	var token int64
+	if len(a.keys) > 1 && v[1] == 1 {
+		if token, err = m.c.Redis.Do(ctx, m.c.Redis.B().Get().Key(m.token).Build()).AsInt64(); err != nil {
+			return false, known, err
+		}
+	}
+	a.granted(v[1], token, sent)
+	return true, v[1], nil
+}
+
+// granted records what the acquisition got.
+func (a *attempt) granted(count, token int64, sent time.Time) {
+	a.grant = watchdog.Grant{Name: a.m.name, Owner: a.owner, Count: count, Token: token, Fenced: len(a.keys) > 1,
+		Sent: sent, Lease: a.lease, Renew: a.renew}
+}
+
+// hold registers the acquisition with the watchdog and returns the hold's context.
+func (a *attempt) hold(held context.Context) context.Context {
+	return a.m.c.Watchdog.Acquired(held, a.grant)
 }
 
 // wait subscribes to the lock's channel and retries on every wake-up until the lock is
@@ -142,8 +243,7 @@ func (a *attempt) wait(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	for {
-		var ok bool
-		if ttl, ok, err = a.try(ctx); err != nil || ok {
+		if ttl, err = a.try(ctx); err != nil || ttl == 0 {
 			return err
 		}
 		if err := sub.Wait(ctx, ttl); err != nil {
@@ -162,9 +262,14 @@ func (m *Mutex) waitBound(pttl int64) time.Duration {
 }
 
 // Unlock releases one hold of the owner ctx carries; the lock is free when the hold count
-// reaches zero, and then one waiter is woken. It returns an error for which
+// reaches zero, and then one waiter is woken, the hold's context ends, and no renewal of
+// it is sent any more. It returns an error for which
 // errors.Is(err, ErrNotHeld) holds when that owner does not hold the lock, including when
 // ctx carries no owner and when the hold's lease ran out.
+//
+// The client's view of a lease errs early: a hold's context may end at its local deadline
+// a little before the lease runs out in Redis, and an Unlock in that gap still finds the
+// hold and releases it.
 //
 // Unlock uses ctx only to find the owner: it works when ctx is already cancelled, bounded
 // by the client's timeout. A call whose reply is lost is retried with the same request id,
@@ -180,14 +285,24 @@ func (m *Mutex) Unlock(ctx context.Context) error {
 	}
 	dctx, cancel := m.c.Detached(ctx)
 	defer cancel()
-	keys := []string{m.name, m.channel, m.latch + m.c.RequestID()}
+	// The latch key, "redisson_unlock_latch:{name}:<request id>", built in one allocation
+	// (a stack buffer, unless the name is long).
+	var buf [160]byte
+	latch := m.c.AppendRequestID(append(buf[:0], m.latch...))
+	keys := []string{m.name, m.channel, string(latch)}
 	args := []string{pubsub.WakeOne, owner, m.latchTTL(), "publish"}
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
-		_, err := lua.RLockUnlock().Exec(dctx, m.c.Redis, keys, args).AsInt64()
+		released, err := lua.RLockUnlock().Exec(dctx, m.c.Redis, keys, args).AsInt64()
 		switch {
 		case err == nil:
+			if released == 1 {
+				m.c.Watchdog.Released(m.name, owner)
+			} else {
+				m.c.Watchdog.Unlocked(m.name, owner)
+			}
 			return nil
 		case rueidis.IsRedisNil(err):
+			m.c.Watchdog.Lost(m.name, owner)
 			return m.fail("unlock", lockerr.ErrNotHeld)
 		case !retryable(err) || !sleep(dctx, backoff):
 			return m.fail("unlock", err)
@@ -209,6 +324,17 @@ func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts
 	}
 	defer func() { err = errors.Join(err, m.Unlock(held)) }()
 	return fn(held)
+}
+
+// Token returns the fencing token of the hold that the owner in ctx has, when the lock was
+// taken WithFencing. Tokens grow with every first-level acquisition of the lock, by any
+// owner of any client; a re-entry keeps its hold's token. It asks nothing of Redis.
+func (m *Mutex) Token(ctx context.Context) (int64, bool) {
+	owner, ok := m.c.Owners.Of(ctx)
+	if !ok || m.err != nil {
+		return 0, false
+	}
+	return m.c.Watchdog.Token(m.name, owner)
 }
 
 // HoldCount returns how many times the owner ctx carries holds the lock: 0 when it does

@@ -12,8 +12,19 @@ import (
 type Option func(*settings)
 
 type settings struct {
-	lease time.Duration // 0: the client's watchdog timeout, renewed while held
-	err   error         // the first invalid option
+	lease   time.Duration // 0: the client's watchdog timeout, renewed while held
+	fencing bool
+	err     error // the first invalid option
+}
+
+// WithFencing makes every first-level acquisition take a fencing token: the next value of
+// the counter redisson_lock_token:{name}, which never expires and never repeats. A
+// re-entry keeps its hold's token. Read it with Mutex.Token and send it with every write
+// to the resource the lock guards; the resource rejects a token lower than the highest it
+// has seen, which turns away a holder that lost its lease without knowing it (a long
+// pause, a failover). See the package example.
+func WithFencing() Option {
+	return func(s *settings) { s.fencing = true }
 }
 
 // WithLease takes the lock for a fixed lease that is not renewed: if the holder has not

@@ -16,12 +16,14 @@ import (
 	"github.com/relock-go/relock/embedded"
 )
 
-// demoEnv is where the demo runs: its relock clients and the count of commands they sent.
+// demoEnv is where the demo runs: Redis connections whose commands are counted, one
+// more for looking at the data behind the locks' backs, and the relock clients made on them.
 type demoEnv struct {
 	where   string
-	clients []*relock.Client
+	redis   []rueidis.Client // counted
+	side    rueidis.Client   // not counted: the demo's own look at the data
 	sent    *atomic.Int64
-	close   func()
+	closers []func()
 }
 
 func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -41,44 +43,62 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer env.close()
-	return contend(ctx, env, *workers, *rounds, stdout)
-}
-
-// openDemo makes two relock clients, as two processes would have, on the embedded Redis
-// or on the server at addr.
-func openDemo(addr string) (*demoEnv, error) {
-	env := &demoEnv{where: "Redis at " + addr, sent: new(atomic.Int64)}
-	var closers []func()
-	env.close = func() {
-		for i := len(closers) - 1; i >= 0; i-- {
-			closers[i]()
+	fmt.Fprintf(stdout, "relock demo on %s\n", env.where)
+	for _, scene := range []func() error{
+		func() error { return contend(ctx, env, *workers, *rounds, stdout) },
+		func() error { return keepAlive(ctx, env, stdout) },
+		func() error { return loseLease(ctx, env, stdout) },
+	} {
+		if err := scene(); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// openDemo connects twice, as two processes would, to the embedded Redis or to the
+// server at addr.
+func openDemo(addr string) (*demoEnv, error) {
+	env := &demoEnv{where: "Redis at " + addr, sent: new(atomic.Int64)}
 	if addr == "" {
 		srv, err := embedded.Start()
 		if err != nil {
 			return nil, fmt.Errorf("starting the embedded Redis: %w", err)
 		}
-		closers = append(closers, srv.Close)
+		env.closers = append(env.closers, srv.Close)
 		addr = srv.Addr()
 		env.where = "an embedded Redis at " + addr
 	}
-	for i := 0; i < 2; i++ {
+	for i := 0; i < 3; i++ {
 		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
 		if err != nil {
 			env.close()
 			return nil, fmt.Errorf("connecting to %s: %w", addr, err)
 		}
-		closers = append(closers, rc.Close)
-		c, err := relock.New(countingClient{rc, env.sent})
-		if err != nil {
-			env.close()
-			return nil, err
+		env.closers = append(env.closers, rc.Close)
+		if i == 2 {
+			env.side = rc
+		} else {
+			env.redis = append(env.redis, countingClient{rc, env.sent})
 		}
-		closers = append(closers, func() { c.Close() })
-		env.clients = append(env.clients, c)
 	}
 	return env, nil
+}
+
+// client returns a new relock client on connection i, closed with the demo.
+func (env *demoEnv) client(i int, opts ...relock.Option) (*relock.Client, error) {
+	c, err := relock.New(env.redis[i%len(env.redis)], opts...)
+	if err != nil {
+		return nil, err
+	}
+	env.closers = append(env.closers, func() { c.Close() })
+	return c, nil
+}
+
+func (env *demoEnv) close() {
+	for i := len(env.closers) - 1; i >= 0; i-- {
+		env.closers[i]()
+	}
 }
 
 // countingClient counts the commands sent through Do and DoMulti: every lock operation.
@@ -103,10 +123,18 @@ func (c countingClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) 
 // the lock keeps the count exact.
 func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writer) error {
 	const name = "relock-demo:counter"
-	fmt.Fprintf(out, "relock demo on %s\n", env.where)
+	var clients []*relock.Client
+	for i := 0; i < 2; i++ {
+		c, err := env.client(i)
+		if err != nil {
+			return err
+		}
+		clients = append(clients, c)
+	}
+	fmt.Fprintf(out, "\n== mutual exclusion, re-entry, waiting without polling\n")
 	fmt.Fprintf(out, "%d workers on %d clients each enter lock %q %d times, re-enter it once inside,\n"+
 		"and add 1 to a counter with an unprotected read-modify-write.\n\n",
-		workers, len(env.clients), name, rounds)
+		workers, len(clients), name, rounds)
 
 	var (
 		counter   int // deliberately unsynchronised: the lock is its only protection
@@ -118,7 +146,7 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
 	start := time.Now()
 	for w := 0; w < workers; w++ {
-		mu := env.clients[w%len(env.clients)].Lock(name)
+		mu := clients[w%len(clients)].Lock(name)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -154,7 +182,7 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 	}
 
 	var woken, timedOut uint64
-	for _, c := range env.clients {
+	for _, c := range clients {
 		st := c.Stats()
 		woken += st.Woken
 		timedOut += st.TimedOut
@@ -167,7 +195,7 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 	fmt.Fprintf(out, "counter         %d of %d (%s)\n", counter, want, verdict)
 	fmt.Fprintf(out, "re-entries      %d of %d entries held the lock twice (hold count 2)\n", reentered, want)
 	fmt.Fprintf(out, "waits           %d ended by an unlock message, %d by the holder's lease running out\n", woken, timedOut)
-	sent := env.sent.Load()
+	sent := env.sent.Load() // the first scene: every command so far is its own
 	fmt.Fprintf(out, "commands        %d sent, %.1f per entry: lock, re-enter, hold count, 2 unlocks, and one\n"+
 		"                attempt per wake-up; none while waiting\n", sent, float64(sent)/float64(want))
 	fmt.Fprintf(out, "time            %v\n", elapsed.Round(time.Millisecond))

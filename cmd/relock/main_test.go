@@ -44,6 +44,12 @@ func TestDemoNeedsNoServer(t *testing.T) {
 	if !regexp.MustCompile(`commands +[1-9]\d* sent`).MatchString(out) {
 		t.Errorf("the tally does not count commands:\n%s", out)
 	}
+	if !regexp.MustCompile(`renewals +[1-9]\d* in`).MatchString(out) {
+		t.Errorf("the watchdog scene shows no renewals:\n%s", out)
+	}
+	if !strings.Contains(out, "cause: lease lost") || !strings.Contains(out, "rejected: token") {
+		t.Errorf("the lease-loss scene does not show the loss and the rejected stale write:\n%s", out)
+	}
 }
 
 func TestUsageErrors(t *testing.T) {

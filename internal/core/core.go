@@ -13,6 +13,7 @@ import (
 
 	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/pubsub"
+	"github.com/relock-go/relock/watchdog"
 )
 
 // Client is shared by all locks of one relock.Client.
@@ -20,7 +21,9 @@ type Client struct {
 	Redis  rueidis.Client
 	ID     string        // the client's UUID, the first part of every owner it makes
 	Owners *owner.Issuer // owners "<ID>:<n>"
-	Hub    *pubsub.Hub
+
+	Hub      *pubsub.Hub
+	Watchdog *watchdog.Watchdog
 
 	// Lease is the lease of a hold taken without an explicit one: the watchdog timeout.
 	Lease time.Duration
@@ -28,30 +31,46 @@ type Client struct {
 	// attempt whose outcome must be known, and Unlock, which must work after cancellation.
 	Timeout time.Duration
 
+	leaseMs string
 	closed  atomic.Bool
 	request atomic.Uint64
 }
 
-// New returns a core for rc. The caller owns hub and closes it through Close.
-func New(rc rueidis.Client, id string, hub *pubsub.Hub, lease, timeout time.Duration) *Client {
-	return &Client{Redis: rc, ID: id, Owners: owner.NewIssuer(id), Hub: hub, Lease: lease, Timeout: timeout}
+// New returns a core for rc, with its own hub and watchdog; Close stops them.
+func New(rc rueidis.Client, id string, lease, timeout time.Duration) *Client {
+	return &Client{
+		Redis:    rc,
+		ID:       id,
+		Owners:   owner.NewIssuer(id),
+		Hub:      pubsub.New(rc),
+		Watchdog: watchdog.New(rc, lease),
+		Lease:    lease,
+		Timeout:  timeout,
+		leaseMs:  strconv.FormatInt(lease.Milliseconds(), 10),
+	}
 }
 
-// Close marks the client closed and stops its hub. It is idempotent.
+// Close marks the client closed and stops its hub and watchdog. It is idempotent.
 func (c *Client) Close() {
 	if c.closed.CompareAndSwap(false, true) {
 		c.Hub.Close()
+		c.Watchdog.Close()
 	}
 }
 
 // Closed reports whether Close was called.
 func (c *Client) Closed() bool { return c.closed.Load() }
 
-// RequestID returns an id unique to this call across all clients: the client id and a
-// counter. It names an unlock latch.
-func (c *Client) RequestID() string {
-	return c.ID + ":" + strconv.FormatUint(c.request.Add(1), 10)
+// AppendRequestID appends an id unique to this call across all clients, the client id and
+// a counter, to dst. It names an unlock latch.
+func (c *Client) AppendRequestID(dst []byte) []byte {
+	dst = append(dst, c.ID...)
+	dst = append(dst, ':')
+	return strconv.AppendUint(dst, c.request.Add(1), 10)
 }
+
+// LeaseMs is Lease in milliseconds, as the scripts take it.
+func (c *Client) LeaseMs() string { return c.leaseMs }
 
 // Detached returns a context for a call that must run to its end whatever happens to
 // ctx: it keeps ctx's values, drops its cancellation, and is bounded by the client's

@@ -50,3 +50,25 @@ func UnlockLatchPrefix(name string) string { return Prefixed("redisson_unlock_la
 
 // TokenKey is the fencing counter of a lock.
 func TokenKey(name string) string { return Prefixed("redisson_lock_token", name) }
+
+// Slot returns the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, or of the
+// whole key when it has none, modulo 16384.
+func Slot(key string) uint16 {
+	if i := strings.IndexByte(key, '{'); i >= 0 {
+		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
+			key = key[i+1 : i+1+j]
+		}
+	}
+	var crc uint16
+	for i := 0; i < len(key); i++ {
+		crc ^= uint16(key[i]) << 8
+		for b := 0; b < 8; b++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}

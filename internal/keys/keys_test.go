@@ -1,7 +1,6 @@
 package keys
 
 import (
-	"strings"
 	"testing"
 )
 
@@ -39,7 +38,7 @@ func TestSameSlot(t *testing.T) {
 		derived := []string{LockChannel(name), UnlockLatchPrefix(name) + "req", TokenKey(name), Suffixed(name, "s")}
 		same := true
 		for _, k := range derived {
-			if slot(k) != slot(name) {
+			if Slot(k) != Slot(name) {
 				same = false
 			}
 		}
@@ -52,32 +51,11 @@ func TestSameSlot(t *testing.T) {
 	}
 }
 
-// slot is Redis Cluster's key slot: CRC16 (XMODEM) of the hash tag, or of the whole key.
-func slot(key string) uint16 {
-	if i := strings.IndexByte(key, '{'); i >= 0 {
-		if j := strings.IndexByte(key[i+1:], '}'); j > 0 {
-			key = key[i+1 : i+1+j]
-		}
-	}
-	var crc uint16
-	for i := 0; i < len(key); i++ {
-		crc ^= uint16(key[i]) << 8
-		for b := 0; b < 8; b++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
-}
-
 func TestSlotKnownValues(t *testing.T) {
 	// Values from the Redis Cluster specification and CLUSTER KEYSLOT.
 	for key, want := range map[string]uint16{"123456789": 12739, "foo": 12182, "{user1000}.following": 3443} {
-		if got := slot(key); got != want {
-			t.Errorf("slot(%q) = %d; want %d", key, got, want)
+		if got := Slot(key); got != want {
+			t.Errorf("Slot(%q) = %d; want %d", key, got, want)
 		}
 	}
 }

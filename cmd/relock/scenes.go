@@ -1,0 +1,129 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/rlock"
+)
+
+// keepAlive shows the watchdog: a hold kept for several lease periods never lapses.
+func keepAlive(ctx context.Context, env *demoEnv, out io.Writer) error {
+	const name, lease, hold = "relock-demo:report", time.Second, 3500 * time.Millisecond
+	c, err := env.client(0, relock.WithWatchdogTimeout(lease))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n== watchdog\n")
+	fmt.Fprintf(out, "lock %q is taken with a %v lease and kept for %v.\n\n", name, lease, hold)
+	mu := c.Lock(name)
+	held, err := mu.Lock(ctx)
+	if err != nil {
+		return err
+	}
+	lowest := lease
+	for end := time.Now().Add(hold); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		ms, err := env.side.Do(ctx, env.side.B().Pttl().Key(name).Build()).AsInt64()
+		if err != nil {
+			return err
+		}
+		if ms <= 0 {
+			return fmt.Errorf("the hold of %q lapsed while held (PTTL %d)", name, ms)
+		}
+		lowest = min(lowest, time.Duration(ms)*time.Millisecond)
+	}
+	st, live := c.WatchdogStats(), held.Err() == nil
+	if err := mu.Unlock(held); err != nil {
+		return err
+	}
+	if !live {
+		return fmt.Errorf("the hold's context ended while held: %v", context.Cause(held))
+	}
+	fmt.Fprintf(out, "held            %v on a %v lease without lapsing, then unlocked\n", hold, lease)
+	fmt.Fprintf(out, "renewals        %d in %d rounds, %d script calls; lowest remaining lease seen %v\n",
+		st.Renewed, st.Ticks, st.Calls, lowest.Round(time.Millisecond))
+	return nil
+}
+
+// loseLease shows lease loss and fencing: the lock's key is deleted behind its holder's
+// back; the holder's context ends with ErrLeaseLost, another owner takes the lock with a
+// higher fencing token, and the resource turns away the stale holder's late write.
+func loseLease(ctx context.Context, env *demoEnv, out io.Writer) error {
+	const name = "relock-demo:ledger"
+	a, err := env.client(0, relock.WithWatchdogTimeout(time.Second))
+	if err != nil {
+		return err
+	}
+	b, err := env.client(1)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "\n== lease loss and fencing\n")
+	fmt.Fprintf(out, "worker A holds fenced lock %q; its key is then deleted behind its back.\n\n", name)
+	var ledger fencedLedger
+
+	stale, err := a.Lock(name, rlock.WithFencing()).Lock(ctx)
+	if err != nil {
+		return err
+	}
+	staleToken, _ := a.Lock(name).Token(stale)
+	if err := ledger.write(staleToken, "A: first entry"); err != nil {
+		return err
+	}
+	deleted := time.Now()
+	if err := env.side.Do(ctx, env.side.B().Del().Key(name).Build()).Error(); err != nil {
+		return err
+	}
+	select {
+	case <-stale.Done():
+	case <-time.After(5 * time.Second):
+		return errors.New("the holder was not told its lease was lost")
+	}
+	fmt.Fprintf(out, "A's context     ended %v after the delete, cause: %v\n",
+		time.Since(deleted).Round(time.Millisecond), context.Cause(stale))
+
+	fresh, err := b.Lock(name, rlock.WithFencing()).Lock(ctx)
+	if err != nil {
+		return err
+	}
+	freshToken, _ := b.Lock(name).Token(fresh)
+	if err := ledger.write(freshToken, "B: second entry"); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "B acquired      token %d (A had %d); B's write accepted\n", freshToken, staleToken)
+	lateErr := ledger.write(staleToken, "A: late entry")
+	fmt.Fprintf(out, "A writes late   with token %d: %v\n", staleToken, lateErr)
+	fmt.Fprintf(out, "ledger          %q\n", ledger.entries)
+	if err := a.Lock(name).Unlock(stale); !errors.Is(err, relock.ErrNotHeld) {
+		return fmt.Errorf("worker A's unlock after losing the lease: %v (want ErrNotHeld)", err)
+	}
+	if lateErr == nil {
+		return errors.New("the fenced ledger accepted a stale write")
+	}
+	return b.Lock(name).Unlock(fresh)
+}
+
+// fencedLedger is the resource a fenced lock guards: it accepts a write only with a token
+// at least as high as any it has accepted before. In a real system this check lives with
+// the data: a conditional update in the database, a compare in the storage service.
+type fencedLedger struct {
+	mu      sync.Mutex
+	last    int64
+	entries []string
+}
+
+func (l *fencedLedger) write(token int64, entry string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if token < l.last {
+		return fmt.Errorf("rejected: token %d is older than %d", token, l.last)
+	}
+	l.last = token
+	l.entries = append(l.entries, entry)
+	return nil
+}

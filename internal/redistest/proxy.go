@@ -1,0 +1,157 @@
+package redistest
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// Proxy is a TCP proxy on 127.0.0.1 between clients and a Redis server, for injecting
+// network faults: each accepted connection is relayed to the target on its own upstream
+// connection.
+type Proxy struct {
+	ln     net.Listener
+	target string
+
+	mu    sync.Mutex
+	lose  [][]byte // one-shot: requests containing this lose their reply
+	conns map[net.Conn]struct{}
+	wg    sync.WaitGroup
+}
+
+// StartProxy starts a proxy to target, closed at t's cleanup.
+func StartProxy(t testing.TB, target string) *Proxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("redistest: proxy listen: %v", err)
+	}
+	p := &Proxy{ln: ln, target: target, conns: make(map[net.Conn]struct{})}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+// Addr is the address clients connect to instead of the server's.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
+
+// LoseReplyTo arms a one-shot fault: the next request whose bytes contain marker is
+// delivered to the server, but its reply is dropped and the client's connection is cut,
+// as when a connection breaks after the server ran a command and before its reply arrived.
+func (p *Proxy) LoseReplyTo(marker string) {
+	p.mu.Lock()
+	p.lose = append(p.lose, []byte(marker))
+	p.mu.Unlock()
+}
+
+// Armed reports how many LoseReplyTo faults have not fired yet.
+func (p *Proxy) Armed() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.lose)
+}
+
+func (p *Proxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		u, err := net.DialTimeout("tcp", p.target, 5*time.Second)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		if !p.track(c, u) {
+			return
+		}
+		p.wg.Add(2)
+		go p.upstream(c, u)
+		go p.downstream(c, u)
+	}
+}
+
+// track registers a connection pair, unless the proxy is closing.
+func (p *Proxy) track(c, u net.Conn) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.conns == nil {
+		c.Close()
+		u.Close()
+		return false
+	}
+	p.conns[c], p.conns[u] = struct{}{}, struct{}{}
+	return true
+}
+
+// upstream relays client → server and fires armed faults.
+func (p *Proxy) upstream(c, u net.Conn) {
+	defer p.wg.Done()
+	buf := make([]byte, 64<<10)
+	for {
+		n, err := c.Read(buf)
+		if n > 0 {
+			cut := p.fire(buf[:n])
+			if _, werr := u.Write(buf[:n]); werr != nil {
+				break
+			}
+			if cut {
+				// The server has the request; the client never gets the answer. The
+				// upstream stays open a moment so the server runs it before seeing EOF.
+				c.Close()
+				time.Sleep(100 * time.Millisecond)
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	c.Close()
+	u.Close()
+	p.mu.Lock()
+	if p.conns != nil {
+		delete(p.conns, c)
+		delete(p.conns, u)
+	}
+	p.mu.Unlock()
+}
+
+// downstream relays server → client.
+func (p *Proxy) downstream(c, u net.Conn) {
+	defer p.wg.Done()
+	if _, err := io.Copy(c, u); err != nil && !errors.Is(err, net.ErrClosed) {
+		c.Close()
+	}
+	c.Close()
+	u.Close()
+}
+
+func (p *Proxy) fire(req []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for i, m := range p.lose {
+		if bytes.Contains(req, m) {
+			p.lose = append(p.lose[:i], p.lose[i+1:]...)
+			return true
+		}
+	}
+	return false
+}
+
+func (p *Proxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+}

@@ -1,0 +1,15 @@
+package rlock_test
+
+import (
+	"syscall"
+	"time"
+)
+
+// cpuTime returns the CPU time this process has used (user and system).
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

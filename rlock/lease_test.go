@@ -1,0 +1,486 @@
+package rlock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// waitDone waits up to d for ctx to end and returns how long that took.
+func waitDone(t *testing.T, ctx context.Context, d time.Duration, what string) time.Duration {
+	t.Helper()
+	start := time.Now()
+	select {
+	case <-ctx.Done():
+		return time.Since(start)
+	case <-time.After(d):
+		t.Fatalf("%s: the hold's context did not end within %v", what, d)
+		return 0
+	}
+}
+
+func pttl(t *testing.T, rc rueidis.Client, key string) int64 {
+	t.Helper()
+	v, err := do(t, rc, "PTTL", key).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// A hold with a 1s watchdog timeout kept for 5s never lapses, and Unlock releases it.
+func TestWatchdogKeepsHold(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(time.Second))
+		side := b.Client(t)
+		mu := c.Lock("kept")
+		held, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		lowest := int64(1 << 62)
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			p := pttl(t, side, "kept")
+			if p <= 0 {
+				t.Fatalf("the hold lapsed: PTTL %d", p)
+			}
+			lowest = min(lowest, p)
+			if held.Err() != nil {
+				t.Fatalf("the hold's context ended: %v", context.Cause(held))
+			}
+		}
+		t.Logf("lowest PTTL seen over 5s: %dms of a 1000ms lease; %+v", lowest, c.WatchdogStats())
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := do(t, side, "EXISTS", "kept").AsInt64(); n != 0 {
+			t.Error("the lock still exists after Unlock")
+		}
+		if !errors.Is(context.Cause(held), context.Canceled) {
+			t.Errorf("after Unlock the hold's context has cause %v; want context.Canceled", context.Cause(held))
+		}
+	})
+}
+
+// 1,000 holds on one client are renewed with at most 10 script calls per tick, in one
+// round trip (no NOSCRIPT fallback), as INFO commandstats on the server confirms.
+func TestRenewalBatching(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
+		side := b.Client(t)
+		held := context.Background()
+		names := make([]string, 1000)
+		for i := range names {
+			names[i] = "many:" + strconv.Itoa(i)
+			var err error
+			if held, err = c.Lock(names[i]).Lock(held); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The first round on a fresh server meets NOSCRIPT once and sends EVAL; Redis keeps
+		// the script from then on. Measure the rounds after it.
+		eventually(t, 5*time.Second, "no renewal round", func() bool { return c.WatchdogStats().Ticks > 0 })
+		time.Sleep(100 * time.Millisecond)
+		before, wd0 := commandStats(t, side), c.WatchdogStats()
+		time.Sleep(2 * time.Second)
+		after, wd1 := commandStats(t, side), c.WatchdogStats()
+
+		ticks := wd1.Ticks - wd0.Ticks
+		calls := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]
+		t.Logf("%d ticks, %d script calls on the server, %d pipelined sends, %d renewals", ticks, calls, wd1.Batches-wd0.Batches, wd1.Renewed-wd0.Renewed)
+		if ticks < 2 {
+			t.Fatalf("only %d renewal ticks in 2s with a 500ms period", ticks)
+		}
+		if calls > 10*int64(ticks) {
+			t.Errorf("%d script calls for %d ticks; want at most 10 per tick", calls, ticks)
+		}
+		if got := wd1.Batches - wd0.Batches; got != ticks {
+			t.Errorf("%d pipelined sends for %d ticks; want one per tick", got, ticks)
+		}
+		if got := wd1.Renewed - wd0.Renewed; got != 1000*ticks {
+			t.Errorf("%d renewals for %d ticks of 1000 holds", got, ticks)
+		}
+		for _, name := range []string{names[0], names[999]} {
+			if p := pttl(t, side, name); p <= 0 {
+				t.Errorf("%s: PTTL %d", name, p)
+			}
+		}
+	})
+}
+
+// Deleting the key behind the holder's back ends its context with ErrLeaseLost within one
+// renewal period (plus a round trip), and Unlock then reports ErrNotHeld.
+func TestLeaseLostWhenKeyGone(t *testing.T) {
+	const timeout = 900 * time.Millisecond // period 300ms
+	ways := map[string]func(t *testing.T, b *redistest.Backend, side rueidis.Client){
+		"DEL": func(t *testing.T, _ *redistest.Backend, side rueidis.Client) {
+			do(t, side, "DEL", "vanishing")
+		},
+		"FLUSHALL": func(t *testing.T, _ *redistest.Backend, side rueidis.Client) {
+			do(t, side, "FLUSHALL")
+		},
+		"ForceUnlock by another client": func(t *testing.T, b *redistest.Backend, _ rueidis.Client) {
+			if ok, err := newClient(t, b).Lock("vanishing").ForceUnlock(context.Background()); !ok || err != nil {
+				t.Fatalf("ForceUnlock = %v, %v", ok, err)
+			}
+		},
+	}
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		for way, remove := range ways {
+			c := newClient(t, b, relock.WithWatchdogTimeout(timeout))
+			side := b.Client(t)
+			mu := c.Lock("vanishing")
+			held, err := mu.Lock(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			remove(t, b, side)
+			took := waitDone(t, held, 5*time.Second, way)
+			if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+				t.Errorf("%s: cause %v; want ErrLeaseLost", way, cause)
+			}
+			t.Logf("%s: lease loss seen after %v (renewal period %v)", way, took.Round(time.Millisecond), timeout/3)
+			// One period plus a round trip; the second is slack for a loaded machine.
+			if took > timeout/3+time.Second {
+				t.Errorf("%s: lease loss seen after %v; want within a renewal period", way, took)
+			}
+			if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+				t.Errorf("%s: Unlock after loss: %v; want ErrNotHeld", way, err)
+			}
+		}
+	})
+}
+
+// Redis paused past the lease: the holder's context ends by its local deadline although
+// Redis never answered.
+func TestLeaseLostWhenRedisPaused(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(time.Second))
+		mu := c.Lock("paused")
+		asked := time.Now() // the local deadline runs from when the acquiring request was sent
+		held, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Server.Pause(t)
+		took := waitDone(t, held, 10*time.Second, "Redis paused")
+		paused := time.Since(asked)
+		b.Server.Resume(t)
+		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Fatalf("cause %v; want ErrLeaseLost", cause)
+		}
+		if paused < time.Second {
+			t.Errorf("the hold ended %v after acquisition, before its 1s lease could run out", paused)
+		}
+		t.Logf("lease loss signalled %v after the pause began, %v after acquisition", took.Round(time.Millisecond), paused.Round(time.Millisecond))
+		// The local deadline errs early (it runs from when the request was sent); once the
+		// lease has run out in Redis too, the hold is gone there as well.
+		side := b.Client(t)
+		eventually(t, 5*time.Second, "the key outlived its lease", func() bool {
+			n, err := do(t, side, "EXISTS", "paused").AsInt64()
+			return err == nil && n == 0
+		})
+		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock after the lease ran out: %v; want ErrNotHeld", err)
+		}
+	})
+}
+
+// Redis restarted without persistence: the hold is reported lost, and a lock taken after
+// the restart is renewed normally (the scripts are sent again after NOSCRIPT).
+func TestLeaseLostOnRestart(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(time.Second))
+		held, err := c.Lock("restarted").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Server.Restart(t)
+		waitDone(t, held, 10*time.Second, "Redis restarted")
+		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Fatalf("cause %v; want ErrLeaseLost", cause)
+		}
+
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		// The first command after the restart meets a dead connection; Lock must find out
+		// that its attempt did not run and send it again.
+		again, err := c.Lock("after-restart").Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock after the restart: %v", err)
+		}
+		side := b.Client(t) // made after the restart: its connection is fresh
+		renewed := c.WatchdogStats().Renewed
+		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			if p := pttl(t, side, "after-restart"); p <= 0 {
+				t.Fatalf("the lock taken after the restart lapsed: PTTL %d", p)
+			}
+		}
+		if again.Err() != nil {
+			t.Fatalf("the new hold's context ended: %v", context.Cause(again))
+		}
+		if n, _ := do(t, side, "HGET", "after-restart", mustOwner(t, side, "after-restart")).AsInt64(); n != 1 {
+			t.Errorf("hold count after the retried acquisition = %d; want 1 (counted once)", n)
+		}
+		if got := c.WatchdogStats().Renewed - renewed; got < 5 {
+			t.Errorf("%d renewals in 3s after the restart; want the new hold renewed every period", got)
+		}
+	})
+}
+
+// A WithLease hold is not renewed: it expires after its lease, with no renewal sent, and
+// its context ends with ErrLeaseLost.
+func TestFixedLeaseNotRenewed(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
+		side := b.Client(t)
+		// Load the acquire script first, so that the count below is not blurred by the
+		// one NOSCRIPT a fresh server answers.
+		if err := c.Lock("warm-up").Do(context.Background(), func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		before := commandStats(t, side)
+		held, err := c.Lock("fixed").Lock(context.Background(), rlock.WithLease(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := waitDone(t, held, 5*time.Second, "fixed lease")
+		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Errorf("cause %v; want ErrLeaseLost", cause)
+		}
+		if took < 1500*time.Millisecond {
+			t.Errorf("the fixed lease's context ended after %v, well before its 2s", took)
+		}
+		eventually(t, 3*time.Second, "the key did not expire", func() bool {
+			n, _ := do(t, side, "EXISTS", "fixed").AsInt64()
+			return n == 0
+		})
+		after := commandStats(t, side)
+		// One EVALSHA for the acquisition; nothing else.
+		if calls := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]; calls != 1 {
+			t.Errorf("%d script calls; want the acquisition alone", calls)
+		}
+		if st := c.WatchdogStats(); st.Calls != 0 {
+			t.Errorf("watchdog %+v sent renewals for a fixed lease", st)
+		}
+	})
+}
+
+// After Unlock returns no renewal for that lock is sent again, however close to a tick
+// the unlock comes.
+func TestNoRenewalAfterUnlock(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(150*time.Millisecond)) // period 50ms
+		mu := c.Lock("released")
+		for i := 0; i < 20; i++ {
+			held, err := mu.Lock(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(i*7%60) * time.Millisecond)
+			if err := mu.Unlock(held); err != nil {
+				t.Fatal(err)
+			}
+			calls := c.WatchdogStats().Calls
+			time.Sleep(60 * time.Millisecond) // more than a period
+			if got := c.WatchdogStats().Calls; got != calls {
+				t.Fatalf("round %d: %d renewal calls sent after Unlock returned", i, got-calls)
+			}
+		}
+		if st := c.WatchdogStats(); st.Calls == 0 {
+			t.Errorf("stats %+v: no renewal was ever sent, the test proved nothing", st)
+		}
+	})
+}
+
+// 8 goroutines × 50 acquisitions get strictly increasing tokens in acquisition order; a
+// re-entry keeps its token.
+func TestFencingTokensIncrease(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c1, c2 := newClient(t, b), newClient(t, b)
+		var (
+			mu     sync.Mutex // orders the appends; the lock already does, this is for -race
+			tokens []int64
+			wg     sync.WaitGroup
+		)
+		for g := 0; g < 8; g++ {
+			c := []*relock.Client{c1, c2}[g%2]
+			lock := c.Lock("fenced", rlock.WithFencing())
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 50; i++ {
+					held, err := lock.Lock(context.Background())
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					tok, ok := lock.Token(held)
+					if !ok {
+						t.Error("no token for a fenced hold")
+					}
+					again, err := lock.Lock(held)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if tok2, _ := lock.Token(again); tok2 != tok {
+						t.Errorf("re-entry changed the token from %d to %d", tok, tok2)
+					}
+					mu.Lock()
+					tokens = append(tokens, tok)
+					mu.Unlock()
+					_ = lock.Unlock(again)
+					if err := lock.Unlock(held); err != nil {
+						t.Error(err)
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if len(tokens) != 400 {
+			t.Fatalf("%d tokens; want 400", len(tokens))
+		}
+		for i := 1; i < len(tokens); i++ {
+			if tokens[i] <= tokens[i-1] {
+				t.Fatalf("token %d after %d: not strictly increasing in acquisition order", tokens[i], tokens[i-1])
+			}
+		}
+		if _, ok := c1.Lock("unfenced").Token(context.Background()); ok {
+			t.Error("Token reported a token for a context that holds nothing")
+		}
+	})
+}
+
+// fencedWrite is a resource that checks tokens: it accepts a write only with a token at
+// least as high as the highest it has accepted.
+const fencedWrite = `local last = tonumber(redis.call('get', KEYS[1]) or '0')
+if tonumber(ARGV[1]) < last then return 0 end
+redis.call('set', KEYS[1], ARGV[1]); redis.call('set', KEYS[2], ARGV[2]); return 1`
+
+// A holder that sleeps past its fixed lease and then writes is rejected by the fenced
+// resource after another holder wrote.
+func TestFencingRejectsStaleHolder(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c1, c2 := newClient(t, b), newClient(t, b)
+		side := b.Client(t)
+		write := rueidis.NewLuaScript(fencedWrite)
+		put := func(token int64, value string) int64 {
+			t.Helper()
+			n, err := write.Exec(context.Background(), side, []string{"resource:token", "resource:value"},
+				[]string{strconv.FormatInt(token, 10), value}).AsInt64()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return n
+		}
+		slow := c1.Lock("ledger", rlock.WithFencing())
+		held, err := slow.Lock(context.Background(), rlock.WithLease(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		staleToken, _ := slow.Token(held)
+		waitDone(t, held, 5*time.Second, "fixed lease") // the holder "sleeps" past its lease
+
+		fast := c2.Lock("ledger", rlock.WithFencing())
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		newer, err := fast.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		newToken, _ := fast.Token(newer)
+		if newToken <= staleToken {
+			t.Fatalf("new token %d not above the stale one %d", newToken, staleToken)
+		}
+		if put(newToken, "new holder") != 1 {
+			t.Fatal("the current holder's write was rejected")
+		}
+		if put(staleToken, "stale holder") != 0 {
+			t.Error("the stale holder's write was accepted")
+		}
+		if v, _ := do(t, side, "GET", "resource:value").ToString(); v != "new holder" {
+			t.Errorf("resource = %q; want the current holder's write", v)
+		}
+		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+			t.Errorf("the stale holder's context cause is %v; want ErrLeaseLost", context.Cause(held))
+		}
+	})
+}
+
+// A re-entry returns the hold's context; the hold's context ends at the release that
+// frees the lock, and Close ends the holds still known with ErrClosed.
+func TestHoldContext(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		mu := c.Lock("scoped")
+		parent, cancelParent := context.WithCancel(context.Background())
+		defer cancelParent()
+		first, err := mu.Lock(parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := mu.Lock(first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if second != first {
+			t.Error("a re-entry with the hold's context returned another context")
+		}
+		derived, stop := context.WithTimeout(first, time.Minute)
+		defer stop()
+		third, err := mu.Lock(derived)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			if err := mu.Unlock(first); err != nil {
+				t.Fatal(err)
+			}
+			if first.Err() != nil {
+				t.Fatalf("the hold's context ended with holds left: %v", context.Cause(first))
+			}
+		}
+		if err := mu.Unlock(first); err != nil {
+			t.Fatal(err)
+		}
+		for _, ctx := range []context.Context{first, third} {
+			if !errors.Is(context.Cause(ctx), context.Canceled) {
+				t.Errorf("after the last Unlock: cause %v; want context.Canceled", context.Cause(ctx))
+			}
+		}
+		if parent.Err() != nil {
+			t.Error("Unlock ended the caller's own context")
+		}
+
+		kept, err := c.Lock("kept-at-close").Lock(parent)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(context.Cause(kept), relock.ErrClosed) {
+			t.Errorf("after Close: cause %v; want ErrClosed", context.Cause(kept))
+		}
+	})
+}
+
+// mustOwner returns the only owner field of a lock hash.
+func mustOwner(t *testing.T, rc rueidis.Client, name string) string {
+	t.Helper()
+	fields, err := do(t, rc, "HKEYS", name).AsStrSlice()
+	if err != nil || len(fields) != 1 {
+		t.Fatalf("HKEYS %s = %v, %v; want one owner", name, fields, err)
+	}
+	return fields[0]
+}

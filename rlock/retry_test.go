@@ -1,0 +1,94 @@
+package rlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// throughProxy returns a relock client whose connections pass a fault-injecting proxy.
+func throughProxy(t *testing.T, b *redistest.Backend) (*relock.Client, *redistest.Proxy) {
+	t.Helper()
+	p := redistest.StartProxy(t, b.Addr)
+	c := newClient(t, &redistest.Backend{Name: b.Name, Addr: p.Addr()})
+	// Load the scripts first, so the fault hits the lock's own request, not a NOSCRIPT.
+	if err := c.Lock("warm-up").Do(context.Background(), func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return c, p
+}
+
+// An acquisition whose reply is lost after Redis ran it is counted once: Lock finds out
+// from the hold count that it ran, instead of sending it again.
+func TestAcquireReplyLost(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, proxy := throughProxy(t, b)
+		side := b.Client(t)
+		mu := c.Lock("lost-acquire")
+
+		proxy.LoseReplyTo("lost-acquire")
+		held, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatalf("Lock with its reply lost: %v", err)
+		}
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		owner := mustOwner(t, side, "lost-acquire")
+		if n, _ := do(t, side, "HGET", "lost-acquire", owner).AsInt64(); n != 1 {
+			t.Fatalf("hold count %d after one Lock; want 1", n)
+		}
+
+		proxy.LoseReplyTo("lost-acquire") // and a re-entry
+		if held, err = mu.Lock(held); err != nil {
+			t.Fatalf("re-entry with its reply lost: %v", err)
+		}
+		if n, _ := do(t, side, "HGET", "lost-acquire", owner).AsInt64(); n != 2 {
+			t.Fatalf("hold count %d after two Locks; want 2", n)
+		}
+		for i := 0; i < 2; i++ {
+			if err := mu.Unlock(held); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, _ := do(t, side, "EXISTS", "lost-acquire").AsInt64(); n != 0 {
+			t.Error("two unlocks did not free a lock taken twice: a hold was counted twice")
+		}
+	})
+}
+
+// An unlock whose reply is lost after Redis ran it is retried with the same request id and
+// answered from the latch: the owner's other hold is not released with it.
+func TestUnlockReplyLost(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, proxy := throughProxy(t, b)
+		side := b.Client(t)
+		mu := c.Lock("lost-unlock")
+		held, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held, err = mu.Lock(held); err != nil {
+			t.Fatal(err)
+		}
+		proxy.LoseReplyTo("redisson_unlock_latch:{lost-unlock}")
+		if err := mu.Unlock(held); err != nil {
+			t.Fatalf("Unlock with its reply lost: %v", err)
+		}
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		if n, _ := do(t, side, "HGET", "lost-unlock", mustOwner(t, side, "lost-unlock")).AsInt64(); n != 1 {
+			t.Fatalf("hold count %d after one of two holds was released; want 1", n)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("third unlock: %v; want ErrNotHeld", err)
+		}
+	})
+}

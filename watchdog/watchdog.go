@@ -1,0 +1,449 @@
+// Package watchdog keeps a client's holds alive and tells their holders when they are
+// lost. One Watchdog per client, not a timer per lock: every period (a third of the
+// lease) it renews all renewable holds in batches, one script call per 100 locks of one
+// cluster slot, all calls of a tick pipelined, so a tick costs one round trip per node.
+//
+// Each hold has a context that ends when the hold does: with cause ErrLeaseLost when a
+// renewal finds the owner gone, or when the hold's local deadline passes without a
+// successful renewal (Redis unreachable, paused, or a fixed lease that ran out); with
+// context.Canceled when the holder releases it.
+//
+// Deadlines are local: taken from the monotonic clock when the acquiring (or renewing)
+// request was sent, so they never lie later than the lease in Redis.
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/lua"
+)
+
+// batchSize is the most locks one renewal script call renews.
+const batchSize = 100
+
+// Watchdog renews a client's holds. It is safe for concurrent use.
+type Watchdog struct {
+	rc      rueidis.Client
+	lease   time.Duration
+	period  time.Duration
+	leaseMs string
+	cluster bool
+
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+	kick   chan struct{} // a hold with an earlier deadline arrived
+	done   chan struct{} // closed when run has returned
+
+	mu     sync.Mutex
+	holds  map[holdKey]*Hold
+	flight chan struct{} // closed when the renewal in flight is done; nil when none is
+	wakeAt time.Time     // when run looks at the holds next
+
+	ticks   atomic.Uint64
+	calls   atomic.Uint64
+	batches atomic.Uint64
+	renewed atomic.Uint64
+	lost    atomic.Uint64
+}
+
+type holdKey struct{ name, owner string }
+
+// Hold is one owner's hold of one lock as its client knows it. Its fields are guarded by
+// the Watchdog's mutex.
+type Hold struct {
+	key      holdKey
+	renew    bool  // renewed by the watchdog; false for a fixed lease
+	count    int64 // the hold count as this client last learned it from Redis
+	token    int64
+	fenced   bool
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	deadline time.Time
+	sending  bool // in the renewal batch in flight
+	extra    []context.CancelCauseFunc
+}
+
+// New starts the watchdog of a client whose default lease is lease; renewals run every
+// lease/3 until Close.
+func New(rc rueidis.Client, lease time.Duration) *Watchdog {
+	return newWatchdog(rc, lease, rc.Mode() == rueidis.ClientModeCluster)
+}
+
+// newWatchdog is New with the grouping by cluster slot on or off.
+func newWatchdog(rc rueidis.Client, lease time.Duration, cluster bool) *Watchdog {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watchdog{
+		rc:      rc,
+		lease:   lease,
+		period:  lease / 3,
+		leaseMs: strconv.FormatInt(lease.Milliseconds(), 10),
+		cluster: cluster,
+		ctx:     ctx,
+		cancel:  cancel,
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		holds:   make(map[holdKey]*Hold),
+	}
+	w.wakeAt = time.Now().Add(w.period)
+	go w.run()
+	return w
+}
+
+// Close stops renewing. Every hold still known ends with cause ErrClosed: its lease will
+// run out in Redis. Close waits for the renewal loop to end and is idempotent.
+func (w *Watchdog) Close() {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, h := range w.holds {
+		delete(w.holds, k)
+		h.end(lockerr.ErrClosed)
+	}
+}
+
+// Grant is what an acquisition told the client: who holds what, and for how long.
+type Grant struct {
+	Name, Owner string
+	Count       int64 // the hold count after the acquisition; 1 for a first-level one
+	Token       int64 // the fencing token of a first-level acquisition of a fenced lock
+	Fenced      bool
+	Sent        time.Time     // when the acquiring request was sent
+	Lease       time.Duration // the lease it asked for
+	Renew       bool          // renew until released, rather than a fixed lease
+}
+
+// Acquired records a successful acquisition and returns the context for the hold, derived
+// from parent. A first-level acquisition starts a hold; a re-entry joins the owner's hold
+// and returns parent itself when it already derives from the hold's context.
+func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
+	k := holdKey{g.Name, g.Owner}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.holds[k]; h != nil {
+		if g.Count > 1 {
+			h.count = g.Count
+			return h.join(parent)
+		}
+		// Redis says this is a first-level acquisition, so the hold we knew of is gone
+		// (its key expired or was deleted) even if we had not noticed yet.
+		delete(w.holds, k)
+		h.end(lockerr.ErrLeaseLost)
+		w.lost.Add(1)
+	}
+	if w.ctx.Err() != nil {
+		// Closed meanwhile: nobody will renew or watch this hold.
+		ctx, cancel := context.WithCancelCause(parent)
+		cancel(lockerr.ErrClosed)
+		return ctx
+	}
+	h := &Hold{key: k, renew: g.Renew, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1, deadline: g.Sent.Add(g.Lease)}
+	ctx, cancel := context.WithCancelCause(parent)
+	h.ctx, h.cancel = context.WithValue(ctx, h, h), cancel
+	w.holds[k] = h
+	if h.deadline.Before(w.wakeAt) {
+		// A fixed lease that ends before the loop would look again.
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+	return h.ctx
+}
+
+// join returns a context for a re-entry. One that derives from the hold's context already
+// ends with it; another gets a child that the hold ends too.
+func (h *Hold) join(parent context.Context) context.Context {
+	if parent.Value(h) == h {
+		return parent
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	h.extra = append(h.extra, cancel)
+	return ctx
+}
+
+// end cancels the hold's contexts with cause.
+func (h *Hold) end(cause error) {
+	h.cancel(cause)
+	for _, c := range h.extra {
+		c(cause)
+	}
+}
+
+// Unlocked records that the owner released one of several holds: the lock is still held.
+func (w *Watchdog) Unlocked(name, owner string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.holds[holdKey{name, owner}]; h != nil && h.count > 1 {
+		h.count--
+	}
+}
+
+// Count returns the owner's hold count as this client knows it: 0 when it knows of no hold.
+func (w *Watchdog) Count(name, owner string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.holds[holdKey{name, owner}]; h != nil {
+		return h.count
+	}
+	return 0
+}
+
+// Released records that the owner released the lock. It returns once no renewal of the
+// hold can be sent any more, so a renewal never outlives the release.
+func (w *Watchdog) Released(name, owner string) { w.forget(name, owner, nil) }
+
+// Lost records that the owner found it no longer holds the lock (an unlock answered "not
+// held"): the hold's context ends with ErrLeaseLost.
+func (w *Watchdog) Lost(name, owner string) { w.forget(name, owner, lockerr.ErrLeaseLost) }
+
+func (w *Watchdog) forget(name, owner string, cause error) {
+	w.mu.Lock()
+	h := w.holds[holdKey{name, owner}]
+	if h == nil {
+		w.mu.Unlock()
+		return
+	}
+	delete(w.holds, h.key)
+	h.end(cause)
+	if cause != nil {
+		w.lost.Add(1)
+	}
+	var flight chan struct{}
+	if h.sending {
+		flight = w.flight
+	}
+	w.mu.Unlock()
+	if flight != nil {
+		select {
+		case <-flight:
+		case <-w.ctx.Done():
+		}
+	}
+}
+
+// Token returns the fencing token of the owner's hold, if it holds a fenced lock.
+func (w *Watchdog) Token(name, owner string) (int64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.holds[holdKey{name, owner}]
+	if h == nil || !h.fenced {
+		return 0, false
+	}
+	return h.token, true
+}
+
+// Stats is a snapshot of a watchdog's activity.
+type Stats struct {
+	Holds   int    // holds known now
+	Ticks   uint64 // renewal rounds done (rounds with no hold to renew are not counted)
+	Calls   uint64 // renewal script calls sent
+	Batches uint64 // pipelined sends (round trips per node)
+	Renewed uint64 // hold renewals that succeeded
+	Lost    uint64 // holds found lost: owner gone, deadline passed, or released as not held
+}
+
+// Stats returns a snapshot of the watchdog's counters.
+func (w *Watchdog) Stats() Stats {
+	w.mu.Lock()
+	n := len(w.holds)
+	w.mu.Unlock()
+	return Stats{Holds: n, Ticks: w.ticks.Load(), Calls: w.calls.Load(), Batches: w.batches.Load(),
+		Renewed: w.renewed.Load(), Lost: w.lost.Load()}
+}
+
+// run renews every period and ends holds whose deadline passed, waking early for a fixed
+// lease that ends before the next renewal.
+func (w *Watchdog) run() {
+	defer close(w.done)
+	next := time.Now().Add(w.period)
+	timer := time.NewTimer(w.period)
+	defer timer.Stop()
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-w.kick:
+		case <-timer.C:
+		}
+		w.expire(time.Now())
+		if now := time.Now(); !now.Before(next) {
+			w.renew(now)
+			next = now.Add(w.period)
+			w.expire(time.Now())
+		}
+		w.mu.Lock()
+		w.wakeAt = next
+		for _, h := range w.holds {
+			if h.deadline.Before(w.wakeAt) {
+				w.wakeAt = h.deadline
+			}
+		}
+		timer.Reset(time.Until(w.wakeAt))
+		w.mu.Unlock()
+	}
+}
+
+// earliestRenewable returns the earliest deadline of the renewable holds.
+func (w *Watchdog) earliestRenewable() (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first time.Time
+	for _, h := range w.holds {
+		if h.renew && (first.IsZero() || h.deadline.Before(first)) {
+			first = h.deadline
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// expire ends every hold whose local deadline has passed.
+func (w *Watchdog) expire(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, h := range w.holds {
+		if !now.Before(h.deadline) {
+			delete(w.holds, k)
+			h.end(lockerr.ErrLeaseLost)
+			w.lost.Add(1)
+		}
+	}
+}
+
+// renew sends one round of renewals: every renewable hold, in script calls of up to
+// batchSize locks of one slot, all pipelined. A call that fails keeps its holds; they are
+// tried again next round unless their deadline passes first.
+func (w *Watchdog) renew(sent time.Time) {
+	w.mu.Lock()
+	var groups map[uint16][]*Hold
+	var all []*Hold
+	for _, h := range w.holds {
+		if !h.renew {
+			continue
+		}
+		h.sending = true
+		if w.cluster {
+			if groups == nil {
+				groups = make(map[uint16][]*Hold)
+			}
+			s := keys.Slot(h.key.name)
+			groups[s] = append(groups[s], h)
+		} else {
+			all = append(all, h)
+		}
+	}
+	if len(all) == 0 && len(groups) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	flight := make(chan struct{})
+	w.flight = flight
+	w.mu.Unlock()
+
+	var chunks [][]*Hold
+	for _, g := range groups {
+		chunks = appendChunks(chunks, g)
+	}
+	chunks = appendChunks(chunks, all)
+
+	// Bound the round by the period and by the earliest renewable deadline: a round that
+	// hangs (Redis paused) must not keep the loop from ending holds on time.
+	bound := w.period
+	if d, ok := w.earliestRenewable(); ok {
+		bound = min(bound, time.Until(d))
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, max(bound, time.Millisecond))
+	results := w.send(ctx, chunks)
+	cancel()
+
+	w.mu.Lock()
+	for i, chunk := range chunks {
+		renewed, err := results[i].AsIntSlice()
+		if err == nil && len(renewed) != len(chunk) {
+			err = errors.New("renewal reply of the wrong length")
+		}
+		for j, h := range chunk {
+			h.sending = false
+			if err != nil || w.holds[h.key] != h {
+				continue // failed: try again next round; or released meanwhile
+			}
+			if renewed[j] == 1 {
+				h.deadline = sent.Add(w.lease)
+				w.renewed.Add(1)
+				continue
+			}
+			delete(w.holds, h.key)
+			h.end(lockerr.ErrLeaseLost)
+			w.lost.Add(1)
+		}
+	}
+	w.flight = nil
+	w.mu.Unlock()
+	close(flight)
+	w.ticks.Add(1)
+}
+
+func appendChunks(chunks [][]*Hold, holds []*Hold) [][]*Hold {
+	for len(holds) > 0 {
+		n := min(len(holds), batchSize)
+		chunks = append(chunks, holds[:n])
+		holds = holds[n:]
+	}
+	return chunks
+}
+
+// send pipelines one renewal call per chunk with EVALSHA, and sends the calls that met
+// NOSCRIPT (a restarted or flushed server) again with EVAL.
+func (w *Watchdog) send(ctx context.Context, chunks [][]*Hold) []rueidis.RedisResult {
+	script := lua.RLockRenew()
+	build := func(chunk []*Hold, sha bool) rueidis.Completed {
+		names := make([]string, len(chunk))
+		args := make([]string, 1, len(chunk)+1)
+		args[0] = w.leaseMs
+		for i, h := range chunk {
+			names[i] = h.key.name
+			args = append(args, h.key.owner)
+		}
+		if sha {
+			return w.rc.B().Evalsha().Sha1(script.SHA1).Numkeys(int64(len(names))).Key(names...).Arg(args...).Build()
+		}
+		return w.rc.B().Eval().Script(script.Source).Numkeys(int64(len(names))).Key(names...).Arg(args...).Build()
+	}
+	cmds := make(rueidis.Commands, len(chunks))
+	for i, c := range chunks {
+		cmds[i] = build(c, true)
+	}
+	w.calls.Add(uint64(len(cmds)))
+	w.batches.Add(1)
+	results := w.rc.DoMulti(ctx, cmds...)
+
+	var again []int
+	for i, r := range results {
+		if err, ok := rueidis.IsRedisErr(r.Error()); ok && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) == 0 {
+		return results
+	}
+	retry := make(rueidis.Commands, len(again))
+	for j, i := range again {
+		retry[j] = build(chunks[i], false)
+	}
+	w.calls.Add(uint64(len(retry)))
+	w.batches.Add(1)
+	for j, r := range w.rc.DoMulti(ctx, retry...) {
+		results[again[j]] = r
+	}
+	return results
+}

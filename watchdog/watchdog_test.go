@@ -1,0 +1,144 @@
+package watchdog
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/lua"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// hold takes name for owner with the acquire script and registers it with w.
+func hold(t *testing.T, w *Watchdog, rc rueidis.Client, name, owner string) context.Context {
+	t.Helper()
+	sent := time.Now()
+	v, err := lua.RLockAcquire().Exec(context.Background(), rc, []string{name}, []string{w.leaseMs, owner}).AsIntSlice()
+	if err != nil || v[0] != 1 {
+		t.Fatalf("acquire %s: %v %v", name, v, err)
+	}
+	return w.Acquired(context.Background(), Grant{Name: name, Owner: owner, Count: v[1], Sent: sent, Lease: w.lease, Renew: true})
+}
+
+func waitRounds(t *testing.T, w *Watchdog, n uint64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for w.Stats().Ticks < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("fewer than %d renewal rounds in 10s: %+v", n, w.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// In a cluster a renewal call may only carry locks of one slot: 250 locks sharing a hash
+// tag take three calls (100, 100, 50), and five locks in five other slots one call each.
+func TestGroupsBySlot(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		w := newWatchdog(rc, 600*time.Millisecond, true)
+		defer w.Close()
+		var ctxs []context.Context
+		for i := 0; i < 250; i++ {
+			ctxs = append(ctxs, hold(t, w, rc, "{orders}:"+strconv.Itoa(i), "o:1"))
+		}
+		for _, name := range []string{"alpha", "bravo", "charlie", "delta", "echo"} {
+			ctxs = append(ctxs, hold(t, w, rc, name, "o:1"))
+		}
+		waitRounds(t, w, 1)
+		before := w.Stats()
+		waitRounds(t, w, before.Ticks+2)
+		after := w.Stats()
+		rounds := after.Ticks - before.Ticks
+		if calls := after.Calls - before.Calls; calls != 8*rounds {
+			t.Errorf("%d calls in %d rounds; want 8 a round (3 for the tagged slot, 1 for each other)", calls, rounds)
+		}
+		if got := after.Renewed - before.Renewed; got != 255*rounds {
+			t.Errorf("%d renewals in %d rounds of 255 holds", got, rounds)
+		}
+		for _, ctx := range ctxs {
+			if ctx.Err() != nil {
+				t.Fatalf("a hold was lost: %v", context.Cause(ctx))
+			}
+		}
+	})
+}
+
+// A failed round keeps its holds: once Redis answers again, before their deadline, they are
+// renewed as if nothing happened.
+func TestFailedRoundKeepsHolds(t *testing.T) {
+	t.Run("miniredis errors", func(t *testing.T) {
+		b := redistest.Mini(t)
+		rc := b.Client(t)
+		w := newWatchdog(rc, 900*time.Millisecond, false)
+		defer w.Close()
+		ctx := hold(t, w, rc, "flaky", "o:1")
+		waitRounds(t, w, 1)
+		b.Mini.SetError("LOADING Redis is loading the dataset in memory")
+		time.Sleep(350 * time.Millisecond) // at least one failed round
+		failed := w.Stats()
+		b.Mini.SetError("")
+		waitRounds(t, w, failed.Ticks+2)
+		if ctx.Err() != nil {
+			t.Fatalf("the hold was dropped after a failed round: %v", context.Cause(ctx))
+		}
+		if st := w.Stats(); st.Renewed <= failed.Renewed || st.Holds != 1 {
+			t.Errorf("stats %+v after recovery (%+v while failing): want renewals to resume", st, failed)
+		}
+	})
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		w := newWatchdog(rc, 1500*time.Millisecond, false)
+		defer w.Close()
+		ctx := hold(t, w, rc, "flaky", "o:1")
+		waitRounds(t, w, 1)
+		renewed := w.Stats().Renewed
+		b.Server.Pause(t)
+		time.Sleep(700 * time.Millisecond) // a round meets the paused server
+		b.Server.Resume(t)
+		waitRounds(t, w, w.Stats().Ticks+2)
+		if ctx.Err() != nil {
+			t.Fatalf("the hold was dropped after a pause shorter than its lease: %v", context.Cause(ctx))
+		}
+		if w.Stats().Renewed <= renewed {
+			t.Error("no renewal after the server came back")
+		}
+	})
+}
+
+// A renewal batch with a foreign key in it renews the others and reports only that one lost.
+func TestForeignKeyInBatch(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		w := newWatchdog(rc, 600*time.Millisecond, false)
+		defer w.Close()
+		good := hold(t, w, rc, "good", "o:1")
+		bad := hold(t, w, rc, "overwritten", "o:1")
+		if err := rc.Do(context.Background(), rc.B().Set().Key("overwritten").Value("x").Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-bad.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the overwritten hold was not reported lost")
+		}
+		if !errors.Is(context.Cause(bad), lockerr.ErrLeaseLost) {
+			t.Errorf("cause %v; want ErrLeaseLost", context.Cause(bad))
+		}
+		waitRounds(t, w, w.Stats().Ticks+1)
+		if good.Err() != nil {
+			t.Errorf("the other hold in the batch was lost too: %v", context.Cause(good))
+		}
+		if v, _ := rc.Do(context.Background(), rc.B().Get().Key("overwritten").Build()).ToString(); v != "x" {
+			t.Errorf("the foreign value became %q", v)
+		}
+	})
+}
