@@ -327,6 +327,39 @@ func TestLostWakeup(t *testing.T) {
 	})
 }
 
+// The same on both backends with the waiter's connections cut by a proxy just before the
+// unlock: the hub reconnects, subscribes again and wakes the waiter.
+func TestLostWakeupConnectionCut(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		holder := newClient(t, b)
+		proxy := redistest.StartProxy(t, b.Addr)
+		waiter := newClient(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()})
+		held, err := holder.Lock("cut").Lock(context.Background(), rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acquired := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := waiter.Lock("cut").Lock(ctx)
+			acquired <- err
+		}()
+		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.Stats().Waiting == 1 })
+		proxy.Cut()
+		if err := holder.Lock("cut").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		// The lease is a minute: only the reconnect's wake-up can let the waiter in in time.
+		if err := <-acquired; err != nil {
+			t.Fatalf("waiter after its connections were cut: %v", err)
+		}
+		if st := waiter.Stats(); st.Reconnects == 0 || st.TimedOut != 0 {
+			t.Errorf("stats %+v: want a reconnect and no TTL timeout", st)
+		}
+	})
+}
+
 // redissonAcquire and redissonUnlock are what a Redisson client sends for RLock: this test
 // plays a Java service sharing the lock.
 const (

@@ -49,6 +49,16 @@ func (p *Proxy) LoseReplyTo(marker string) {
 	p.mu.Unlock()
 }
 
+// Cut closes every connection through the proxy, as a network failure would; clients
+// connect again through it.
+func (p *Proxy) Cut() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c := range p.conns {
+		c.Close()
+	}
+}
+
 // Armed reports how many LoseReplyTo faults have not fired yet.
 func (p *Proxy) Armed() int {
 	p.mu.Lock()
