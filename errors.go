@@ -23,6 +23,9 @@ var (
 	ErrInvalidName = lockerr.ErrInvalidName
 	// ErrInvalidLease: a lease shorter than a millisecond.
 	ErrInvalidLease = lockerr.ErrInvalidLease
+	// ErrInvalidOption: another option out of its range, such as a fair lock's refresh
+	// period under 10ms.
+	ErrInvalidOption = lockerr.ErrInvalidOption
 )
 
 // Error is the type of the errors relock's locks return: the operation, the lock's name

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/core"
 	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/pubsub"
@@ -111,6 +112,12 @@ func (c *Client) ID() string { return c.core.ID }
 // the Mutex's methods (ErrInvalidName), so Lock never fails.
 func (c *Client) Lock(name string, opts ...rlock.Option) *rlock.Mutex {
 	return rlock.New(c.core, name, opts...)
+}
+
+// FairLock returns the fair (FIFO) reentrant mutex named name: waiters get the lock in the
+// order they arrived. Options are those of package fairlock (and rlock's).
+func (c *Client) FairLock(name string, opts ...fairlock.Option) *fairlock.Mutex {
+	return fairlock.New(c.core, name, opts...)
 }
 
 // Stats returns a snapshot of the client's waiting activity: subscriptions, parked

@@ -39,6 +39,10 @@ var (
 	rlockState string
 	//go:embed rlock_renew.lua
 	rlockRenew string
+	//go:embed fair_acquire.lua
+	fairAcquire string
+	//go:embed fair_release.lua
+	fairRelease string
 )
 
 // Scripts are immutable once made, so one set serves every client in the process.
@@ -48,6 +52,8 @@ var (
 	rlockForceUnlockScript = newScript(rlockForceUnlock)
 	rlockStateScript       = newScript(rlockState)
 	rlockRenewScript       = newScript(rlockRenew)
+	fairAcquireScript      = newScript(fairAcquire)
+	fairReleaseScript      = newScript(fairRelease)
 )
 
 // RLockAcquire acquires or re-enters a reentrant lock (rlock_acquire.lua).
@@ -64,3 +70,10 @@ func RLockState() *Script { return rlockStateScript }
 
 // RLockRenew renews many reentrant locks' leases in one call (rlock_renew.lua).
 func RLockRenew() *Script { return rlockRenewScript }
+
+// FairAcquire acquires, re-enters or queues for a fair lock (fair_acquire.lua).
+func FairAcquire() *Script { return fairAcquireScript }
+
+// FairRelease unlocks a fair lock, leaves its queue, or force-unlocks it, waking the next
+// live waiter (fair_release.lua).
+func FairRelease() *Script { return fairReleaseScript }

@@ -3,50 +3,25 @@ package rlock
 import (
 	"time"
 
-	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/reentrant"
 )
 
 // Option changes how a lock is taken. Options given to relock.Client.Lock apply to every
 // acquisition of that Mutex; options given to Lock, TryLock or Do apply to that call and
-// take precedence.
-type Option func(*settings)
+// take precedence. The same options serve package fairlock.
+type Option = reentrant.Option
 
-type settings struct {
-	lease   time.Duration // 0: the client's watchdog timeout, renewed while held
-	fencing bool
-	err     error // the first invalid option
-}
+// WithLease takes the lock for a fixed lease that is not renewed: if the holder has not
+// unlocked it by then, the lock expires and another owner may take it, and the hold's
+// context ends with cause ErrLeaseLost. The lease must be at least a millisecond (Redis
+// counts leases in milliseconds); otherwise the call fails with ErrInvalidLease and
+// nothing is sent to Redis.
+func WithLease(d time.Duration) Option { return reentrant.WithLease(d) }
 
 // WithFencing makes every first-level acquisition take a fencing token: the next value of
 // the counter redisson_lock_token:{name}, which never expires and never repeats. A
 // re-entry keeps its hold's token. Read it with Mutex.Token and send it with every write
 // to the resource the lock guards; the resource rejects a token lower than the highest it
 // has seen, which turns away a holder that lost its lease without knowing it (a long
-// pause, a failover). See the package example.
-func WithFencing() Option {
-	return func(s *settings) { s.fencing = true }
-}
-
-// WithLease takes the lock for a fixed lease that is not renewed: if the holder has not
-// unlocked it by then, the lock expires and another owner may take it. The lease must be
-// at least a millisecond (Redis counts leases in milliseconds); otherwise the call fails
-// with ErrInvalidLease and nothing is sent to Redis.
-func WithLease(d time.Duration) Option {
-	return func(s *settings) {
-		if d < time.Millisecond {
-			if s.err == nil {
-				s.err = lockerr.ErrInvalidLease
-			}
-			return
-		}
-		s.lease = d
-	}
-}
-
-func (s *settings) apply(opts []Option) {
-	for _, o := range opts {
-		if o != nil {
-			o(s)
-		}
-	}
-}
+// pause, a failover). See ExampleWithFencing.
+func WithFencing() Option { return reentrant.WithFencing() }

@@ -12,14 +12,15 @@ import (
 // The sentinel errors. Their texts are short because *Error adds the operation and the
 // lock's name around them.
 var (
-	ErrNotHeld      = errors.New("lock not held by this owner")
-	ErrLocked       = errors.New("lock held by another owner")
-	ErrLeaseLost    = errors.New("lease lost")
-	ErrUpgrade      = errors.New("read hold cannot be upgraded to a write hold")
-	ErrWrongType    = errors.New("key holds data that is not this kind of lock")
-	ErrClosed       = errors.New("client closed")
-	ErrInvalidName  = errors.New("invalid lock name")
-	ErrInvalidLease = errors.New("invalid lease")
+	ErrNotHeld       = errors.New("lock not held by this owner")
+	ErrLocked        = errors.New("lock held by another owner")
+	ErrLeaseLost     = errors.New("lease lost")
+	ErrUpgrade       = errors.New("read hold cannot be upgraded to a write hold")
+	ErrWrongType     = errors.New("key holds data that is not this kind of lock")
+	ErrClosed        = errors.New("client closed")
+	ErrInvalidName   = errors.New("invalid lock name")
+	ErrInvalidLease  = errors.New("invalid lease")
+	ErrInvalidOption = errors.New("invalid option")
 )
 
 // Error is the error a lock method returns: the operation, the lock's name and the cause.

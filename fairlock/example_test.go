@@ -1,0 +1,50 @@
+package fairlock_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"time"
+
+	"github.com/relock-go/relock/embedded"
+)
+
+// Waiters get a fair lock in the order they arrived.
+func ExampleMutex() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	c := srv.Client()
+	mu := c.FairLock("jobs")
+
+	held, err := mu.Lock(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	granted := make(chan string, 3)
+	for _, who := range []string{"first", "second", "third"} {
+		go func() {
+			h, err := mu.Lock(context.Background())
+			if err != nil {
+				log.Print(err)
+				return
+			}
+			granted <- who
+			_ = mu.Unlock(h)
+		}()
+		// Arrivals a moment apart, so that their order is known.
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := mu.Unlock(held); err != nil {
+		log.Fatal(err)
+	}
+	for i := 0; i < 3; i++ {
+		fmt.Println(<-granted)
+	}
+	// Output:
+	// first
+	// second
+	// third
+}

@@ -1,0 +1,535 @@
+package fairlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+func TestMain(m *testing.M) {
+	if addr := os.Getenv("RELOCK_FAIR_WORKER"); addr != "" {
+		os.Exit(worker(addr, os.Getenv("RELOCK_FAIR_NAME")))
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// worker is a separate process that queues for a fair lock and then waits to be killed.
+func worker(addr, name string) int {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	c, err := relock.New(rc)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	_, err = c.FairLock(name, fairlock.WithRefreshPeriod(200*time.Millisecond)).Lock(context.Background())
+	fmt.Fprintln(os.Stderr, "worker acquired, which it should not have before being killed:", err)
+	return 3
+}
+
+func newClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
+	t.Helper()
+	c, err := relock.New(b.Client(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func do(t *testing.T, rc rueidis.Client, args ...string) rueidis.RedisResult {
+	t.Helper()
+	return rc.Do(context.Background(), rc.B().Arbitrary(args...).Build())
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func queue(t *testing.T, rc rueidis.Client, name string) []string {
+	t.Helper()
+	q, err := do(t, rc, "LRANGE", "redisson_lock_queue:{"+name+"}", "0", "-1").AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// wakeCounter counts the wake-up messages published on a lock's waiter channels.
+func wakeCounter(t *testing.T, b *redistest.Backend, name string) *atomic.Int64 {
+	t.Helper()
+	var n atomic.Int64
+	dc, cancel := b.Client(t).Dedicate()
+	t.Cleanup(cancel)
+	subscribed := make(chan struct{})
+	var once sync.Once
+	dc.SetPubSubHooks(rueidis.PubSubHooks{
+		OnMessage:      func(rueidis.PubSubMessage) { n.Add(1) },
+		OnSubscription: func(rueidis.PubSubSubscription) { once.Do(func() { close(subscribed) }) },
+	})
+	if err := dc.Do(context.Background(), dc.B().Psubscribe().Pattern("redisson_lock__channel:{"+name+"}:*").Build()).Error(); err != nil {
+		t.Fatal(err)
+	}
+	<-subscribed
+	return &n
+}
+
+// 32 waiters on 2 clients, each confirmed in the queue before the next arrives, acquire in
+// exactly that order; 32 rounds in shuffled orders make over 1,000 acquisitions. Each
+// unlock with someone waiting sends exactly one wake-up message.
+func TestFIFO(t *testing.T) {
+	const waiters, rounds = 32, 32
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		clients := []*relock.Client{newClient(t, b), newClient(t, b)}
+		side := b.Client(t)
+		wakes := wakeCounter(t, b, "fifo")
+		violations, acquisitions := 0, 0
+		for r := 0; r < rounds; r++ {
+			holder, err := clients[0].FairLock("fifo").Lock(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			arrival := rand.Perm(waiters)
+			var (
+				mu    sync.Mutex
+				order []int
+				wg    sync.WaitGroup
+			)
+			for pos, w := range arrival {
+				lock := clients[w%2].FairLock("fifo")
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+					defer cancel()
+					held, err := lock.Lock(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					order = append(order, w) // guarded by the lock itself
+					if err := lock.Unlock(held); err != nil {
+						t.Error(err)
+					}
+				}()
+				eventually(t, 10*time.Second, "waiter not queued", func() bool { return len(queue(t, side, "fifo")) == pos+1 })
+			}
+			before := wakes.Load()
+			if err := clients[0].FairLock("fifo").Unlock(holder); err != nil {
+				t.Fatal(err)
+			}
+			wg.Wait()
+			mu.Lock()
+			for i, w := range order {
+				if w != arrival[i] {
+					violations++
+				}
+			}
+			acquisitions += len(order)
+			mu.Unlock()
+			// The holder's unlock and every waiter's but the last had someone to wake.
+			eventually(t, 5*time.Second, "wake-up messages missing", func() bool { return wakes.Load()-before >= waiters })
+			time.Sleep(20 * time.Millisecond)
+			if got := wakes.Load() - before; got != waiters {
+				t.Fatalf("round %d: %d wake-up messages for %d unlocks with a waiter; want exactly one each", r, got, waiters)
+			}
+		}
+		t.Logf("%d acquisitions, %d order violations", acquisitions, violations)
+		if acquisitions < 1000 || violations != 0 {
+			t.Errorf("%d acquisitions with %d order violations; want >= 1000 and 0", acquisitions, violations)
+		}
+	})
+}
+
+// A waiter whose ctx ends is gone from the queue and the deadline set at once; the others
+// keep their order and get the lock.
+func TestCancelledWaiterLeaves(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		holder, err := c.FairLock("leaving").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		type waiter struct {
+			cancel context.CancelFunc
+			done   chan error
+		}
+		var ws []waiter
+		for i := 0; i < 3; i++ {
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				held, err := c.FairLock("leaving").Lock(ctx)
+				if err == nil {
+					err = c.FairLock("leaving").Unlock(held)
+				}
+				done <- err
+			}()
+			ws = append(ws, waiter{cancel, done})
+			eventually(t, 5*time.Second, "waiter not queued", func() bool { return len(queue(t, side, "leaving")) == i+1 })
+		}
+		q := queue(t, side, "leaving")
+		ws[1].cancel()
+		if err := <-ws[1].done; !errors.Is(err, context.Canceled) {
+			t.Fatalf("cancelled waiter: %v", err)
+		}
+		after := queue(t, side, "leaving")
+		if len(after) != 2 || after[0] != q[0] || after[1] != q[2] {
+			t.Fatalf("queue after the cancel = %v; want %v without its middle", after, q)
+		}
+		if n, _ := do(t, side, "ZSCORE", "redisson_lock_timeout:{leaving}", q[1]).ToString(); n != "" {
+			t.Errorf("the cancelled waiter's deadline is still in the zset: %s", n)
+		}
+		if err := c.FairLock("leaving").Unlock(holder); err != nil {
+			t.Fatal(err)
+		}
+		for _, i := range []int{0, 2} {
+			if err := <-ws[i].done; err != nil {
+				t.Errorf("waiter %d: %v", i, err)
+			}
+			ws[i].cancel()
+		}
+	})
+}
+
+// A live waiter that waits three times the eviction period (two refresh periods) stays in
+// place and acquires in its turn.
+func TestLiveWaiterNeverEvicted(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const refresh = 100 * time.Millisecond
+		c := newClient(t, b)
+		side := b.Client(t)
+		mu := c.FairLock("patient", fairlock.WithRefreshPeriod(refresh))
+		holder, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := mu.Lock(ctx)
+			done <- err
+		}()
+		eventually(t, 5*time.Second, "waiter not queued", func() bool { return len(queue(t, side, "patient")) == 1 })
+		waiter := queue(t, side, "patient")[0]
+		time.Sleep(3 * 2 * refresh)
+		if q := queue(t, side, "patient"); len(q) != 1 || q[0] != waiter {
+			t.Fatalf("after three eviction periods the queue is %v; want the waiter %s still in place", q, waiter)
+		}
+		// Another owner arriving now queues behind it.
+		late := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := c.FairLock("patient").TryLock(ctx)
+			late <- err
+		}()
+		if err := <-late; !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("TryLock while a waiter is queued: %v; want ErrLocked", err)
+		}
+		if err := mu.Unlock(holder); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("the patient waiter: %v", err)
+		}
+	})
+}
+
+// A waiter process killed with SIGKILL while queued: the waiters behind it acquire within
+// two refresh periods of the holder's unlock.
+func TestKilledWaiterSkipped(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const refresh = 200 * time.Millisecond
+		c := newClient(t, b)
+		side := b.Client(t)
+		holder, err := c.FairLock("killed").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), "RELOCK_FAIR_WORKER="+b.Addr, "RELOCK_FAIR_NAME=killed")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 10*time.Second, "worker process not queued", func() bool { return len(queue(t, side, "killed")) == 1 })
+		behind := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			_, err := c.FairLock("killed", fairlock.WithRefreshPeriod(refresh)).Lock(ctx)
+			behind <- err
+		}()
+		eventually(t, 5*time.Second, "second waiter not queued", func() bool { return len(queue(t, side, "killed")) == 2 })
+		if err := cmd.Process.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		_ = cmd.Wait()
+		if strings.Contains(stderr.String(), "acquired") {
+			t.Fatalf("worker: %s", stderr.String())
+		}
+		unlocked := time.Now()
+		if err := c.FairLock("killed").Unlock(holder); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-behind; err != nil {
+			t.Fatalf("waiter behind the killed one: %v", err)
+		}
+		took := time.Since(unlocked)
+		t.Logf("the waiter behind the killed one acquired %v after the unlock (refresh period %v)", took.Round(time.Millisecond), refresh)
+		// Two refresh periods, plus slack for a loaded machine.
+		if took > 2*refresh+time.Second {
+			t.Errorf("acquired %v after the unlock; want within two refresh periods", took)
+		}
+	})
+}
+
+// Redis restarted without persistence while waiters are queued: nobody hangs; all acquire.
+func TestRestartWithWaiters(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		if _, err := c.FairLock("restart").Lock(context.Background(), fairlock.WithLease(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var acquired atomic.Int32
+		for i := 0; i < 5; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				mu := c.FairLock("restart", fairlock.WithRefreshPeriod(300*time.Millisecond))
+				held, err := mu.Lock(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				acquired.Add(1)
+				if err := mu.Unlock(held); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		eventually(t, 5*time.Second, "waiters not queued", func() bool { return len(queue(t, side, "restart")) == 5 })
+		b.Server.Restart(t)
+		wg.Wait()
+		if n := acquired.Load(); n != 5 {
+			t.Errorf("%d of 5 waiters acquired after the restart", n)
+		}
+	})
+}
+
+// When everything is released no key of the lock is left: not the lock, not the queue,
+// not the deadlines, and (once they expire) not the unlock latches.
+func TestNoKeysLeft(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithTimeout(100*time.Millisecond)) // latches live 1s
+		side := b.Client(t)
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mu := c.FairLock("tidy", fairlock.WithFencing())
+				for j := 0; j < 5; j++ {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					held, err := mu.Lock(ctx)
+					if err == nil {
+						err = mu.Unlock(held)
+					}
+					cancel()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		// A waiter that gives up midway must not leave anything either.
+		holder, err := c.FairLock("tidy").Lock(context.Background())
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			_, _ = c.FairLock("tidy").Lock(relock.NewOwner(ctx))
+			cancel()
+			err = c.FairLock("tidy").Unlock(holder)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Wait()
+		scan := func() []string {
+			ks, err := do(t, side, "KEYS", "*tidy*").AsStrSlice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var left []string
+			for _, k := range ks {
+				if k != "redisson_lock_token:{tidy}" { // the fencing counter never expires, by design
+					left = append(left, k)
+				}
+			}
+			return left
+		}
+		for _, k := range scan() {
+			if !strings.HasPrefix(k, "redisson_unlock_latch:") {
+				t.Errorf("key %q left after everything was released", k)
+			}
+		}
+		eventually(t, 5*time.Second, "unlock latches did not expire", func() bool { return len(scan()) == 0 })
+	})
+}
+
+func TestBadInput(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		if _, err := c.FairLock("").Lock(ctx); !errors.Is(err, relock.ErrInvalidName) {
+			t.Errorf("empty name: %v", err)
+		}
+		if _, err := c.FairLock("a}b").TryLock(ctx); !errors.Is(err, relock.ErrInvalidName) {
+			t.Errorf("name a}b: %v", err)
+		}
+		if _, err := c.FairLock("x").Lock(ctx, fairlock.WithLease(0)); !errors.Is(err, relock.ErrInvalidLease) {
+			t.Errorf("zero lease: %v", err)
+		}
+		if _, err := c.FairLock("x", fairlock.WithRefreshPeriod(time.Millisecond)).Lock(ctx); !errors.Is(err, relock.ErrInvalidOption) {
+			t.Errorf("1ms refresh period: %v", err)
+		}
+		if err := do(t, side, "SET", "foreign", "precious").Error(); err != nil {
+			t.Fatal(err)
+		}
+		mu := c.FairLock("foreign")
+		if _, err := mu.Lock(ctx); !errors.Is(err, relock.ErrWrongType) {
+			t.Errorf("Lock on a string: %v", err)
+		}
+		if _, err := mu.ForceUnlock(ctx); !errors.Is(err, relock.ErrWrongType) {
+			t.Errorf("ForceUnlock on a string: %v", err)
+		}
+		if v, _ := do(t, side, "GET", "foreign").ToString(); v != "precious" {
+			t.Errorf("the string became %q", v)
+		}
+		if err := mu.Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock with no owner: %v", err)
+		}
+		c.Close()
+		if _, err := c.FairLock("x").Lock(ctx); !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("Lock after Close: %v", err)
+		}
+	})
+}
+
+// The fair lock holds like an rlock: re-entry, the watchdog, lease loss and fencing.
+func TestHoldsLikeRLock(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
+		side := b.Client(t)
+		mu := c.FairLock("held", fairlock.WithFencing())
+		held, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, ok := mu.Token(held)
+		if held, err = mu.Lock(held); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := mu.HoldCount(held); n != 2 {
+			t.Errorf("HoldCount = %d; want 2", n)
+		}
+		if tok2, _ := mu.Token(held); !ok || tok2 != tok {
+			t.Errorf("tokens %d, %d (ok %v); want one token kept by the re-entry", tok, tok2, ok)
+		}
+		time.Sleep(time.Second) // longer than the lease: the watchdog keeps it
+		if held.Err() != nil {
+			t.Fatalf("hold lost while renewed: %v", context.Cause(held))
+		}
+		do(t, side, "DEL", "held")
+		select {
+		case <-held.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("lease loss not signalled")
+		}
+		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+			t.Errorf("cause %v; want ErrLeaseLost", context.Cause(held))
+		}
+	})
+}
+
+// A free lock goes to the head of the queue, not to whoever asks first: with the lock
+// freed behind everyone's back (no wake-up sent), a newcomer's TryLock fails and its Lock
+// queues behind the waiter that was there first.
+func TestNoQueueJumping(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		if _, err := c.FairLock("orderly").Lock(context.Background(), fairlock.WithLease(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		var mu sync.Mutex
+		var order []string
+		run := func(who string, refresh time.Duration) chan error {
+			done := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				lock := c.FairLock("orderly", fairlock.WithRefreshPeriod(refresh))
+				held, err := lock.Lock(ctx)
+				if err == nil {
+					mu.Lock()
+					order = append(order, who)
+					mu.Unlock()
+					err = lock.Unlock(held)
+				}
+				done <- err
+			}()
+			return done
+		}
+		first := run("first", 300*time.Millisecond)
+		eventually(t, 5*time.Second, "first waiter not queued", func() bool { return len(queue(t, side, "orderly")) == 1 })
+		do(t, side, "DEL", "orderly") // free, and nobody told
+
+		if _, err := c.FairLock("orderly").TryLock(context.Background()); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("TryLock on a free lock with a waiter queued: %v; want ErrLocked", err)
+		}
+		second := run("second", time.Second)
+		for _, d := range []chan error{first, second} {
+			if err := <-d; err != nil {
+				t.Fatal(err)
+			}
+		}
+		if len(order) != 2 || order[0] != "first" {
+			t.Errorf("order %v; want the queued waiter first", order)
+		}
+	})
+}

@@ -1,0 +1,492 @@
+// Package reentrant is the machinery of relock's reentrant locks, shared by package rlock
+// (Redisson's RLock) and package fairlock (FIFO): acquisition with its exactly-once retry,
+// waiting through the hub, holds and the watchdog, unlock with its latch, and the state
+// queries. The two kinds differ only in their scripts and in how waiters are woken.
+package reentrant
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/core"
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/pubsub"
+	"github.com/relock-go/relock/watchdog"
+)
+
+// Kind is a kind of reentrant lock.
+type Kind int
+
+const (
+	// Plain is Redisson's RLock: waiters share the lock's channel and an unlock wakes one
+	// waiter per client, whichever wins the next attempt.
+	Plain Kind = iota
+	// Fair queues waiters in arrival order; each listens on a channel of its own, and an
+	// unlock wakes exactly the next live waiter.
+	Fair
+)
+
+// DefaultRefresh is how often a fair lock's waiter refreshes its queue entry.
+const DefaultRefresh = 5 * time.Second
+
+// Lock is one reentrant lock. Its methods are safe for concurrent use; who holds it is
+// decided by the owner in the context, not by the goroutine. A Lock with an invalid name
+// fails every call with ErrInvalidName.
+type Lock struct {
+	c    *core.Client
+	kind Kind
+	name string
+	// Plain: the lock's channel. Fair: the waiters' channel prefix, to which each
+	// waiter's owner is appended.
+	channel  string
+	latch    string    // unlock latch key without the request id
+	keys     [4]string // the scripts' keys: Plain name, token; Fair name, queue, deadlines, token
+	nkeys    int       // how many of keys a call without fencing passes
+	defaults Settings
+	err      error // ErrInvalidName, or nil
+}
+
+// New returns the lock of kind named name on c, with opts as defaults for every call.
+func New(c *core.Client, kind Kind, name string, opts []Option) *Lock {
+	m := &Lock{c: c, kind: kind, name: name}
+	m.defaults.apply(opts)
+	if !keys.Valid(name) {
+		m.err = lockerr.ErrInvalidName
+		return m
+	}
+	m.latch = keys.UnlockLatchPrefix(name)
+	token := keys.TokenKey(name)
+	switch kind {
+	case Fair:
+		m.channel = keys.LockChannel(name) + ":"
+		m.keys = [4]string{name, keys.Prefixed("redisson_lock_queue", name), keys.Prefixed("redisson_lock_timeout", name), token}
+		m.nkeys = 3
+	default:
+		m.channel = keys.LockChannel(name)
+		m.keys = [4]string{name, token}
+		m.nkeys = 1
+	}
+	return m
+}
+
+// Name returns the lock's name, which is also its Redis key.
+func (m *Lock) Name() string { return m.name }
+
+// Lock acquires the lock, waiting until it is free (for a fair lock: until it is this
+// owner's turn) or ctx is done, and returns the hold's context. The front ends (rlock,
+// fairlock) document the contract.
+func (m *Lock) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
+	return m.lock(ctx, "lock", true, opts)
+}
+
+// TryLock makes one attempt and never queues.
+func (m *Lock) TryLock(ctx context.Context, opts ...Option) (context.Context, error) {
+	return m.lock(ctx, "trylock", false, opts)
+}
+
+func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (context.Context, error) {
+	s := &m.defaults
+	if len(opts) > 0 {
+		// Only a call with options pays for a copy: the options see its address.
+		own := *s
+		own.apply(opts)
+		s = &own
+	}
+	if err := m.check(s.Err); err != nil {
+		return ctx, m.fail(op, err)
+	}
+	lease := s.Lease
+	if lease == 0 {
+		lease = m.c.Lease
+	}
+	held, owner := m.c.Owners.Ensure(ctx)
+	a := attempt{m: m, owner: owner, lease: lease, leaseMs: m.c.LeaseMs(), renew: s.Lease == 0}
+	if !a.renew {
+		a.leaseMs = strconv.FormatInt(lease.Milliseconds(), 10)
+	}
+	a.keys = m.keys[:m.nkeys]
+	if s.Fencing {
+		a.keys = m.keys[:m.nkeys+1]
+	}
+	a.args = []string{a.leaseMs, owner}
+	if m.kind == Fair {
+		a.refresh = s.refresh()
+		queue := "0"
+		if wait {
+			queue = "1"
+		}
+		// An entry lives two refresh periods: one missed refresh is not death.
+		a.args = append(a.args, strconv.FormatInt(2*a.refresh.Milliseconds(), 10), queue)
+	}
+
+	// The uncontended path is this one round trip.
+	ttl, err := a.try(ctx)
+	if err != nil {
+		return ctx, m.fail(op, err)
+	}
+	if ttl == 0 {
+		return a.hold(held), nil
+	}
+	if !wait {
+		return ctx, m.fail(op, lockerr.ErrLocked)
+	}
+	if err := a.wait(ctx, ttl); err != nil {
+		if m.kind == Fair {
+			m.leave(ctx, owner)
+		}
+		return ctx, m.fail(op, err)
+	}
+	return a.hold(held), nil
+}
+
+// attempt is one Lock call's acquisition: who asks, for how long, and what it got.
+type attempt struct {
+	m       *Lock
+	owner   string
+	lease   time.Duration
+	leaseMs string
+	renew   bool
+	refresh time.Duration // Fair: how often a waiter comes back to refresh its entry
+	keys    []string
+	args    []string
+	grant   watchdog.Grant
+}
+
+// try makes one acquisition attempt. It returns 0 when the owner now holds the lock, and
+// otherwise the holder's remaining lease, which bounds the next wait.
+//
+// A request whose reply is lost (a dropped connection) may or may not have run. Sending
+// it again blindly could count a hold twice, which the owner would never release. So
+// after such a failure try asks Redis for the owner's hold count: if it grew beyond what
+// this client knew, the request ran and the acquisition stands; if not, it is sent again.
+func (a *attempt) try(ctx context.Context) (time.Duration, error) {
+	m := a.m
+	script := lua.RLockAcquire()
+	if m.kind == Fair {
+		script = lua.FairAcquire()
+	}
+	dctx, cancel := m.c.Detached(ctx)
+	defer cancel()
+	known := m.c.Watchdog.Count(m.name, a.owner)
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		sent := time.Now()
+		v, err := script.Exec(dctx, m.c.Redis, a.keys, a.args).AsIntSlice()
+		if err == nil {
+			return a.reply(v, sent)
+		}
+		if !retryable(err) || !sleep(dctx, backoff) {
+			return 0, err
+		}
+		var ran bool
+		var rerr error
+		ran, known, rerr = a.ran(dctx, known, sent)
+		if rerr != nil {
+			return 0, err // still unknown: report the failure, never send blindly
+		}
+		if ran {
+			return 0, nil
+		}
+	}
+}
+
+// reply reads the acquire script's reply.
+func (a *attempt) reply(v []int64, sent time.Time) (time.Duration, error) {
+	switch {
+	case len(v) == 3 && v[0] == 1:
+		a.granted(v[1], v[2], sent)
+		return 0, nil
+	case len(v) == 2 && v[0] == 0:
+		return a.m.waitBound(v[1]), nil
+	}
+	return 0, errors.New("unexpected reply from the acquire script")
+}
+
+// ran finds out whether an acquisition whose reply was lost took effect: the owner's hold
+// count in Redis is above known, the count before the attempt. If so it records the grant,
+// with the fencing token of a first-level hold: the counter's value, since nobody else can
+// have taken the lock since. It asks until it gets an answer or ctx ends (a read is safe to
+// repeat), and returns the count it found, which is what the next attempt must beat.
+func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, int64, error) {
+	m := a.m
+	var v []int64
+	var err error
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		v, err = lua.RLockState().Exec(ctx, m.c.Redis, []string{m.name}, []string{a.owner}).AsIntSlice()
+		if err == nil && len(v) != 3 {
+			err = errors.New("unexpected reply from the state script")
+		}
+		if err == nil {
+			break
+		}
+		if !retryable(err) || !sleep(ctx, backoff) {
+			return false, known, err
+		}
+	}
+	if v[1] <= known {
+		return false, v[1], nil
+	}
+	var token int64
+	if len(a.keys) > m.nkeys && v[1] == 1 {
+		if token, err = m.c.Redis.Do(ctx, m.c.Redis.B().Get().Key(m.keys[m.nkeys]).Build()).AsInt64(); err != nil {
+			return false, known, err
+		}
+	}
+	a.granted(v[1], token, sent)
+	return true, v[1], nil
+}
+
+// granted records what the acquisition got.
+func (a *attempt) granted(count, token int64, sent time.Time) {
+	a.grant = watchdog.Grant{Name: a.m.name, Owner: a.owner, Count: count, Token: token, Fenced: len(a.keys) > a.m.nkeys,
+		Sent: sent, Lease: a.lease, Renew: a.renew}
+}
+
+// hold registers the acquisition with the watchdog and returns the hold's context.
+func (a *attempt) hold(held context.Context) context.Context {
+	return a.m.c.Watchdog.Acquired(held, a.grant)
+}
+
+// wait subscribes to the channel that announces this waiter's chance and retries on every
+// wake-up until the lock is acquired or ctx ends. See package pubsub for why it tries once
+// more after subscribing. A fair waiter comes back at least every refresh period, which
+// refreshes its queue entry, so that it is never taken for dead.
+func (a *attempt) wait(ctx context.Context, ttl time.Duration) error {
+	channel := a.m.channel
+	if a.m.kind == Fair {
+		channel += a.owner
+		ttl = min(ttl, a.refresh)
+	}
+	sub, err := a.m.c.Hub.Subscribe(channel)
+	if err != nil {
+		return err
+	}
+	defer sub.Release()
+	if err := sub.Ready(ctx, ttl); err != nil {
+		return err
+	}
+	for {
+		if ttl, err = a.try(ctx); err != nil || ttl == 0 {
+			return err
+		}
+		if a.m.kind == Fair {
+			ttl = min(ttl, a.refresh)
+		}
+		if err := sub.Wait(ctx, ttl); err != nil {
+			return err
+		}
+	}
+}
+
+// leave takes a fair waiter that gives up out of the queue at once, and passes its turn
+// on if it had come. Best effort: an entry left behind is skipped once it runs out.
+func (m *Lock) leave(ctx context.Context, owner string) {
+	dctx, cancel := m.c.Detached(ctx)
+	defer cancel()
+	_ = lua.FairRelease().Exec(dctx, m.c.Redis, m.keys[:3],
+		[]string{"leave", owner, "0", "publish", m.channel, pubsub.WakeOne}).Error()
+}
+
+// waitBound turns a holder's PTTL into how long a waiter may sleep before trying again. A
+// lock without expiry (not one relock or Redisson made) is looked at again every lease.
+func (m *Lock) waitBound(pttl int64) time.Duration {
+	if pttl < 0 {
+		return m.c.Lease
+	}
+	return time.Duration(max(pttl, 1)) * time.Millisecond
+}
+
+// Unlock releases one hold of the owner ctx carries.
+func (m *Lock) Unlock(ctx context.Context) error {
+	if err := m.check(nil); err != nil {
+		return m.fail("unlock", err)
+	}
+	owner, ok := m.c.Owners.Of(ctx)
+	if !ok {
+		return m.fail("unlock", lockerr.ErrNotHeld)
+	}
+	dctx, cancel := m.c.Detached(ctx)
+	defer cancel()
+	// The latch key, "redisson_unlock_latch:{name}:<request id>", built in one allocation
+	// (a stack buffer, unless the name is long).
+	var buf [160]byte
+	latch := string(m.c.AppendRequestID(append(buf[:0], m.latch...)))
+	script := lua.RLockUnlock()
+	keys := []string{m.name, m.channel, latch}
+	args := []string{pubsub.WakeOne, owner, m.latchTTL(), "publish"}
+	if m.kind == Fair {
+		script = lua.FairRelease()
+		keys = []string{m.keys[0], m.keys[1], m.keys[2], latch}
+		args = []string{"unlock", owner, m.latchTTL(), "publish", m.channel, pubsub.WakeOne}
+	}
+	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
+		released, err := script.Exec(dctx, m.c.Redis, keys, args).AsInt64()
+		switch {
+		case err == nil:
+			if released == 1 {
+				m.c.Watchdog.Released(m.name, owner)
+			} else {
+				m.c.Watchdog.Unlocked(m.name, owner)
+			}
+			return nil
+		case rueidis.IsRedisNil(err):
+			m.c.Watchdog.Lost(m.name, owner)
+			return m.fail("unlock", lockerr.ErrNotHeld)
+		case !retryable(err) || !sleep(dctx, backoff):
+			return m.fail("unlock", err)
+		}
+	}
+}
+
+// latchTTL keeps an unlock's result for as long as that unlock may be retried.
+func (m *Lock) latchTTL() string {
+	return strconv.FormatInt(max(2*m.c.Timeout.Milliseconds(), 1000), 10)
+}
+
+// Do locks, runs fn with the hold's context, and unlocks, also when fn panics.
+func (m *Lock) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) (err error) {
+	held, err := m.Lock(ctx, opts...)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, m.Unlock(held)) }()
+	return fn(held)
+}
+
+// Token returns the fencing token of the hold that the owner in ctx has, when the lock was
+// taken WithFencing. Tokens grow with every first-level acquisition of the lock, by any
+// owner of any client; a re-entry keeps its hold's token. It asks nothing of Redis.
+func (m *Lock) Token(ctx context.Context) (int64, bool) {
+	owner, ok := m.c.Owners.Of(ctx)
+	if !ok || m.err != nil {
+		return 0, false
+	}
+	return m.c.Watchdog.Token(m.name, owner)
+}
+
+// HoldCount returns how many times the owner ctx carries holds the lock: 0 when it does
+// not hold it or ctx carries no owner.
+func (m *Lock) HoldCount(ctx context.Context) (int, error) {
+	st, err := m.state(ctx, "holdcount")
+	return int(st.count), err
+}
+
+// IsHeld reports whether the owner ctx carries holds the lock.
+func (m *Lock) IsHeld(ctx context.Context) (bool, error) {
+	st, err := m.state(ctx, "isheld")
+	return st.count > 0, err
+}
+
+// IsLocked reports whether any owner holds the lock.
+func (m *Lock) IsLocked(ctx context.Context) (bool, error) {
+	st, err := m.state(ctx, "islocked")
+	return st.exists, err
+}
+
+// TTL returns the remaining lease of the hold ctx carries. It returns an error for which
+// errors.Is(err, ErrNotHeld) holds when that owner does not hold the lock. A lock without
+// expiry, which neither relock nor Redisson makes, reports a negative duration.
+func (m *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	st, err := m.state(ctx, "ttl")
+	if err != nil {
+		return 0, err
+	}
+	if st.count == 0 {
+		return 0, m.fail("ttl", lockerr.ErrNotHeld)
+	}
+	if st.pttl < 0 {
+		return -1, nil
+	}
+	return time.Duration(st.pttl) * time.Millisecond, nil
+}
+
+// ForceUnlock deletes the lock whoever holds it and wakes a waiter. It reports whether
+// there was a lock to delete.
+func (m *Lock) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := m.check(nil); err != nil {
+		return false, m.fail("forceunlock", err)
+	}
+	var n int64
+	var err error
+	if m.kind == Fair {
+		n, err = lua.FairRelease().Exec(ctx, m.c.Redis, m.keys[:3],
+			[]string{"force", "", "0", "publish", m.channel, pubsub.WakeOne}).AsInt64()
+	} else {
+		n, err = lua.RLockForceUnlock().Exec(ctx, m.c.Redis, []string{m.name, m.channel}, []string{pubsub.WakeOne, "publish"}).AsInt64()
+	}
+	if err != nil {
+		return false, m.fail("forceunlock", err)
+	}
+	return n == 1, nil
+}
+
+type state struct {
+	exists bool
+	count  int64
+	pttl   int64
+}
+
+func (m *Lock) state(ctx context.Context, op string) (state, error) {
+	if err := m.check(nil); err != nil {
+		return state{}, m.fail(op, err)
+	}
+	owner, _ := m.c.Owners.Of(ctx)
+	v, err := lua.RLockState().Exec(ctx, m.c.Redis, []string{m.name}, []string{owner}).AsIntSlice()
+	if err == nil && len(v) != 3 {
+		err = errors.New("unexpected reply from the state script")
+	}
+	if err != nil {
+		return state{}, m.fail(op, err)
+	}
+	return state{exists: v[0] == 1, count: v[1], pttl: v[2]}, nil
+}
+
+// check returns the error that stops any call before it reaches Redis.
+func (m *Lock) check(optErr error) error {
+	switch {
+	case m.err != nil:
+		return m.err
+	case optErr != nil:
+		return optErr
+	case m.c.Closed():
+		return lockerr.ErrClosed
+	}
+	return nil
+}
+
+// fail wraps err with the operation and the lock's name, and turns Redis's WRONGTYPE
+// into ErrWrongType.
+func (m *Lock) fail(op string, err error) error {
+	// Redis puts WRONGTYPE first; miniredis wraps script errors, so look anywhere.
+	if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "WRONGTYPE") {
+		err = lockerr.ErrWrongType
+	}
+	return lockerr.New(op, m.name, err)
+}
+
+// retryable reports whether a call may be sent again: the request may not have reached
+// Redis or its reply was lost. A Redis error is an answer, not a failure to get one.
+func retryable(err error) bool {
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		return false
+	}
+	return !errors.Is(err, rueidis.ErrClosing) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// sleep waits d unless ctx ends first; it reports whether the full d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

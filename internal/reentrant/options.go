@@ -1,0 +1,66 @@
+package reentrant
+
+import (
+	"time"
+
+	"github.com/relock-go/relock/internal/lockerr"
+)
+
+// Option changes how a lock is taken; the front ends alias it.
+type Option func(*Settings)
+
+// Settings are the options in force for one acquisition.
+type Settings struct {
+	Lease   time.Duration // 0: the client's watchdog timeout, renewed while held
+	Fencing bool
+	Refresh time.Duration // Fair: how often a waiter refreshes its queue entry; 0: DefaultRefresh
+	Err     error         // the first invalid option
+}
+
+func (s *Settings) apply(opts []Option) {
+	for _, o := range opts {
+		if o != nil {
+			o(s)
+		}
+	}
+}
+
+func (s *Settings) refresh() time.Duration {
+	if s.Refresh == 0 {
+		return DefaultRefresh
+	}
+	return s.Refresh
+}
+
+func (s *Settings) invalid(err error) {
+	if s.Err == nil {
+		s.Err = err
+	}
+}
+
+// WithLease sets a fixed lease of at least a millisecond, not renewed.
+func WithLease(d time.Duration) Option {
+	return func(s *Settings) {
+		if d < time.Millisecond {
+			s.invalid(lockerr.ErrInvalidLease)
+			return
+		}
+		s.Lease = d
+	}
+}
+
+// WithFencing makes first-level acquisitions take a fencing token.
+func WithFencing() Option {
+	return func(s *Settings) { s.Fencing = true }
+}
+
+// WithRefresh sets how often a fair lock's waiter refreshes its queue entry, at least 10ms.
+func WithRefresh(d time.Duration) Option {
+	return func(s *Settings) {
+		if d < 10*time.Millisecond {
+			s.invalid(lockerr.ErrInvalidOption)
+			return
+		}
+		s.Refresh = d
+	}
+}

@@ -1,0 +1,66 @@
+-- Acquire, re-enter, or queue for a fair (FIFO) lock. Times come from Redis (TIME), never
+-- from client clocks.
+-- KEYS[1] the lock hash (owner -> hold count, as an RLock)
+-- KEYS[2] the queue, a list of waiting owners in arrival order
+-- KEYS[3] the waiters' deadlines, a zset owner -> Redis time (ms) by which the owner must
+--         come back (refresh), or be taken for dead and skipped
+-- KEYS[4] the fencing counter, only for a fenced lock
+-- ARGV[1] lease in milliseconds
+-- ARGV[2] owner
+-- ARGV[3] how long a waiter's entry lives without a refresh, in milliseconds
+-- ARGV[4] "1" to queue when the lock cannot be taken, "0" for a single attempt (TryLock)
+-- Returns {1, hold count, token} when the owner now holds the lock (token as for an
+-- RLock), or {0, PTTL}: PTTL of the lock, -2 when it is free but another waiter is first.
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, count, 0}
+end
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+
+-- Waiters at the head whose entries ran out are gone (a killed process): skip them.
+local head = redis.call('lindex', KEYS[2], 0)
+while head do
+  local deadline = redis.call('zscore', KEYS[3], head)
+  if deadline and tonumber(deadline) > now then
+    break
+  end
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], head)
+  head = redis.call('lindex', KEYS[2], 0)
+end
+
+if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
+  if head then
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], ARGV[2])
+  end
+  if redis.call('llen', KEYS[2]) == 0 then
+    redis.call('del', KEYS[2], KEYS[3])
+  end
+  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  local token = 0
+  if KEYS[4] then
+    token = redis.call('incr', KEYS[4])
+  end
+  return {1, count, token}
+end
+if redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return redis.error_reply('WRONGTYPE the key holds a read-write lock')
+end
+
+if ARGV[4] == '1' then
+  -- Join the queue, or refresh the entry of a waiter already in it: a live waiter is
+  -- never evicted, however long it waits.
+  if not redis.call('zscore', KEYS[3], ARGV[2]) then
+    redis.call('rpush', KEYS[2], ARGV[2])
+  end
+  redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), ARGV[2])
+  -- The queue outlives its last live waiter by one entry lifetime at most: no keys are
+  -- left behind when every waiter is gone.
+  redis.call('pexpire', KEYS[2], ARGV[3])
+  redis.call('pexpire', KEYS[3], ARGV[3])
+end
+return {0, redis.call('pttl', KEYS[1])}

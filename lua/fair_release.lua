@@ -1,0 +1,68 @@
+-- Release a fair lock, or leave its queue, and wake exactly the next live waiter.
+-- KEYS[1] the lock hash
+-- KEYS[2] the queue
+-- KEYS[3] the waiters' deadlines
+-- KEYS[4] the unlock latch (mode "unlock" only)
+-- ARGV[1] mode: "unlock" (one hold of ARGV[2]), "leave" (ARGV[2] stops waiting), or
+--         "force" (delete the lock whoever holds it)
+-- ARGV[2] owner ("" for force)
+-- ARGV[3] latch lifetime in milliseconds
+-- ARGV[4] the publish command
+-- ARGV[5] the waiters' channel prefix "redisson_lock__channel:{<name>}:"; a waiter
+--         listens on the prefix followed by its owner
+-- ARGV[6] the message ("0")
+-- Returns, for unlock, nil (not held), 0 (still held) or 1 (released), answered from the
+-- latch when this request id ran before; for leave, 1; for force, 1 if a lock was deleted.
+local mode = ARGV[1]
+if mode == 'unlock' then
+  local done = redis.call('get', KEYS[4])
+  if done then
+    return tonumber(done)
+  end
+  if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+    return nil
+  end
+  if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
+    redis.call('set', KEYS[4], 0, 'px', ARGV[3])
+    return 0
+  end
+  redis.call('del', KEYS[1])
+  redis.call('set', KEYS[4], 1, 'px', ARGV[3])
+elseif mode == 'leave' then
+  redis.call('lrem', KEYS[2], 0, ARGV[2])
+  redis.call('zrem', KEYS[3], ARGV[2])
+  if redis.call('exists', KEYS[1]) == 1 then
+    if redis.call('llen', KEYS[2]) == 0 then
+      redis.call('del', KEYS[2], KEYS[3])
+    end
+    return 1
+  end
+  -- The lock is free: the leaver may have been the one whose turn it was.
+else
+  local t = redis.call('type', KEYS[1])['ok']
+  if t ~= 'hash' and t ~= 'none' then
+    return redis.error_reply('WRONGTYPE the key does not hold a lock')
+  end
+  if redis.call('del', KEYS[1]) == 0 then
+    return 0
+  end
+end
+
+-- Wake the first waiter whose entry is still live; skip (and drop) the dead ones.
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local head = redis.call('lindex', KEYS[2], 0)
+while head do
+  local deadline = redis.call('zscore', KEYS[3], head)
+  if deadline and tonumber(deadline) > now then
+    redis.call(ARGV[4], ARGV[5] .. head, ARGV[6])
+    break
+  end
+  redis.call('lpop', KEYS[2])
+  redis.call('zrem', KEYS[3], head)
+  head = redis.call('lindex', KEYS[2], 0)
+end
+if not head then
+  redis.call('del', KEYS[2], KEYS[3])
+end
+return 1
