@@ -27,6 +27,7 @@ import (
 	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/rwlock"
 	"github.com/relock-go/relock/watchdog"
 )
 
@@ -118,6 +119,12 @@ func (c *Client) Lock(name string, opts ...rlock.Option) *rlock.Mutex {
 // order they arrived. Options are those of package fairlock (and rlock's).
 func (c *Client) FairLock(name string, opts ...fairlock.Option) *fairlock.Mutex {
 	return fairlock.New(c.core, name, opts...)
+}
+
+// RWLock returns the reentrant read-write lock named name, with Redisson's RReadWriteLock
+// layout. Options are those of package rwlock (and rlock's).
+func (c *Client) RWLock(name string, opts ...rwlock.Option) *rwlock.RWMutex {
+	return rwlock.New(c.core, name, opts...)
 }
 
 // Stats returns a snapshot of the client's waiting activity: subscriptions, parked

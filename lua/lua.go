@@ -43,17 +43,29 @@ var (
 	fairAcquire string
 	//go:embed fair_release.lua
 	fairRelease string
+	//go:embed rwlock_read_acquire.lua
+	rwlockReadAcquire string
+	//go:embed rwlock_write_acquire.lua
+	rwlockWriteAcquire string
+	//go:embed rwlock_unlock.lua
+	rwlockUnlock string
+	//go:embed rwlock_renew.lua
+	rwlockRenew string
 )
 
 // Scripts are immutable once made, so one set serves every client in the process.
 var (
-	rlockAcquireScript     = newScript(rlockAcquire)
-	rlockUnlockScript      = newScript(rlockUnlock)
-	rlockForceUnlockScript = newScript(rlockForceUnlock)
-	rlockStateScript       = newScript(rlockState)
-	rlockRenewScript       = newScript(rlockRenew)
-	fairAcquireScript      = newScript(fairAcquire)
-	fairReleaseScript      = newScript(fairRelease)
+	rlockAcquireScript       = newScript(rlockAcquire)
+	rlockUnlockScript        = newScript(rlockUnlock)
+	rlockForceUnlockScript   = newScript(rlockForceUnlock)
+	rlockStateScript         = newScript(rlockState)
+	rlockRenewScript         = newScript(rlockRenew)
+	fairAcquireScript        = newScript(fairAcquire)
+	fairReleaseScript        = newScript(fairRelease)
+	rwlockReadAcquireScript  = newScript(rwlockReadAcquire)
+	rwlockWriteAcquireScript = newScript(rwlockWriteAcquire)
+	rwlockUnlockScript       = newScript(rwlockUnlock)
+	rwlockRenewScript        = newScript(rwlockRenew)
 )
 
 // RLockAcquire acquires or re-enters a reentrant lock (rlock_acquire.lua).
@@ -77,3 +89,15 @@ func FairAcquire() *Script { return fairAcquireScript }
 // FairRelease unlocks a fair lock, leaves its queue, or force-unlocks it, waking the next
 // live waiter (fair_release.lua).
 func FairRelease() *Script { return fairReleaseScript }
+
+// RWLockReadAcquire takes or re-enters a read hold (rwlock_read_acquire.lua).
+func RWLockReadAcquire() *Script { return rwlockReadAcquireScript }
+
+// RWLockWriteAcquire takes or re-enters the write hold (rwlock_write_acquire.lua).
+func RWLockWriteAcquire() *Script { return rwlockWriteAcquireScript }
+
+// RWLockUnlock releases one read or write hold, once per request id (rwlock_unlock.lua).
+func RWLockUnlock() *Script { return rwlockUnlockScript }
+
+// RWLockRenew renews many read-write locks' holds in one call (rwlock_renew.lua).
+func RWLockRenew() *Script { return rwlockRenewScript }

@@ -56,14 +56,17 @@ type Watchdog struct {
 	lost    atomic.Uint64
 }
 
+// holdKey names a hold: the lock and the hash field that counts it (the owner, or for a
+// read-write lock's write hold the owner's write field).
 type holdKey struct{ name, owner string }
 
 // Hold is one owner's hold of one lock as its client knows it. Its fields are guarded by
 // the Watchdog's mutex.
 type Hold struct {
 	key      holdKey
-	renew    bool  // renewed by the watchdog; false for a fixed lease
-	count    int64 // the hold count as this client last learned it from Redis
+	renew    bool   // renewed by the watchdog; false for a fixed lease
+	prefix   string // a read-write lock's key prefix "{name}"; "" for other locks
+	count    int64  // the hold count as this client last learned it from Redis
 	token    int64
 	fenced   bool
 	ctx      context.Context
@@ -121,6 +124,9 @@ type Grant struct {
 	Sent        time.Time     // when the acquiring request was sent
 	Lease       time.Duration // the lease it asked for
 	Renew       bool          // renew until released, rather than a fixed lease
+	// Prefix is set for a read-write lock: its key prefix "{<name>}", under which the read
+	// holds' timeout keys are renewed with the hash.
+	Prefix string
 }
 
 // Acquired records a successful acquisition and returns the context for the hold, derived
@@ -147,7 +153,7 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 		cancel(lockerr.ErrClosed)
 		return ctx
 	}
-	h := &Hold{key: k, renew: g.Renew, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1, deadline: g.Sent.Add(g.Lease)}
+	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1, deadline: g.Sent.Add(g.Lease)}
 	ctx, cancel := context.WithCancelCause(parent)
 	h.ctx, h.cancel = context.WithValue(ctx, h, h), cancel
 	w.holds[k] = h
@@ -325,24 +331,24 @@ func (w *Watchdog) expire(now time.Time) {
 // tried again next round unless their deadline passes first.
 func (w *Watchdog) renew(sent time.Time) {
 	w.mu.Lock()
-	var groups map[uint16][]*Hold
-	var all []*Hold
+	// One call renews locks of one kind (one script) and, in a cluster, of one slot.
+	type group struct {
+		rw   bool
+		slot uint16
+	}
+	groups := make(map[group][]*Hold)
 	for _, h := range w.holds {
 		if !h.renew {
 			continue
 		}
 		h.sending = true
+		g := group{rw: h.prefix != ""}
 		if w.cluster {
-			if groups == nil {
-				groups = make(map[uint16][]*Hold)
-			}
-			s := keys.Slot(h.key.name)
-			groups[s] = append(groups[s], h)
-		} else {
-			all = append(all, h)
+			g.slot = keys.Slot(h.key.name)
 		}
+		groups[g] = append(groups[g], h)
 	}
-	if len(all) == 0 && len(groups) == 0 {
+	if len(groups) == 0 {
 		w.mu.Unlock()
 		return
 	}
@@ -354,7 +360,6 @@ func (w *Watchdog) renew(sent time.Time) {
 	for _, g := range groups {
 		chunks = appendChunks(chunks, g)
 	}
-	chunks = appendChunks(chunks, all)
 
 	// Bound the round by the period and by the earliest renewable deadline: a round that
 	// hangs (Redis paused) must not keep the loop from ending holds on time.
@@ -403,15 +408,21 @@ func appendChunks(chunks [][]*Hold, holds []*Hold) [][]*Hold {
 }
 
 // send pipelines one renewal call per chunk with EVALSHA, and sends the calls that met
-// NOSCRIPT (a restarted or flushed server) again with EVAL.
+// NOSCRIPT (a restarted or flushed server) again with EVAL. A chunk holds one kind of lock.
 func (w *Watchdog) send(ctx context.Context, chunks [][]*Hold) []rueidis.RedisResult {
-	script := lua.RLockRenew()
 	build := func(chunk []*Hold, sha bool) rueidis.Completed {
-		names := make([]string, len(chunk))
+		script := lua.RLockRenew()
+		if chunk[0].prefix != "" {
+			script = lua.RWLockRenew()
+		}
+		names := make([]string, 0, 2*len(chunk))
 		args := make([]string, 1, len(chunk)+1)
 		args[0] = w.leaseMs
-		for i, h := range chunk {
-			names[i] = h.key.name
+		for _, h := range chunk {
+			names = append(names, h.key.name)
+			if h.prefix != "" {
+				names = append(names, h.prefix)
+			}
 			args = append(args, h.key.owner)
 		}
 		if sha {

@@ -49,6 +49,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		func() error { return keepAlive(ctx, env, stdout) },
 		func() error { return loseLease(ctx, env, stdout) },
 		func() error { return fairOrder(ctx, env, stdout) },
+		func() error { return readWrite(ctx, env, stdout) },
 	} {
 		if err := scene(); err != nil {
 			return err

@@ -50,6 +50,9 @@ func TestDemoNeedsNoServer(t *testing.T) {
 	if !strings.Contains(out, "cause: lease lost") || !strings.Contains(out, "rejected: token") {
 		t.Errorf("the lease-loss scene does not show the loss and the rejected stale write:\n%s", out)
 	}
+	if !strings.Contains(out, "readers         6 inside at once") || !strings.Contains(out, "then was alone: true") {
+		t.Errorf("the read-write scene does not show shared readers and a lone writer:\n%s", out)
+	}
 	if !strings.Contains(out, "grant order     [0 1 2 3 4 5]") {
 		t.Errorf("the fair-lock scene does not show the grants in arrival order:\n%s", out)
 	}

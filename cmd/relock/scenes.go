@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/relock-go/relock"
@@ -196,5 +197,81 @@ func fairOrder(ctx context.Context, env *demoEnv, out io.Writer) error {
 	}
 	msgs := clients[0].Stats().Messages + clients[1].Stats().Messages
 	fmt.Fprintf(out, "wake-ups        %d messages for the %d unlocks that had a waiter behind them\n", msgs, workers)
+	return nil
+}
+
+// readWrite shows the read-write lock: readers share it, a writer has it alone.
+func readWrite(ctx context.Context, env *demoEnv, out io.Writer) error {
+	const name, readers = "relock-demo:config", 6
+	var clients []*relock.Client
+	for i := 0; i < 2; i++ {
+		c, err := env.client(i)
+		if err != nil {
+			return err
+		}
+		clients = append(clients, c)
+	}
+	fmt.Fprintf(out, "\n== read-write lock\n")
+	fmt.Fprintf(out, "%d readers on 2 clients and one writer use read-write lock %q.\n\n", readers, name)
+	var inside, most atomic.Int32
+	var overlapped atomic.Bool
+	var writerInside atomic.Bool
+	release := make(chan struct{})
+	errs := make(chan error, readers)
+	for r := 0; r < readers; r++ {
+		mu := clients[r%2].RWLock(name)
+		go func() {
+			held, err := mu.RLock(ctx)
+			if err != nil {
+				errs <- err
+				return
+			}
+			n := inside.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			if writerInside.Load() {
+				overlapped.Store(true)
+			}
+			<-release
+			inside.Add(-1)
+			errs <- mu.RUnlock(held)
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); inside.Load() < readers; time.Sleep(2 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			return errors.New("the readers did not all get in")
+		}
+	}
+	writerDone := make(chan error, 1)
+	var waited time.Duration
+	go func() {
+		start := time.Now()
+		err := clients[0].RWLock(name).Do(ctx, func(context.Context) error {
+			waited = time.Since(start)
+			writerInside.Store(true)
+			if n := inside.Load(); n != 0 {
+				overlapped.Store(true)
+			}
+			writerInside.Store(false)
+			return nil
+		})
+		writerDone <- err
+	}()
+	time.Sleep(200 * time.Millisecond) // the writer waits behind the readers meanwhile
+	close(release)
+	for r := 0; r < readers; r++ {
+		if err := <-errs; err != nil {
+			return err
+		}
+	}
+	if err := <-writerDone; err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "readers         %d inside at once\n", most.Load())
+	fmt.Fprintf(out, "writer          waited %v for the readers to leave, then was alone: %v\n",
+		waited.Round(time.Millisecond), !overlapped.Load())
+	if overlapped.Load() {
+		return errors.New("the writer shared the lock")
+	}
 	return nil
 }

@@ -41,6 +41,15 @@ func Suffixed(name, suffix string) string {
 	return "{" + name + "}:" + suffix
 }
 
+// Tagged returns the name as its own hash tag: "{<name>}", or the name itself when it has
+// a tag already. It prefixes a read-write lock's read-hold timeout keys.
+func Tagged(name string) string {
+	if strings.IndexByte(name, '{') >= 0 {
+		return name
+	}
+	return "{" + name + "}"
+}
+
 // LockChannel is the channel an rlock's unlock publishes on.
 func LockChannel(name string) string { return Prefixed("redisson_lock__channel", name) }
 

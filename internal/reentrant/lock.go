@@ -31,6 +31,12 @@ const (
 	// Fair queues waiters in arrival order; each listens on a channel of its own, and an
 	// unlock wakes exactly the next live waiter.
 	Fair
+	// Read is the read side of Redisson's RReadWriteLock: many owners may hold it at once;
+	// each read hold has a timeout key of its own.
+	Read
+	// Write is the write side of Redisson's RReadWriteLock; its hash field is the owner's
+	// with ":write" appended.
+	Write
 )
 
 // DefaultRefresh is how often a fair lock's waiter refreshes its queue entry.
@@ -47,8 +53,9 @@ type Lock struct {
 	// waiter's owner is appended.
 	channel  string
 	latch    string    // unlock latch key without the request id
-	keys     [4]string // the scripts' keys: Plain name, token; Fair name, queue, deadlines, token
+	keys     [4]string // the scripts' keys: Plain name, token; Fair name, queue, deadlines, token; Write name, writers, token; Read name, writers
 	nkeys    int       // how many of keys a call without fencing passes
+	prefix   string    // Read, Write: the key prefix "{name}" of read holds' timeout keys
 	defaults Settings
 	err      error // ErrInvalidName, or nil
 }
@@ -64,6 +71,16 @@ func New(c *core.Client, kind Kind, name string, opts []Option) *Lock {
 	m.latch = keys.UnlockLatchPrefix(name)
 	token := keys.TokenKey(name)
 	switch kind {
+	case Read, Write:
+		m.channel = keys.Prefixed("redisson_rwlock", name)
+		m.prefix = keys.Tagged(name)
+		writers := keys.Prefixed("relock_rwlock_writers", name)
+		if kind == Read {
+			m.keys = [4]string{name, writers}
+		} else {
+			m.keys = [4]string{name, writers, token}
+			m.nkeys = 2
+		}
 	case Fair:
 		m.channel = keys.LockChannel(name) + ":"
 		m.keys = [4]string{name, keys.Prefixed("redisson_lock_queue", name), keys.Prefixed("redisson_lock_timeout", name), token}
@@ -74,6 +91,14 @@ func New(c *core.Client, kind Kind, name string, opts []Option) *Lock {
 		m.nkeys = 1
 	}
 	return m
+}
+
+// field is the hash field that counts the owner's holds of this lock.
+func (m *Lock) field(owner string) string {
+	if m.kind == Write {
+		return owner + ":write"
+	}
+	return owner
 }
 
 // Name returns the lock's name, which is also its Redis key.
@@ -107,23 +132,28 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 		lease = m.c.Lease
 	}
 	held, owner := m.c.Owners.Ensure(ctx)
-	a := attempt{m: m, owner: owner, lease: lease, leaseMs: m.c.LeaseMs(), renew: s.Lease == 0}
+	a := attempt{m: m, owner: m.field(owner), lease: lease, leaseMs: m.c.LeaseMs(), renew: s.Lease == 0, refresh: s.refresh()}
 	if !a.renew {
 		a.leaseMs = strconv.FormatInt(lease.Milliseconds(), 10)
 	}
 	a.keys = m.keys[:m.nkeys]
-	if s.Fencing {
+	if s.Fencing && m.kind != Read {
 		a.keys = m.keys[:m.nkeys+1]
 	}
-	a.args = []string{a.leaseMs, owner}
-	if m.kind == Fair {
-		a.refresh = s.refresh()
-		queue := "0"
-		if wait {
-			queue = "1"
-		}
-		// An entry lives two refresh periods: one missed refresh is not death.
-		a.args = append(a.args, strconv.FormatInt(2*a.refresh.Milliseconds(), 10), queue)
+	// An entry of a fair waiter or a preferred writer lives two refresh periods: one
+	// missed refresh is not death.
+	entry := strconv.FormatInt(2*a.refresh.Milliseconds(), 10)
+	switch m.kind {
+	case Fair:
+		a.args = []string{a.leaseMs, owner, entry, flag(wait)}
+	case Read:
+		a.keys = []string{m.name, keys.Suffixed(m.name, owner) + ":rwlock_timeout", m.keys[1]}
+		a.args = []string{a.leaseMs, owner, owner + ":write", flag(s.WriterPreference)}
+	case Write:
+		a.preferred = wait && s.WriterPreference
+		a.args = []string{a.leaseMs, a.owner, owner, flag(a.preferred), entry}
+	default:
+		a.args = []string{a.leaseMs, owner}
 	}
 
 	// The uncontended path is this one round trip.
@@ -138,25 +168,31 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 		return ctx, m.fail(op, lockerr.ErrLocked)
 	}
 	if err := a.wait(ctx, ttl); err != nil {
-		if m.kind == Fair {
-			m.leave(ctx, owner)
-		}
+		a.leave(ctx)
 		return ctx, m.fail(op, err)
 	}
 	return a.hold(held), nil
 }
 
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
 // attempt is one Lock call's acquisition: who asks, for how long, and what it got.
 type attempt struct {
-	m       *Lock
-	owner   string
-	lease   time.Duration
-	leaseMs string
-	renew   bool
-	refresh time.Duration // Fair: how often a waiter comes back to refresh its entry
-	keys    []string
-	args    []string
-	grant   watchdog.Grant
+	m         *Lock
+	owner     string // the hash field: the owner, or its write field
+	preferred bool   // Write: registered as a waiting writer (writer preference)
+	lease     time.Duration
+	leaseMs   string
+	renew     bool
+	refresh   time.Duration // Fair, preferred writers: how often a waiter refreshes its entry
+	keys      []string
+	args      []string
+	grant     watchdog.Grant
 }
 
 // try makes one acquisition attempt. It returns 0 when the owner now holds the lock, and
@@ -168,10 +204,7 @@ type attempt struct {
 // this client knew, the request ran and the acquisition stands; if not, it is sent again.
 func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	m := a.m
-	script := lua.RLockAcquire()
-	if m.kind == Fair {
-		script = lua.FairAcquire()
-	}
+	script := m.acquireScript()
 	dctx, cancel := m.c.Detached(ctx)
 	defer cancel()
 	known := m.c.Watchdog.Count(m.name, a.owner)
@@ -196,9 +229,23 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	}
 }
 
+func (m *Lock) acquireScript() *lua.Script {
+	switch m.kind {
+	case Fair:
+		return lua.FairAcquire()
+	case Read:
+		return lua.RWLockReadAcquire()
+	case Write:
+		return lua.RWLockWriteAcquire()
+	}
+	return lua.RLockAcquire()
+}
+
 // reply reads the acquire script's reply.
 func (a *attempt) reply(v []int64, sent time.Time) (time.Duration, error) {
 	switch {
+	case len(v) == 1 && v[0] == 2:
+		return 0, lockerr.ErrUpgrade
 	case len(v) == 3 && v[0] == 1:
 		a.granted(v[1], v[2], sent)
 		return 0, nil
@@ -233,7 +280,7 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 		return false, v[1], nil
 	}
 	var token int64
-	if len(a.keys) > m.nkeys && v[1] == 1 {
+	if m.kind != Read && len(a.keys) > m.nkeys && v[1] == 1 {
 		if token, err = m.c.Redis.Do(ctx, m.c.Redis.B().Get().Key(m.keys[m.nkeys]).Build()).AsInt64(); err != nil {
 			return false, known, err
 		}
@@ -244,8 +291,8 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 
 // granted records what the acquisition got.
 func (a *attempt) granted(count, token int64, sent time.Time) {
-	a.grant = watchdog.Grant{Name: a.m.name, Owner: a.owner, Count: count, Token: token, Fenced: len(a.keys) > a.m.nkeys,
-		Sent: sent, Lease: a.lease, Renew: a.renew}
+	a.grant = watchdog.Grant{Name: a.m.name, Owner: a.owner, Count: count, Token: token, Fenced: a.m.kind != Read && len(a.keys) > a.m.nkeys,
+		Sent: sent, Lease: a.lease, Renew: a.renew, Prefix: a.m.prefix}
 }
 
 // hold registers the acquisition with the watchdog and returns the hold's context.
@@ -259,8 +306,11 @@ func (a *attempt) hold(held context.Context) context.Context {
 // refreshes its queue entry, so that it is never taken for dead.
 func (a *attempt) wait(ctx context.Context, ttl time.Duration) error {
 	channel := a.m.channel
+	refreshes := a.m.kind == Fair || a.preferred
 	if a.m.kind == Fair {
 		channel += a.owner
+	}
+	if refreshes {
 		ttl = min(ttl, a.refresh)
 	}
 	sub, err := a.m.c.Hub.Subscribe(channel)
@@ -275,7 +325,7 @@ func (a *attempt) wait(ctx context.Context, ttl time.Duration) error {
 		if ttl, err = a.try(ctx); err != nil || ttl == 0 {
 			return err
 		}
-		if a.m.kind == Fair {
+		if refreshes {
 			ttl = min(ttl, a.refresh)
 		}
 		if err := sub.Wait(ctx, ttl); err != nil {
@@ -284,13 +334,22 @@ func (a *attempt) wait(ctx context.Context, ttl time.Duration) error {
 	}
 }
 
-// leave takes a fair waiter that gives up out of the queue at once, and passes its turn
-// on if it had come. Best effort: an entry left behind is skipped once it runs out.
-func (m *Lock) leave(ctx context.Context, owner string) {
+// leave takes a waiter that gives up out of the queue at once: a fair waiter passes its
+// turn on if it had come, a preferred writer stops holding readers back. Best effort: an
+// entry left behind is skipped once it runs out.
+func (a *attempt) leave(ctx context.Context) {
+	m := a.m
+	if m.kind != Fair && !a.preferred {
+		return
+	}
 	dctx, cancel := m.c.Detached(ctx)
 	defer cancel()
-	_ = lua.FairRelease().Exec(dctx, m.c.Redis, m.keys[:3],
-		[]string{"leave", owner, "0", "publish", m.channel, pubsub.WakeOne}).Error()
+	if m.kind == Fair {
+		_ = lua.FairRelease().Exec(dctx, m.c.Redis, m.keys[:3],
+			[]string{"leave", a.owner, "0", "publish", m.channel, pubsub.WakeOne}).Error()
+		return
+	}
+	_ = m.c.Redis.Do(dctx, m.c.Redis.B().Zrem().Key(m.keys[1]).Member(a.owner).Build()).Error()
 }
 
 // waitBound turns a holder's PTTL into how long a waiter may sleep before trying again. A
@@ -311,6 +370,7 @@ func (m *Lock) Unlock(ctx context.Context) error {
 	if !ok {
 		return m.fail("unlock", lockerr.ErrNotHeld)
 	}
+	owner = m.field(owner)
 	dctx, cancel := m.c.Detached(ctx)
 	defer cancel()
 	// The latch key, "redisson_unlock_latch:{name}:<request id>", built in one allocation
@@ -320,10 +380,19 @@ func (m *Lock) Unlock(ctx context.Context) error {
 	script := lua.RLockUnlock()
 	keys := []string{m.name, m.channel, latch}
 	args := []string{pubsub.WakeOne, owner, m.latchTTL(), "publish"}
-	if m.kind == Fair {
+	switch m.kind {
+	case Fair:
 		script = lua.FairRelease()
 		keys = []string{m.keys[0], m.keys[1], m.keys[2], latch}
 		args = []string{"unlock", owner, m.latchTTL(), "publish", m.channel, pubsub.WakeOne}
+	case Read, Write:
+		side := "read"
+		if m.kind == Write {
+			side = "write"
+		}
+		script = lua.RWLockUnlock()
+		keys = []string{m.name, m.channel, latch, m.prefix, m.keys[1]}
+		args = []string{owner, side, m.latchTTL(), "publish"}
 	}
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
 		released, err := script.Exec(dctx, m.c.Redis, keys, args).AsInt64()
@@ -367,7 +436,7 @@ func (m *Lock) Token(ctx context.Context) (int64, bool) {
 	if !ok || m.err != nil {
 		return 0, false
 	}
-	return m.c.Watchdog.Token(m.name, owner)
+	return m.c.Watchdog.Token(m.name, m.field(owner))
 }
 
 // HoldCount returns how many times the owner ctx carries holds the lock: 0 when it does
@@ -418,7 +487,12 @@ func (m *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 		n, err = lua.FairRelease().Exec(ctx, m.c.Redis, m.keys[:3],
 			[]string{"force", "", "0", "publish", m.channel, pubsub.WakeOne}).AsInt64()
 	} else {
-		n, err = lua.RLockForceUnlock().Exec(ctx, m.c.Redis, []string{m.name, m.channel}, []string{pubsub.WakeOne, "publish"}).AsInt64()
+		// A read-write lock's waiters may all try once it is gone: readers can all enter.
+		msg := pubsub.WakeOne
+		if m.kind == Read || m.kind == Write {
+			msg = pubsub.WakeAll
+		}
+		n, err = lua.RLockForceUnlock().Exec(ctx, m.c.Redis, []string{m.name, m.channel}, []string{msg, "publish"}).AsInt64()
 	}
 	if err != nil {
 		return false, m.fail("forceunlock", err)
@@ -436,8 +510,11 @@ func (m *Lock) state(ctx context.Context, op string) (state, error) {
 	if err := m.check(nil); err != nil {
 		return state{}, m.fail(op, err)
 	}
-	owner, _ := m.c.Owners.Of(ctx)
-	v, err := lua.RLockState().Exec(ctx, m.c.Redis, []string{m.name}, []string{owner}).AsIntSlice()
+	field := ""
+	if owner, ok := m.c.Owners.Of(ctx); ok {
+		field = m.field(owner)
+	}
+	v, err := lua.RLockState().Exec(ctx, m.c.Redis, []string{m.name}, []string{field}).AsIntSlice()
 	if err == nil && len(v) != 3 {
 		err = errors.New("unexpected reply from the state script")
 	}

@@ -13,8 +13,10 @@ type Option func(*Settings)
 type Settings struct {
 	Lease   time.Duration // 0: the client's watchdog timeout, renewed while held
 	Fencing bool
-	Refresh time.Duration // Fair: how often a waiter refreshes its queue entry; 0: DefaultRefresh
-	Err     error         // the first invalid option
+	Refresh time.Duration // Fair, and writers under preference: how often a waiter refreshes its entry; 0: DefaultRefresh
+	// WriterPreference: new readers give way to a waiting writer (read-write locks).
+	WriterPreference bool
+	Err              error // the first invalid option
 }
 
 func (s *Settings) apply(opts []Option) {
@@ -63,4 +65,9 @@ func WithRefresh(d time.Duration) Option {
 		}
 		s.Refresh = d
 	}
+}
+
+// WithWriterPreference makes new readers of a read-write lock wait while a writer waits.
+func WithWriterPreference() Option {
+	return func(s *Settings) { s.WriterPreference = true }
 }

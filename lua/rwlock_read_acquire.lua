@@ -1,0 +1,36 @@
+-- Take or re-enter a read hold of a read-write lock (Redisson's RReadWriteLock layout).
+-- KEYS[1] the lock hash: mode = read | write, "<owner>" -> read holds,
+--         "<owner>:write" -> write holds
+-- KEYS[2] this owner's timeout key prefix "{<name>}:<owner>:rwlock_timeout"; read hold k
+--         lives in KEYS[2]:k with the lease as its expiry
+-- KEYS[3] the waiting writers (writer preference), a zset owner -> Redis-time deadline
+-- ARGV[1] lease in milliseconds
+-- ARGV[2] owner (the read field)
+-- ARGV[3] owner's write field "<owner>:write"
+-- ARGV[4] "1" when new readers give way to waiting writers
+-- Returns {1, read hold count, 0} when the owner now holds a read hold, else {0, PTTL}
+-- (-2 when the lock is free but a waiting writer goes first).
+local mode = redis.call('hget', KEYS[1], 'mode')
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
+-- A new reader gives way to a writer that is waiting (a re-entry or a writer taking read
+-- holds never does: that could deadlock).
+if ARGV[4] == '1' and holds == 0 and mode ~= 'write' then
+  local time = redis.call('time')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  if redis.call('zcount', KEYS[3], '(' .. now, '+inf') > 0 then
+    return {0, redis.call('pttl', KEYS[1])}
+  end
+end
+if mode == false then
+  if redis.call('exists', KEYS[1]) == 1 then
+    return redis.error_reply('WRONGTYPE the key holds a lock that is not a read-write lock')
+  end
+  redis.call('hset', KEYS[1], 'mode', 'read')
+elseif not (mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+  return {0, redis.call('pttl', KEYS[1])}
+end
+local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+local key = KEYS[2] .. ':' .. count
+redis.call('set', key, 1, 'px', ARGV[1])
+redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+return {1, count, 0}

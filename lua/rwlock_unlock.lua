@@ -1,0 +1,74 @@
+-- Release one read or write hold of a read-write lock, at most once per request id.
+-- KEYS[1] the lock hash
+-- KEYS[2] the lock's channel "redisson_rwlock:{<name>}"
+-- KEYS[3] the unlock latch
+-- KEYS[4] the key prefix "{<name>}" of the read holds' timeout keys
+-- KEYS[5] the waiting writers (writer preference)
+-- ARGV[1] the field whose hold is released: "<owner>" (read) or "<owner>:write" (write)
+-- ARGV[2] "read" or "write"
+-- ARGV[3] latch lifetime in milliseconds
+-- ARGV[4] the publish command
+-- Returns nil when the owner holds no such hold, 0 when the lock is still held (by this
+-- owner or by other readers), 1 when the lock is free.
+--
+-- Messages as Redisson's: "1" when the writer leaves and no reader remains (everyone may
+-- try: readers can all enter), "0" when the last reader leaves (one may try). When writers
+-- wait under writer preference, the last reader sends "1", so that a woken reader that
+-- gives way does not swallow the wake-up the writer needs.
+local done = redis.call('get', KEYS[3])
+if done then
+  return tonumber(done)
+end
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
+  return nil
+end
+local count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
+if ARGV[2] == 'read' then
+  redis.call('del', KEYS[4] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. (count + 1))
+end
+if count > 0 then
+  redis.call('set', KEYS[3], 0, 'px', ARGV[3])
+  return 0
+end
+redis.call('hdel', KEYS[1], ARGV[1])
+local result = 1
+if redis.call('hlen', KEYS[1]) > 1 then
+  -- Other holds remain (readers, or this writer's own read holds): the lock lives on, in
+  -- read mode once no writer is left, for as long as its longest read hold.
+  local downgraded = false
+  if ARGV[2] == 'write' then
+    redis.call('hset', KEYS[1], 'mode', 'read')
+    downgraded = true
+  end
+  local longest = -3
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    local n = tonumber(redis.call('hget', KEYS[1], field))
+    if n then
+      for i = n, 1, -1 do
+        longest = math.max(longest, redis.call('pttl', KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. i))
+      end
+    end
+  end
+  if longest > 0 then
+    redis.call('pexpire', KEYS[1], longest)
+    result = 0
+    if downgraded then
+      -- The writer kept read holds: the lock is in read mode now, and waiting readers may
+      -- join them at once (Redisson leaves them to their time bound).
+      redis.call(ARGV[4], KEYS[2], '1')
+    end
+  elseif redis.call('hget', KEYS[1], 'mode') == 'write' then
+    result = 0
+  end
+end
+if result == 1 then
+  redis.call('del', KEYS[1])
+  local message = '0'
+  if ARGV[2] == 'write' or redis.call('exists', KEYS[5]) == 1 then
+    message = '1'
+  end
+  redis.call(ARGV[4], KEYS[2], message)
+end
+redis.call('set', KEYS[3], result, 'px', ARGV[3])
+return result

@@ -1,0 +1,144 @@
+// Package rwlock is relock's reentrant read-write lock, with Redisson's RReadWriteLock data
+// layout, so that Go and Java readers and writers share one lock:
+//
+//   - the hash <name> with mode = read | write, a field "<owner>" counting the owner's read
+//     holds and a field "<owner>:write" counting its write holds;
+//   - one key per read hold, {<name>}:<owner>:rwlock_timeout:<k>, expiring with the lease,
+//     so that a reader that dies releases its share by itself;
+//   - the channel redisson_rwlock:{<name>}: "1" when the writer leaves (every waiter may
+//     try: readers can all enter), "0" when the last reader leaves (one may try).
+//
+// Many owners may hold the read lock at once; the write lock excludes everyone else. A
+// writer may take read holds too (downgrade: after it releases the write hold it is a
+// reader). A reader asking for the write lock gets ErrUpgrade at once, where Redisson
+// would block until its timeout: two readers upgrading would wait for each other forever.
+//
+// With WithWriterPreference, once a writer waits, new relock readers wait behind it, so a
+// stream of readers cannot starve writers. It is off by default because Redisson's readers
+// do not know of it: a Java reader would still enter.
+package rwlock
+
+import (
+	"context"
+	"time"
+
+	"github.com/relock-go/relock/internal/core"
+	"github.com/relock-go/relock/internal/reentrant"
+)
+
+// Option changes how a lock is taken; package rlock's options apply as well (WithFencing
+// applies to write holds).
+type Option = reentrant.Option
+
+// WithLease takes a hold for a fixed lease that is not renewed (see rlock.WithLease).
+func WithLease(d time.Duration) Option { return reentrant.WithLease(d) }
+
+// WithFencing makes every first-level write acquisition take a fencing token (see
+// rlock.WithFencing). Read holds carry no token.
+func WithFencing() Option { return reentrant.WithFencing() }
+
+// WithWriterPreference makes new readers wait while a writer is waiting (a re-entering
+// reader and a writer taking read holds never wait). A waiting writer registers in the
+// zset relock_rwlock_writers:{name} and refreshes its entry every refresh period
+// (WithRefreshPeriod); a writer that dies stops holding readers back within two periods.
+// Give the option to the readers and the writers of a lock: readers decide to give way,
+// writers decide to register.
+func WithWriterPreference() Option { return reentrant.WithWriterPreference() }
+
+// WithRefreshPeriod sets how often a waiting writer under writer preference refreshes its
+// entry (default 5s, at least 10ms).
+func WithRefreshPeriod(d time.Duration) Option { return reentrant.WithRefresh(d) }
+
+// RWMutex is a reentrant distributed read-write lock. Its methods are safe for concurrent
+// use; who holds it is decided by the owner in the context. An RWMutex with an invalid
+// name fails every call with ErrInvalidName.
+type RWMutex struct {
+	r, w *reentrant.Lock
+}
+
+// New returns the read-write lock named name on c. Use relock.Client.RWLock instead: it is
+// the same with a public client.
+func New(c *core.Client, name string, opts ...Option) *RWMutex {
+	return &RWMutex{
+		r: reentrant.New(c, reentrant.Read, name, opts),
+		w: reentrant.New(c, reentrant.Write, name, opts),
+	}
+}
+
+// Name returns the lock's name, which is also its Redis key.
+func (m *RWMutex) Name() string { return m.w.Name() }
+
+// RLock takes a read hold, waiting while a writer holds the lock (or, with writer
+// preference, while a writer waits), and returns the hold's context; see rlock.Mutex.Lock
+// for when it ends. The owner in ctx may take read holds again (re-entry), and may take
+// them while it holds the write lock.
+func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (context.Context, error) {
+	return m.r.Lock(ctx, opts...)
+}
+
+// TryRLock makes one attempt at a read hold; it fails with ErrLocked when another owner
+// writes.
+func (m *RWMutex) TryRLock(ctx context.Context, opts ...Option) (context.Context, error) {
+	return m.r.TryLock(ctx, opts...)
+}
+
+// RUnlock releases one read hold of the owner ctx carries. When the last reader leaves,
+// one waiting writer (or reader) is woken. It returns ErrNotHeld when the owner has no
+// read hold.
+func (m *RWMutex) RUnlock(ctx context.Context) error { return m.r.Unlock(ctx) }
+
+// RDo takes a read hold, runs fn with the hold's context, and releases it, also when fn
+// panics.
+func (m *RWMutex) RDo(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
+	return m.r.Do(ctx, fn, opts...)
+}
+
+// Lock takes the write lock, waiting until no other owner holds the lock in any mode, and
+// returns the hold's context. The owner in ctx may re-enter it. An owner that holds only
+// read holds gets ErrUpgrade at once.
+func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
+	return m.w.Lock(ctx, opts...)
+}
+
+// TryLock makes one attempt at the write lock; it fails with ErrLocked when another owner
+// holds the lock, and with ErrUpgrade when the owner holds read holds only.
+func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (context.Context, error) {
+	return m.w.TryLock(ctx, opts...)
+}
+
+// Unlock releases one write hold of the owner ctx carries. When the writer leaves and no
+// reader remains, every waiter is woken; when it keeps read holds (downgrade), the lock
+// turns to read mode and waiting readers are let in.
+func (m *RWMutex) Unlock(ctx context.Context) error { return m.w.Unlock(ctx) }
+
+// Do takes the write lock, runs fn with the hold's context, and releases it, also when fn
+// panics.
+func (m *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
+	return m.w.Do(ctx, fn, opts...)
+}
+
+// RHoldCount returns how many read holds the owner ctx carries has.
+func (m *RWMutex) RHoldCount(ctx context.Context) (int, error) { return m.r.HoldCount(ctx) }
+
+// HoldCount returns how many write holds the owner ctx carries has.
+func (m *RWMutex) HoldCount(ctx context.Context) (int, error) { return m.w.HoldCount(ctx) }
+
+// IsLocked reports whether anyone holds the lock, in either mode.
+func (m *RWMutex) IsLocked(ctx context.Context) (bool, error) { return m.w.IsLocked(ctx) }
+
+// TTL returns the remaining lease of the lock while the owner ctx carries holds it in
+// either mode, or ErrNotHeld.
+func (m *RWMutex) TTL(ctx context.Context) (time.Duration, error) {
+	if d, err := m.w.TTL(ctx); err == nil {
+		return d, nil
+	}
+	return m.r.TTL(ctx)
+}
+
+// Token returns the fencing token of the owner's write hold, when taken WithFencing.
+func (m *RWMutex) Token(ctx context.Context) (int64, bool) { return m.w.Token(ctx) }
+
+// ForceUnlock deletes the lock whoever holds it, in either mode, and wakes every waiter.
+// It reports whether there was a lock to delete. The read holds' timeout keys expire by
+// themselves.
+func (m *RWMutex) ForceUnlock(ctx context.Context) (bool, error) { return m.w.ForceUnlock(ctx) }

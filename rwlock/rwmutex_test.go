@@ -1,0 +1,524 @@
+package rwlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/rwlock"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
+	t.Helper()
+	c, err := relock.New(b.Client(t), opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func do(t *testing.T, rc rueidis.Client, args ...string) rueidis.RedisResult {
+	t.Helper()
+	return rc.Do(context.Background(), rc.B().Arbitrary(args...).Build())
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v: %s", d, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// 8 readers hold at once; a writer waits for all of them and then excludes everyone.
+func TestSharedReadersExclusiveWriter(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c1, c2 := newClient(t, b), newClient(t, b)
+		var inside, most atomic.Int32
+		release := make(chan struct{})
+		var readers sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			mu := []*relock.Client{c1, c2}[i%2].RWLock("shared")
+			readers.Add(1)
+			go func() {
+				defer readers.Done()
+				held, err := mu.RLock(context.Background())
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				n := inside.Add(1)
+				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+				}
+				<-release
+				inside.Add(-1)
+				if err := mu.RUnlock(held); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		eventually(t, 10*time.Second, "readers did not all get in", func() bool { return inside.Load() == 8 })
+
+		wrote := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			mu := c1.RWLock("shared")
+			held, err := mu.Lock(ctx)
+			if err == nil {
+				if n := inside.Load(); n != 0 {
+					err = errors.New("the writer got in with readers inside")
+				}
+				// While the writer holds it, a reader and another writer are refused.
+				if _, rerr := c2.RWLock("shared").TryRLock(context.Background()); !errors.Is(rerr, relock.ErrLocked) {
+					err = errors.Join(err, errors.New("a reader got in beside the writer"))
+				}
+				if _, werr := c2.RWLock("shared").TryLock(context.Background()); !errors.Is(werr, relock.ErrLocked) {
+					err = errors.Join(err, errors.New("a second writer got in"))
+				}
+				err = errors.Join(err, mu.Unlock(held))
+			}
+			wrote <- err
+		}()
+		time.Sleep(100 * time.Millisecond)
+		select {
+		case err := <-wrote:
+			t.Fatalf("the writer finished while 8 readers held the lock: %v", err)
+		default:
+		}
+		close(release)
+		readers.Wait()
+		if err := <-wrote; err != nil {
+			t.Fatal(err)
+		}
+		if m := most.Load(); m != 8 {
+			t.Errorf("at most %d readers inside at once; want 8", m)
+		}
+	})
+}
+
+// 16 goroutines on 2 clients, a fifth of them writers, 500 sections each: whenever a writer
+// is inside, nobody else is. (miniredis runs every script in a fresh Lua interpreter, a
+// millisecond or more a call: it gets 100 sections each.)
+func TestTorture(t *testing.T) {
+	const goroutines = 16
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		sections := 500
+		if b.Mini != nil {
+			sections = 100
+		}
+		clients := []*relock.Client{newClient(t, b), newClient(t, b)}
+		var readers, writers atomic.Int32
+		var violations, reads, writes atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < goroutines; g++ {
+			mu := clients[g%2].RWLock("tortured")
+			writer := g%5 == 0
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				for s := 0; s < sections; s++ {
+					if writer {
+						held, err := mu.Lock(ctx)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						if writers.Add(1) != 1 || readers.Load() != 0 {
+							violations.Add(1)
+						}
+						writes.Add(1)
+						writers.Add(-1)
+						if err := mu.Unlock(held); err != nil {
+							t.Error(err)
+							return
+						}
+						continue
+					}
+					held, err := mu.RLock(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					readers.Add(1)
+					if writers.Load() != 0 {
+						violations.Add(1)
+					}
+					reads.Add(1)
+					readers.Add(-1)
+					if err := mu.RUnlock(held); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		t.Logf("%d reads, %d writes, %d violations; waits %+v / %+v", reads.Load(), writes.Load(), violations.Load(), clients[0].Stats(), clients[1].Stats())
+		if violations.Load() != 0 || reads.Load()+writes.Load() != int64(goroutines*sections) {
+			t.Errorf("%d violations in %d sections; want 0 in %d", violations.Load(), reads.Load()+writes.Load(), goroutines*sections)
+		}
+	})
+}
+
+// A writer may take read holds and, after releasing the write hold, is a reader; a reader
+// asking for the write lock gets ErrUpgrade at once.
+func TestDowngradeAndUpgrade(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		mu := c.RWLock("graded")
+		ctx := context.Background()
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held, err = mu.RLock(held); err != nil {
+			t.Fatalf("a writer taking a read hold: %v", err)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if mode, _ := do(t, side, "HGET", "graded", "mode").ToString(); mode != "read" {
+			t.Errorf("mode after the downgrade = %q; want read", mode)
+		}
+		if n, _ := mu.RHoldCount(held); n != 1 {
+			t.Errorf("read holds after the downgrade = %d; want 1", n)
+		}
+		// Another reader may join now; another writer may not.
+		other, err := c.RWLock("graded").TryRLock(ctx)
+		if err != nil {
+			t.Errorf("a second reader after the downgrade: %v", err)
+		} else if err := c.RWLock("graded").RUnlock(other); err != nil {
+			t.Error(err)
+		}
+
+		start := time.Now()
+		_, err = mu.Lock(held)
+		if !errors.Is(err, relock.ErrUpgrade) {
+			t.Fatalf("a reader asking for the write lock: %v; want ErrUpgrade", err)
+		}
+		if !strings.Contains(err.Error(), `"graded"`) {
+			t.Errorf("error %q does not name the lock", err)
+		}
+		t.Logf("ErrUpgrade after %v", time.Since(start).Round(time.Microsecond))
+		if _, err := mu.TryLock(held); !errors.Is(err, relock.ErrUpgrade) {
+			t.Errorf("TryLock by a reader: %v; want ErrUpgrade", err)
+		}
+		if err := mu.RUnlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := do(t, side, "EXISTS", "graded").AsInt64(); n != 0 {
+			t.Error("the lock is left after its last hold was released")
+		}
+	})
+}
+
+// A reader whose key is deleted behind its back learns it from its context.
+func TestReaderLeaseLost(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
+		side := b.Client(t)
+		mu := c.RWLock("fragile")
+		held, err := mu.RLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(time.Second) // past the lease: renewed
+		if held.Err() != nil {
+			t.Fatalf("read hold lost while renewed: %v", context.Cause(held))
+		}
+		do(t, side, "DEL", "fragile")
+		select {
+		case <-held.Done():
+		case <-time.After(5 * time.Second):
+			t.Fatal("the reader was not told its hold was lost")
+		}
+		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+			t.Errorf("cause %v; want ErrLeaseLost", context.Cause(held))
+		}
+		if err := mu.RUnlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("RUnlock after the loss: %v; want ErrNotHeld", err)
+		}
+	})
+}
+
+// What Redisson sends for RReadWriteLock's read and write locks, in brief: this test plays
+// a Java service sharing the lock.
+const (
+	redissonReadLock = `local mode = redis.call('hget', KEYS[1], 'mode');
+if (mode == false) then redis.call('hset', KEYS[1], 'mode', 'read'); redis.call('hset', KEYS[1], ARGV[2], 1);
+ redis.call('set', KEYS[2] .. ':1', 1); redis.call('pexpire', KEYS[2] .. ':1', ARGV[1]); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end;
+if (mode == 'read') or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
+ local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1); local key = KEYS[2] .. ':' .. ind;
+ redis.call('set', key, 1); redis.call('pexpire', key, ARGV[1]);
+ redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), ARGV[1])); return nil; end;
+return redis.call('pttl', KEYS[1]);`
+	redissonWriteLock = `local mode = redis.call('hget', KEYS[1], 'mode');
+if (mode == false) then redis.call('hset', KEYS[1], 'mode', 'write'); redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end;
+if (mode == 'write') and (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); return nil; end;
+return redis.call('pttl', KEYS[1]);`
+	redissonWriteUnlock = `if (redis.call('hget', KEYS[1], 'mode') ~= 'write') or (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil; end;
+if (redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0) then return 0; end;
+redis.call('hdel', KEYS[1], ARGV[2]);
+if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); else redis.call('hset', KEYS[1], 'mode', 'read'); end; return 1;`
+)
+
+func TestRedissonLayout(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		const java = "5df8512c-e096-4359-bc82-07efb0bc9d8e:7"
+		channel := "redisson_rwlock:{layout}"
+		readLock := rueidis.NewLuaScript(redissonReadLock)
+		writeLock := rueidis.NewLuaScript(redissonWriteLock)
+		writeUnlock := rueidis.NewLuaScript(redissonWriteUnlock)
+		mu := c.RWLock("layout")
+
+		// A Go reader: the layout Redisson writes for a read hold.
+		held, err := mu.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields, _ := do(t, side, "HGETALL", "layout").AsStrMap()
+		var goOwner string
+		for f := range fields {
+			if f != "mode" {
+				goOwner = f
+			}
+		}
+		if len(fields) != 2 || fields["mode"] != "read" || fields[goOwner] != "1" || !strings.HasPrefix(goOwner, c.ID()+":") {
+			t.Fatalf("hash after a Go read hold = %v; want mode=read and <uuid>:<n>=1", fields)
+		}
+		timeout := "{layout}:" + goOwner + ":rwlock_timeout:1"
+		if p, _ := do(t, side, "PTTL", timeout).AsInt64(); p <= 0 {
+			t.Errorf("the read hold's timeout key %s: PTTL %d", timeout, p)
+		}
+		// A Java reader joins it; a Java writer must wait.
+		if err := readLock.Exec(ctx, side, []string{"layout", "{layout}:" + java + ":rwlock_timeout"}, []string{"30000", java, java + ":write"}).Error(); !rueidis.IsRedisNil(err) {
+			t.Fatalf("Java reader beside a Go reader: %v", err)
+		}
+		if p, err := writeLock.Exec(ctx, side, []string{"layout"}, []string{"30000", java + ":write"}).AsInt64(); err != nil || p <= 0 {
+			t.Fatalf("Java writer while readers hold: %d, %v; want the PTTL", p, err)
+		}
+		// The Go reader leaves: the Java reader still holds, the lock lives on.
+		if err := mu.RUnlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := do(t, side, "HGET", "layout", java).AsInt64(); n != 1 {
+			t.Fatal("the Java reader's hold was disturbed")
+		}
+		do(t, side, "DEL", "layout", "{layout}:"+java+":rwlock_timeout:1")
+
+		// A Java writer makes a Go reader wait; its unlock publishes "1" and wakes it.
+		if err := writeLock.Exec(ctx, side, []string{"layout"}, []string{"30000", java + ":write"}).Error(); !rueidis.IsRedisNil(err) {
+			t.Fatalf("Java writer: %v", err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			h, err := mu.RLock(wctx)
+			if err == nil {
+				err = mu.RUnlock(h)
+			}
+			got <- err
+		}()
+		eventually(t, 5*time.Second, "Go reader not waiting", func() bool { return c.Stats().Waiting == 1 })
+		if n, err := writeUnlock.Exec(ctx, side, []string{"layout", channel}, []string{"1", java + ":write"}).AsInt64(); n != 1 || err != nil {
+			t.Fatalf("Java write unlock = %d, %v", n, err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("Go reader after the Java writer: %v", err)
+		}
+		if st := c.Stats(); st.TimedOut != 0 {
+			t.Errorf("stats %+v: the Go reader was not woken by the Java writer's message", st)
+		}
+
+		// A Go writer: mode=write, field <owner>:write; its unlock publishes "1".
+		msgs := make(chan string, 4)
+		dc, cancel := b.Client(t).Dedicate()
+		defer cancel()
+		var once sync.Once
+		ready := make(chan struct{})
+		dc.SetPubSubHooks(rueidis.PubSubHooks{
+			OnMessage:      func(m rueidis.PubSubMessage) { msgs <- m.Message },
+			OnSubscription: func(rueidis.PubSubSubscription) { once.Do(func() { close(ready) }) },
+		})
+		if err := dc.Do(ctx, dc.B().Subscribe().Channel(channel).Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		<-ready
+		w, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fields, _ = do(t, side, "HGETALL", "layout").AsStrMap()
+		if fields["mode"] != "write" || fields[goOwner] == "" && len(fields) != 2 {
+			t.Errorf("hash under a Go writer = %v", fields)
+		}
+		var writeField string
+		for f := range fields {
+			if strings.HasSuffix(f, ":write") {
+				writeField = f
+			}
+		}
+		if !strings.HasPrefix(writeField, c.ID()+":") {
+			t.Errorf("write field %q; want <uuid>:<n>:write", writeField)
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
+		if m := <-msgs; m != "1" {
+			t.Errorf("the Go writer's unlock published %q; want 1", m)
+		}
+		// The last reader's unlock publishes "0".
+		r, err := mu.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		if m := <-msgs; m != "0" {
+			t.Errorf("the last reader's unlock published %q; want 0", m)
+		}
+	})
+}
+
+// With writer preference a waiting writer gets in while 8 readers re-acquire in a tight
+// loop, before any reader has made 10 more round trips.
+func TestWriterPreference(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c1, c2 := newClient(t, b), newClient(t, b)
+		pref := rwlock.WithWriterPreference()
+		stop := make(chan struct{})
+		var writerWaiting atomic.Bool
+		var sinceWriter [8]atomic.Int32
+		var wg sync.WaitGroup
+		side := b.Client(t)
+		for i := 0; i < 8; i++ {
+			mu := []*relock.Client{c1, c2}[i%2].RWLock("preferred", pref)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					held, err := mu.RLock(ctx)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if writerWaiting.Load() {
+						sinceWriter[i].Add(2) // the acquisition and the release below
+					}
+					if err := mu.RUnlock(held); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		time.Sleep(100 * time.Millisecond) // the readers are going
+		// The writer waits from the moment its entry is in the writers' zset: count the
+		// readers' round trips from then until it holds the lock.
+		acquired := make(chan struct{})
+		go func() {
+			for {
+				select {
+				case <-acquired:
+					return
+				default:
+				}
+				if n, _ := do(t, side, "ZCARD", "relock_rwlock_writers:{preferred}").AsInt64(); n > 0 {
+					writerWaiting.Store(true)
+					return
+				}
+			}
+		}()
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		held, err := c1.RWLock("preferred", pref).Lock(ctx)
+		writerWaiting.Store(false)
+		close(acquired)
+		if err != nil {
+			t.Fatalf("the writer: %v", err)
+		}
+		most := int32(0)
+		for i := range sinceWriter {
+			most = max(most, sinceWriter[i].Load())
+		}
+		t.Logf("most round trips by one reader while the writer waited: %d", most)
+		if most >= 10 {
+			t.Errorf("a reader made %d round trips while the writer waited; want fewer than 10", most)
+		}
+		if err := c1.RWLock("preferred").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		wg.Wait()
+	})
+}
+
+// When every hold is released no key of the lock is left: the hash, the read holds'
+// timeout keys, the writers' zset (the unlock latches expire by themselves).
+func TestNoKeysLeft(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithTimeout(100*time.Millisecond)) // latches live 1s
+		side := b.Client(t)
+		mu := c.RWLock("tidy", rwlock.WithWriterPreference())
+		ctx := context.Background()
+		w, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r1, err := c.RWLock("tidy").TryRLock(relock.NewOwner(ctx))
+		if !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("reader beside a writer: %v", err)
+		}
+		_ = r1
+		if w, err = mu.RLock(w); err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
+		other, err := mu.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, release := range []func() error{func() error { return mu.RUnlock(w) }, func() error { return mu.RUnlock(other) }} {
+			if err := release(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, 5*time.Second, "keys left", func() bool {
+			ks, _ := do(t, side, "KEYS", "*tidy*").AsStrSlice()
+			return len(ks) == 0
+		})
+	})
+}
