@@ -1,0 +1,101 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"path/filepath"
+	"slices"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+)
+
+// series is one set of bars: one value per library.
+type series struct {
+	label  string
+	values []float64
+}
+
+var barColors = []color.Color{
+	color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+}
+
+// barChart writes a horizontal grouped bar chart as SVG: one row per library, listed top
+// to bottom in the order given.
+func barChart(path, title, xlabel string, names []string, sets []series) error {
+	p := plot.New()
+	p.Title.Text = title
+	p.X.Label.Text = xlabel
+	p.X.Min = 0
+	// Rows are drawn bottom up; reverse so the first library is on top.
+	rev := slices.Clone(names)
+	slices.Reverse(rev)
+	const barWidth = 7
+	for i, s := range sets {
+		vals := make(plotter.Values, len(s.values))
+		for j, v := range s.values {
+			vals[len(vals)-1-j] = v
+		}
+		bars, err := plotter.NewBarChart(vals, vg.Points(barWidth))
+		if err != nil {
+			return err
+		}
+		bars.Horizontal = true
+		bars.LineStyle.Width = 0
+		bars.Color = barColors[i%len(barColors)]
+		bars.Offset = vg.Points(float64(barWidth) * (float64(i) - float64(len(sets)-1)/2))
+		p.Add(bars)
+		if len(sets) > 1 {
+			p.Legend.Add(s.label, bars)
+		}
+	}
+	p.Legend.Top = true
+	p.NominalY(rev...)
+	height := vg.Points(float64(60 + len(names)*(len(sets)*barWidth+10)))
+	return p.Save(6*vg.Inch, height, path)
+}
+
+// charts writes the report's charts into dir and returns their file names.
+func (r *report) charts(dir string) ([]string, error) {
+	names := make([]string, len(r.libs))
+	for i, l := range r.libs {
+		names[i] = l.name
+	}
+	var s1 []float64
+	for i := range r.libs {
+		var cycles int64
+		var secs float64
+		for _, rd := range r.s1[i] {
+			cycles += rd.cycles
+			secs += rd.elapsed.Seconds()
+		}
+		s1 = append(s1, float64(cycles)/secs)
+	}
+	rates := func(data [2][][]s2Round) []series {
+		out := []series{{label: "empty critical section"}, {label: "1 ms critical section"}}
+		for ci := range 2 {
+			for i := range r.libs {
+				out[ci].values = append(out[ci].values, totals(data[ci][i]).rate)
+			}
+		}
+		return out
+	}
+	files := []struct {
+		name, title, xlabel string
+		sets                []series
+	}{
+		{"bench-s1-cycles.svg", "S1: uncontended, 64 goroutines on their own keys", "lock+unlock cycles/s", []series{{values: s1}}},
+		{"bench-s2-acquisitions.svg", "S2: 16 goroutines on one key, one process", "acquisitions/s", rates(r.s2)},
+		{"bench-s2-processes.svg", "S2: 4 processes x 4 goroutines on one key", "acquisitions/s", rates(r.mp)},
+	}
+	var written []string
+	for _, f := range files {
+		if err := barChart(filepath.Join(dir, f.name), f.title, f.xlabel, names, f.sets); err != nil {
+			return written, fmt.Errorf("chart %s: %w", f.name, err)
+		}
+		written = append(written, f.name)
+	}
+	return written, nil
+}

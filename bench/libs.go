@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
+	goredislib "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/rlock"
+)
+
+// locker is one per-goroutine handle on one key. Lock waits until the lock is held or ctx
+// ends; the returned func releases it.
+type locker interface {
+	Lock(ctx context.Context) (unlock func() error, err error)
+}
+
+// instance is one library's client for one run of one scenario.
+type instance interface {
+	// Handle returns a handle on key for one goroutine.
+	Handle(key string) locker
+	Close()
+}
+
+// library is one contender: how to make a client, and what settings it runs with.
+type library struct {
+	name     string
+	settings string
+	open     func(addr string) (instance, error)
+}
+
+func libraries() []library {
+	return []library{
+		{"relock", "rlock.Mutex, default options (30 s lease renewed by the watchdog; waiters woken by pub/sub)", openRelock},
+		{"raw scripts", "relock's acquire/unlock Lua scripts sent straight through rueidis; on a busy lock, sleep 1 ms and retry", openRaw},
+		{"redsync", "v4, go-redis v9 pool, defaults (8 s expiry, 32 tries, 50-250 ms random retry delay)", openRedsync(false)},
+		{"redsync tuned", "as redsync, with WithRetryDelay(1 ms) and WithTries(1e6)", openRedsync(true)},
+		{"redislock", "go-redis v9, 30 s TTL; LinearBackoff(100 ms) retry (its default Obtain does not retry, so it could not wait at all)", openRedislock(100 * time.Millisecond)},
+		{"redislock tuned", "as redislock, with LinearBackoff(1 ms) retry", openRedislock(time.Millisecond)},
+		{"rueidislock", "defaults: client-side caching on (waiters woken by invalidations), KeyMajority 2 (3 keys per lock), 5 s validity extended every 2.5 s", openRueidislock(false)},
+		{"rueidislock nocache", "as rueidislock, with DisableCache (waiters retry every TryNextAfter, 20 ms)", openRueidislock(true)},
+	}
+}
+
+// --- relock
+
+type relockInst struct {
+	rc rueidis.Client
+	c  *relock.Client
+}
+
+func openRelock(addr string) (instance, error) {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+	if err != nil {
+		return nil, err
+	}
+	c, err := relock.New(rc)
+	if err != nil {
+		rc.Close()
+		return nil, err
+	}
+	return &relockInst{rc: rc, c: c}, nil
+}
+
+func (r *relockInst) Handle(key string) locker { return relockHandle{r.c.Lock(key)} }
+func (r *relockInst) Close()                   { _ = r.c.Close(); r.rc.Close() }
+
+type relockHandle struct{ mu *rlock.Mutex }
+
+func (h relockHandle) Lock(ctx context.Context) (func() error, error) {
+	// ctx carries no owner: every acquisition is a new owner, as a new request would be.
+	held, err := h.mu.Lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return h.mu.Unlock(held) }, nil
+}
+
+// --- raw scripts through rueidis
+
+var (
+	rawSeq atomic.Int64
+	// rawID makes raw owners unique across the worker processes as well: an owner that
+	// two processes shared would re-enter the other's hold.
+	rawID = strconv.Itoa(os.Getpid()) + "-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+)
+
+type rawInst struct{ rc rueidis.Client }
+
+func openRaw(addr string) (instance, error) {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+	if err != nil {
+		return nil, err
+	}
+	return &rawInst{rc: rc}, nil
+}
+
+func (r *rawInst) Close() { r.rc.Close() }
+
+func (r *rawInst) Handle(key string) locker {
+	// Keys as relock lays them out for a name without braces.
+	return &rawHandle{rc: r.rc, key: key,
+		channel: "redisson_lock__channel:{" + key + "}",
+		latch:   "redisson_unlock_latch:{" + key + "}:",
+		owner:   "raw:" + rawID + ":" + strconv.FormatInt(rawSeq.Add(1), 10)}
+}
+
+type rawHandle struct {
+	rc                  rueidis.Client
+	key, channel, latch string
+	owner               string
+	n                   int
+}
+
+func (h *rawHandle) Lock(ctx context.Context) (func() error, error) {
+	for {
+		v, err := lua.RLockAcquire().Exec(ctx, h.rc, []string{h.key}, []string{"30000", h.owner}).AsIntSlice()
+		if err != nil {
+			return nil, err
+		}
+		if len(v) > 0 && v[0] == 1 {
+			break
+		}
+		t := time.NewTimer(time.Millisecond)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+	}
+	h.n++
+	req := h.latch + strconv.Itoa(h.n)
+	return func() error {
+		return lua.RLockUnlock().Exec(context.Background(), h.rc, []string{h.key, h.channel, req},
+			[]string{"0", h.owner, "6000", "publish"}).Error()
+	}, nil
+}
+
+// --- redsync
+
+type redsyncInst struct {
+	gc    *goredislib.Client
+	rs    *redsync.Redsync
+	tuned bool
+}
+
+func openRedsync(tuned bool) func(string) (instance, error) {
+	return func(addr string) (instance, error) {
+		gc := goredislib.NewClient(&goredislib.Options{Addr: addr})
+		return &redsyncInst{gc: gc, rs: redsync.New(goredis.NewPool(gc)), tuned: tuned}, nil
+	}
+}
+
+func (r *redsyncInst) Close() { _ = r.gc.Close() }
+
+func (r *redsyncInst) Handle(key string) locker {
+	var opts []redsync.Option
+	if r.tuned {
+		opts = append(opts, redsync.WithRetryDelay(time.Millisecond), redsync.WithTries(1_000_000))
+	}
+	return redsyncHandle{r.rs.NewMutex(key, opts...)}
+}
+
+type redsyncHandle struct{ m *redsync.Mutex }
+
+func (h redsyncHandle) Lock(ctx context.Context) (func() error, error) {
+	if err := h.m.LockContext(ctx); err != nil {
+		return nil, err
+	}
+	return func() error {
+		ok, err := h.m.UnlockContext(context.Background())
+		if err == nil && !ok {
+			err = errors.New("redsync: unlock found the lock not held")
+		}
+		return err
+	}, nil
+}
+
+// --- bsm/redislock
+
+type redislockInst struct {
+	gc      *goredislib.Client
+	c       *redislock.Client
+	backoff time.Duration
+}
+
+func openRedislock(backoff time.Duration) func(string) (instance, error) {
+	return func(addr string) (instance, error) {
+		gc := goredislib.NewClient(&goredislib.Options{Addr: addr})
+		return &redislockInst{gc: gc, c: redislock.New(gc), backoff: backoff}, nil
+	}
+}
+
+func (r *redislockInst) Close() { _ = r.gc.Close() }
+
+func (r *redislockInst) Handle(key string) locker { return redislockHandle{r, key} }
+
+type redislockHandle struct {
+	r   *redislockInst
+	key string
+}
+
+func (h redislockHandle) Lock(ctx context.Context) (func() error, error) {
+	l, err := h.r.c.Obtain(ctx, h.key, 30*time.Second,
+		&redislock.Options{RetryStrategy: redislock.LinearBackoff(h.r.backoff)})
+	if err != nil {
+		return nil, err
+	}
+	return func() error { return l.Release(context.Background()) }, nil
+}
+
+// --- rueidislock
+
+type rueidislockInst struct{ l rueidislock.Locker }
+
+func openRueidislock(nocache bool) func(string) (instance, error) {
+	return func(addr string) (instance, error) {
+		l, err := rueidislock.NewLocker(rueidislock.LockerOption{
+			ClientOption: rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: nocache},
+		})
+		if err != nil {
+			return nil, fmt.Errorf("rueidislock: %w", err)
+		}
+		return &rueidislockInst{l: l}, nil
+	}
+}
+
+func (r *rueidislockInst) Close()                   { r.l.Close() }
+func (r *rueidislockInst) Handle(key string) locker { return rueidislockHandle{r.l, key} }
+
+type rueidislockHandle struct {
+	l   rueidislock.Locker
+	key string
+}
+
+func (h rueidislockHandle) Lock(ctx context.Context) (func() error, error) {
+	_, cancel, err := h.l.WithContext(ctx, h.key)
+	if err != nil {
+		return nil, err
+	}
+	return func() error { cancel(); return nil }, nil
+}

@@ -1,0 +1,133 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+)
+
+// server is a redis-server started by this program, or nil when -addr was given.
+type server struct {
+	cmd *exec.Cmd
+	dir string
+}
+
+// startServer starts redis-server on a free loopback port and waits until it answers.
+func startServer() (*server, string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, "", err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	dir, err := os.MkdirTemp("", "relock-bench-redis-")
+	if err != nil {
+		return nil, "", err
+	}
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--dir", dir)
+	if err := cmd.Start(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, "", fmt.Errorf("start redis-server: %w", err)
+	}
+	s := &server{cmd: cmd, dir: dir}
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		c, err := net.DialTimeout("tcp", addr, 200*time.Millisecond)
+		if err == nil {
+			_ = c.Close()
+			return s, addr, nil
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, "", fmt.Errorf("redis-server on %s did not start: %w", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// stop kills the server and removes its directory. Safe on nil and twice.
+func (s *server) stop() {
+	if s == nil || s.cmd == nil {
+		return
+	}
+	_ = s.cmd.Process.Kill()
+	_ = s.cmd.Wait()
+	_ = os.RemoveAll(s.dir)
+	s.cmd = nil
+}
+
+// admin is a plain client for INFO, FLUSHALL and the like.
+type admin struct{ rc rueidis.Client }
+
+func newAdmin(addr string) (*admin, error) {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true})
+	if err != nil {
+		return nil, err
+	}
+	return &admin{rc: rc}, nil
+}
+
+func (a *admin) close() { a.rc.Close() }
+
+func (a *admin) info(ctx context.Context, section string) (string, error) {
+	return a.rc.Do(ctx, a.rc.B().Info().Section(section).Build()).ToString()
+}
+
+// commands returns the number of calls of each command in INFO commandstats.
+func (a *admin) commands(ctx context.Context) (map[string]int64, error) {
+	s, err := a.info(ctx, "commandstats")
+	if err != nil {
+		return nil, err
+	}
+	calls := map[string]int64{}
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.HasPrefix(line, "cmdstat_") {
+			continue
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(line, "cmdstat_"), ":")
+		i := strings.Index(line, "calls=")
+		if i < 0 {
+			continue
+		}
+		v := line[i+len("calls="):]
+		if j := strings.IndexByte(v, ','); j >= 0 {
+			v = v[:j]
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		calls[name] += n
+	}
+	return calls, sc.Err()
+}
+
+func (a *admin) version(ctx context.Context) (string, error) {
+	s, err := a.info(ctx, "server")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(s, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			return v, nil
+		}
+	}
+	return "", errors.New("no redis_version in INFO server")
+}
+
+func (a *admin) flush(ctx context.Context) error {
+	return a.rc.Do(ctx, a.rc.B().Flushall().Build()).Error()
+}

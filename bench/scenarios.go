@@ -1,0 +1,342 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+)
+
+const (
+	s1Workers  = 64
+	s2Waiters  = 16
+	maxSamples = 1 << 18 // per goroutine (S1) or per round (S2): every loop is bounded in count
+)
+
+// warm takes and releases a lock once so that scripts are loaded and connections open.
+func warm(inst instance, key string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	unlock, err := inst.Handle(key).Lock(ctx)
+	if err != nil {
+		return fmt.Errorf("warm-up lock: %w", err)
+	}
+	return unlock()
+}
+
+// pause sleeps until ctx ends or d passes.
+func pause(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// --- S1: uncontended
+
+type s1Round struct {
+	cycles  int64
+	elapsed time.Duration
+	lat     []time.Duration
+	mallocs uint64
+	errors  int64
+}
+
+func runS1(lib library, addr string, dur time.Duration, round int) (s1Round, error) {
+	inst, err := lib.open(addr)
+	if err != nil {
+		return s1Round{}, err
+	}
+	defer inst.Close()
+	prefix := fmt.Sprintf("s1:%d:%s:", round, lib.name)
+	if err := warm(inst, prefix+"warm"); err != nil {
+		return s1Round{}, err
+	}
+	handles := make([]locker, s1Workers)
+	for i := range handles {
+		handles[i] = inst.Handle(prefix + strconv.Itoa(i))
+	}
+	var (
+		wg     sync.WaitGroup
+		cycles atomic.Int64
+		errs   atomic.Int64
+		lats   = make([][]time.Duration, s1Workers)
+		ms     runtime.MemStats
+	)
+	runtime.GC()
+	runtime.ReadMemStats(&ms)
+	m0 := ms.Mallocs
+	start := time.Now()
+	end := start.Add(dur)
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	for i := range s1Workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			lat := make([]time.Duration, 0, 4096)
+			for n := 0; n < maxSamples && ctx.Err() == nil; n++ {
+				t := time.Now()
+				unlock, err := handles[i].Lock(ctx)
+				if err != nil {
+					if ctx.Err() == nil {
+						errs.Add(1)
+						pause(ctx, time.Millisecond)
+					}
+					continue
+				}
+				if err := unlock(); err != nil {
+					errs.Add(1)
+					continue
+				}
+				lat = append(lat, time.Since(t))
+			}
+			cycles.Add(int64(len(lat)))
+			lats[i] = lat
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	runtime.ReadMemStats(&ms)
+	r := s1Round{cycles: cycles.Load(), elapsed: elapsed, mallocs: ms.Mallocs - m0, errors: errs.Load()}
+	for _, l := range lats {
+		r.lat = append(r.lat, l...)
+	}
+	return r, nil
+}
+
+// --- S2/S3: contended, one key
+
+// event is one acquisition, in wall-clock nanoseconds so that processes can be merged.
+type event struct {
+	Waiter int   `json:"w"`
+	Acq    int64 `json:"a"` // lock returned
+	Leave  int64 `json:"l"` // critical section over, unlock called
+	Rel    int64 `json:"r"` // unlock returned; 0 when it failed
+}
+
+// contend runs waiters goroutines, one handle each, on one key until end; waiter ids start
+// at base.
+func contend(handles []locker, base int, end time.Time, cs time.Duration) (evs []event, errs int64) {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		nerr atomic.Int64
+	)
+	ctx, cancel := context.WithDeadline(context.Background(), end)
+	defer cancel()
+	for i, h := range handles {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mine := make([]event, 0, 1024)
+			for n := 0; n < maxSamples && ctx.Err() == nil; n++ {
+				unlock, err := h.Lock(ctx)
+				e := event{Waiter: base + i, Acq: time.Now().UnixNano()}
+				if err != nil {
+					if ctx.Err() == nil {
+						nerr.Add(1)
+						pause(ctx, time.Millisecond)
+					}
+					continue
+				}
+				if cs > 0 {
+					time.Sleep(cs)
+				}
+				e.Leave = time.Now().UnixNano()
+				if err := unlock(); err != nil {
+					nerr.Add(1)
+				} else {
+					e.Rel = time.Now().UnixNano()
+				}
+				mine = append(mine, e)
+			}
+			mu.Lock()
+			evs = append(evs, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return evs, nerr.Load()
+}
+
+type s2Round struct {
+	acq        int64
+	elapsed    time.Duration
+	handoffs   []time.Duration
+	commands   map[string]int64 // calls during the window, by command
+	perWaiter  []int64
+	same       int64 // acquisitions by the waiter that held the lock just before
+	errors     int64
+	violations int64 // acquisitions that returned before the previous holder left
+}
+
+// analyse orders the events of all waiters by acquisition and derives the round's numbers.
+func analyse(evs []event, waiters int, elapsed time.Duration, errs int64) s2Round {
+	slices.SortFunc(evs, func(a, b event) int { return cmp.Compare(a.Acq, b.Acq) })
+	r := s2Round{acq: int64(len(evs)), elapsed: elapsed, perWaiter: make([]int64, waiters), errors: errs}
+	for k, e := range evs {
+		if e.Waiter >= 0 && e.Waiter < waiters {
+			r.perWaiter[e.Waiter]++
+		}
+		if k == 0 {
+			continue
+		}
+		prev := evs[k-1]
+		if e.Acq < prev.Leave {
+			r.violations++
+		}
+		if e.Waiter == prev.Waiter {
+			r.same++
+			continue
+		}
+		if prev.Rel != 0 {
+			r.handoffs = append(r.handoffs, time.Duration(max(e.Acq-prev.Rel, 0)))
+		}
+	}
+	return r
+}
+
+// commandDelta returns after-before, less the one INFO call that read after.
+func commandDelta(before, after map[string]int64) map[string]int64 {
+	after["info"]--
+	for name, v := range before {
+		after[name] -= v
+	}
+	return after
+}
+
+func runS2(lib library, addr string, adm *admin, dur, cs time.Duration, round int) (s2Round, error) {
+	inst, err := lib.open(addr)
+	if err != nil {
+		return s2Round{}, err
+	}
+	defer inst.Close()
+	key := fmt.Sprintf("s2:%d:%v:%s", round, cs, lib.name)
+	if err := warm(inst, key); err != nil {
+		return s2Round{}, err
+	}
+	handles := make([]locker, s2Waiters)
+	for i := range handles {
+		handles[i] = inst.Handle(key)
+	}
+	bg := context.Background()
+	c0, err := adm.commands(bg)
+	if err != nil {
+		return s2Round{}, err
+	}
+	start := time.Now()
+	evs, errs := contend(handles, 0, start.Add(dur), cs)
+	elapsed := time.Since(start)
+	c1, err := adm.commands(bg)
+	if err != nil {
+		return s2Round{}, err
+	}
+	r := analyse(evs, s2Waiters, elapsed, errs)
+	r.commands = commandDelta(c0, c1)
+	return r, nil
+}
+
+// --- S5: watchdog with 10,000 holds
+
+type s5Result struct {
+	holds                         int
+	ticks                         uint64
+	calls, batches, renewed, lost float64 // per tick
+	lockTime                      time.Duration
+	holdsLostDuringRun            int
+}
+
+func runS5(addr string, holds int, ticks uint64) (s5Result, error) {
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+	if err != nil {
+		return s5Result{}, err
+	}
+	defer rc.Close()
+	c, err := relock.New(rc, relock.WithWatchdogTimeout(3*time.Second))
+	if err != nil {
+		return s5Result{}, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+
+	const workers = 32
+	helds := make([]context.Context, holds)
+	var wg sync.WaitGroup
+	var firstErr error
+	var mu sync.Mutex
+	start := time.Now()
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < holds; i += workers {
+				h, err := c.Lock("s5:" + strconv.Itoa(i)).Lock(ctx)
+				if err != nil {
+					mu.Lock()
+					if firstErr == nil {
+						firstErr = err
+					}
+					mu.Unlock()
+					return
+				}
+				helds[i] = h
+			}
+		}()
+	}
+	wg.Wait()
+	if firstErr != nil {
+		return s5Result{}, firstErr
+	}
+	lockTime := time.Since(start)
+	wait := func(n uint64) error {
+		for c.WatchdogStats().Ticks < n {
+			if ctx.Err() != nil {
+				return fmt.Errorf("watchdog did not reach %d ticks: %w", n, ctx.Err())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		return nil
+	}
+	// The first tick may pay for loading the script; count from the end of it.
+	if err := wait(c.WatchdogStats().Ticks + 1); err != nil {
+		return s5Result{}, err
+	}
+	s0 := c.WatchdogStats()
+	if err := wait(s0.Ticks + ticks); err != nil {
+		return s5Result{}, err
+	}
+	s1 := c.WatchdogStats()
+	n := float64(s1.Ticks - s0.Ticks)
+	r := s5Result{holds: s1.Holds, ticks: s1.Ticks - s0.Ticks, lockTime: lockTime,
+		calls: float64(s1.Calls-s0.Calls) / n, batches: float64(s1.Batches-s0.Batches) / n,
+		renewed: float64(s1.Renewed-s0.Renewed) / n, lost: float64(s1.Lost-s0.Lost) / n}
+	for _, h := range helds {
+		if h.Err() != nil {
+			r.holdsLostDuringRun++
+		}
+	}
+	return r, nil
+}
+
+// percentile returns the p-th percentile of sorted ds.
+func percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return ds[int(float64(len(ds)-1)*p/100)]
+}
+
+func sortDurations(ds []time.Duration) { slices.Sort(ds) }
