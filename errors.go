@@ -23,6 +23,9 @@ var (
 	ErrInvalidName = lockerr.ErrInvalidName
 	// ErrInvalidLease: a lease shorter than a millisecond.
 	ErrInvalidLease = lockerr.ErrInvalidLease
+	// ErrNotSynced: WithSyncReplicas was set and no replica confirmed an acquisition in
+	// time; the acquisition was rolled back.
+	ErrNotSynced = lockerr.ErrNotSynced
 	// ErrInvalidOption: another option out of its range, such as a fair lock's refresh
 	// period under 10ms.
 	ErrInvalidOption = lockerr.ErrInvalidOption

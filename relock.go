@@ -17,6 +17,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -48,8 +50,38 @@ type Client struct {
 type Option func(*config) error
 
 type config struct {
-	lease   time.Duration
-	timeout time.Duration
+	lease        time.Duration
+	timeout      time.Duration
+	sharded      *bool // nil: decided from the client (cluster, Redis 7+)
+	syncReplicas int
+	syncTimeout  time.Duration
+}
+
+// WithShardedPubSub forces sharded pub/sub (SSUBSCRIBE, SPUBLISH) on or off. By default it
+// is on for a cluster client whose nodes run Redis 7 or newer: classic PUBLISH is
+// broadcast to every node of a cluster, which does not scale with the lock traffic. Every
+// client that shares a lock, relock's or Redisson's, must use the same mode, or waiters
+// are woken only by their lease running out.
+func WithShardedPubSub(on bool) Option {
+	return func(c *config) error {
+		c.sharded = &on
+		return nil
+	}
+}
+
+// WithSyncReplicas makes every acquisition wait until n replicas have it, at most timeout
+// (WAIT, sent in the same round trip as the acquire script). When no replica confirms it
+// in time the acquisition is rolled back and fails with ErrNotSynced; when some but fewer
+// than n do, it stands. It narrows, but cannot close, the window in which a failover loses
+// a lock just granted: replication stays asynchronous (see docs/operations.md).
+func WithSyncReplicas(n int, timeout time.Duration) Option {
+	return func(c *config) error {
+		if n < 1 || timeout < time.Millisecond {
+			return fmt.Errorf("relock: sync replicas %d within %v: %w", n, timeout, ErrInvalidOption)
+		}
+		c.syncReplicas, c.syncTimeout = n, timeout
+		return nil
+	}
 }
 
 // WithWatchdogTimeout sets the lease of holds taken without rlock.WithLease (default 30s).
@@ -79,7 +111,9 @@ func WithTimeout(d time.Duration) Option {
 
 // New returns a client on rc, which may be any rueidis client: single node, sentinel or
 // cluster. relock does not close rc; close it after the Client. New sends nothing to Redis
-// itself; the subscriber connection is opened in the background.
+// itself, except for a cluster client, which it asks for the server version (to choose
+// sharded pub/sub) unless WithShardedPubSub decided; the subscriber connection is opened
+// in the background.
 func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 	if rc == nil {
 		return nil, errors.New("relock: New needs a rueidis client, got nil")
@@ -93,8 +127,40 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 			return nil, err
 		}
 	}
-	id := uuid.NewString()
-	return &Client{core: core.New(rc, id, cfg.lease, cfg.timeout)}, nil
+	sharded := false
+	if cfg.sharded != nil {
+		sharded = *cfg.sharded
+	} else if rc.Mode() == rueidis.ClientModeCluster {
+		sharded = shardedPubSubSupported(rc, cfg.timeout)
+	}
+	return &Client{core: core.New(rc, core.Config{
+		ID:           uuid.NewString(),
+		Lease:        cfg.lease,
+		Timeout:      cfg.timeout,
+		Sharded:      sharded,
+		SyncReplicas: cfg.syncReplicas,
+		SyncTimeout:  cfg.syncTimeout,
+	})}, nil
+}
+
+// shardedPubSubSupported reports whether the cluster's nodes run Redis 7 or newer, which
+// have sharded pub/sub. When it cannot tell, it answers no: classic pub/sub works on every
+// version, only less efficiently.
+func shardedPubSubSupported(rc rueidis.Client, timeout time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	info, err := rc.Do(ctx, rc.B().Info().Section("server").Build()).ToString()
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "redis_version:"); ok {
+			major, _, _ := strings.Cut(v, ".")
+			n, err := strconv.Atoi(major)
+			return err == nil && n >= 7
+		}
+	}
+	return false
 }
 
 // Close stops the client: renewal stops, waiters return ErrClosed, and every later call

@@ -1,5 +1,6 @@
 // Package pubsub wakes lock waiters without polling. A Hub owns one dedicated subscriber
-// connection per client; lock waiters register on a lock's channel and park until an
+// connection per client (in a cluster with sharded pub/sub, a subscription per channel on
+// the channel's shard); lock waiters register on a lock's channel and park until an
 // unlock message, a reconnect or their time bound wakes them.
 //
 // The protocol a waiter follows (the lock packages implement it):
@@ -44,11 +45,12 @@ const (
 // Hub is a client's subscriber: one connection, reference-counted subscriptions, and
 // counting permits per channel. It is safe for concurrent use.
 type Hub struct {
-	rc     rueidis.Client
-	ctx    context.Context // ended by Close; bounds every command on the connection
-	cancel context.CancelFunc
-	kick   chan struct{} // tells run that subscriptions changed
-	done   chan struct{} // closed when run has returned
+	rc      rueidis.Client
+	sharded bool            // SSUBSCRIBE per channel (cluster) rather than one SUBSCRIBE connection
+	ctx     context.Context // ended by Close; bounds every command on the connection
+	cancel  context.CancelFunc
+	kick    chan struct{} // tells run that subscriptions changed
+	done    chan struct{} // closed when run has returned
 
 	mu    sync.Mutex
 	chans map[string]*channel
@@ -77,6 +79,9 @@ type channel struct {
 	// have been missed, so its next confirmation wakes every waiter once.
 	lost bool
 
+	// stop ends the channel's receiver in sharded mode; nil when none runs.
+	stop context.CancelFunc
+
 	permits int // wake-ups for subscribers that were not parked when they came
 	waiters []*waiter
 }
@@ -86,19 +91,26 @@ type waiter struct {
 	granted bool          // guarded by Hub.mu
 }
 
-// New starts a hub on rc. The subscriber connection is made at once and remade whenever
-// it drops, until Close.
-func New(rc rueidis.Client) *Hub {
+// New starts a hub on rc. Classic: one subscriber connection, made at once and remade
+// whenever it drops, until Close. Sharded (for a cluster client): a receiver per wanted
+// channel, subscribed with SSUBSCRIBE on the node that owns its slot; locks must then
+// publish with SPUBLISH.
+func New(rc rueidis.Client, sharded bool) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{
-		rc:     rc,
-		ctx:    ctx,
-		cancel: cancel,
-		kick:   make(chan struct{}, 1),
-		done:   make(chan struct{}),
-		chans:  make(map[string]*channel),
+		rc:      rc,
+		sharded: sharded,
+		ctx:     ctx,
+		cancel:  cancel,
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		chans:   make(map[string]*channel),
 	}
-	go h.run()
+	if sharded {
+		go h.runSharded()
+	} else {
+		go h.run()
+	}
 	return h
 }
 
@@ -326,14 +338,22 @@ func (h *Hub) onSubscription(s rueidis.PubSubSubscription) {
 	}
 	switch {
 	case c.sent:
-		c.confirmed = true
-		close(c.ready)
-		if c.lost {
-			c.lost = false
-			h.grantAll(c)
-		}
+		h.confirm(c)
 	case c.refs == 0:
 		delete(h.chans, s.Channel)
+	}
+}
+
+// confirm marks c subscribed and, if a message may have been missed meanwhile, wakes every
+// waiter once. h.mu must be held.
+func (h *Hub) confirm(c *channel) {
+	if !c.confirmed {
+		c.confirmed = true
+		close(c.ready)
+	}
+	if c.lost {
+		c.lost = false
+		h.grantAll(c)
 	}
 }
 
@@ -351,7 +371,7 @@ func (h *Hub) run() {
 	delay := minBackoff
 	for h.ctx.Err() == nil {
 		start := time.Now()
-		dc, _ := h.rc.Dedicate()
+		dc, _ := h.subscriber().Dedicate()
 		lost := dc.SetPubSubHooks(rueidis.PubSubHooks{
 			OnMessage:      h.onMessage,
 			OnSubscription: h.onSubscription,
@@ -378,6 +398,19 @@ func (h *Hub) run() {
 		}
 		delay = min(2*delay, maxBackoff)
 	}
+}
+
+// subscriber returns the client to take the subscriber connection from. Classic PUBLISH
+// reaches every node of a cluster, so any node serves; a cluster client's own Dedicate
+// would need a key to pick one.
+func (h *Hub) subscriber() rueidis.Client {
+	if h.rc.Mode() != rueidis.ClientModeCluster {
+		return h.rc
+	}
+	for _, n := range h.rc.Nodes() {
+		return n
+	}
+	return h.rc
 }
 
 // serve keeps one connection's subscriptions in line until it drops or the hub closes.

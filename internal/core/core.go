@@ -30,23 +30,47 @@ type Client struct {
 	// Timeout bounds a Redis call that cannot follow the caller's context: an acquire
 	// attempt whose outcome must be known, and Unlock, which must work after cancellation.
 	Timeout time.Duration
+	// Publish is the command the scripts publish wake-ups with: "publish", or "spublish"
+	// with sharded pub/sub.
+	Publish string
+	// SyncReplicas, when above 0, makes every acquisition wait (WAIT) for that many
+	// replicas, at most SyncTimeout; one that no replica confirmed is rolled back.
+	SyncReplicas int
+	SyncTimeout  time.Duration
 
 	leaseMs string
 	closed  atomic.Bool
 	request atomic.Uint64
 }
 
+// Config is what a core is made from.
+type Config struct {
+	ID           string
+	Lease        time.Duration
+	Timeout      time.Duration
+	Sharded      bool // sharded pub/sub (SSUBSCRIBE, SPUBLISH)
+	SyncReplicas int
+	SyncTimeout  time.Duration
+}
+
 // New returns a core for rc, with its own hub and watchdog; Close stops them.
-func New(rc rueidis.Client, id string, lease, timeout time.Duration) *Client {
+func New(rc rueidis.Client, cfg Config) *Client {
+	publish := "publish"
+	if cfg.Sharded {
+		publish = "spublish"
+	}
 	return &Client{
-		Redis:    rc,
-		ID:       id,
-		Owners:   owner.NewIssuer(id),
-		Hub:      pubsub.New(rc),
-		Watchdog: watchdog.New(rc, lease),
-		Lease:    lease,
-		Timeout:  timeout,
-		leaseMs:  strconv.FormatInt(lease.Milliseconds(), 10),
+		Redis:        rc,
+		ID:           cfg.ID,
+		Owners:       owner.NewIssuer(cfg.ID),
+		Hub:          pubsub.New(rc, cfg.Sharded),
+		Watchdog:     watchdog.New(rc, cfg.Lease),
+		Lease:        cfg.Lease,
+		Timeout:      cfg.Timeout,
+		Publish:      publish,
+		SyncReplicas: cfg.SyncReplicas,
+		SyncTimeout:  cfg.SyncTimeout,
+		leaseMs:      strconv.FormatInt(cfg.Lease.Milliseconds(), 10),
 	}
 }
 

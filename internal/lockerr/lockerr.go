@@ -21,6 +21,7 @@ var (
 	ErrInvalidName   = errors.New("invalid lock name")
 	ErrInvalidLease  = errors.New("invalid lease")
 	ErrInvalidOption = errors.New("invalid option")
+	ErrNotSynced     = errors.New("no replica confirmed the acquisition")
 )
 
 // Error is the error a lock method returns: the operation, the lock's name and the cause.

@@ -210,7 +210,13 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	known := m.c.Watchdog.Count(m.name, a.owner)
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
 		sent := time.Now()
-		v, err := script.Exec(dctx, m.c.Redis, a.keys, a.args).AsIntSlice()
+		var v []int64
+		var err error
+		if m.c.SyncReplicas > 0 {
+			v, err = a.execSynced(dctx, script)
+		} else {
+			v, err = script.Exec(dctx, m.c.Redis, a.keys, a.args).AsIntSlice()
+		}
 		if err == nil {
 			return a.reply(v, sent)
 		}
@@ -239,6 +245,40 @@ func (m *Lock) acquireScript() *lua.Script {
 		return lua.RWLockWriteAcquire()
 	}
 	return lua.RLockAcquire()
+}
+
+// execSynced runs the acquire script and WAIT in one round trip (in a cluster WAIT goes to
+// the node of the script's keys). If the owner got the lock and no replica has it by the
+// timeout, the acquisition is rolled back and the attempt fails with ErrNotSynced.
+func (a *attempt) execSynced(ctx context.Context, script *lua.Script) ([]int64, error) {
+	m := a.m
+	rc := m.c.Redis
+	send := func(sha bool) []rueidis.RedisResult {
+		var eval rueidis.Completed
+		if sha {
+			eval = rc.B().Evalsha().Sha1(script.SHA1).Numkeys(int64(len(a.keys))).Key(a.keys...).Arg(a.args...).Build()
+		} else {
+			eval = rc.B().Eval().Script(script.Source).Numkeys(int64(len(a.keys))).Key(a.keys...).Arg(a.args...).Build()
+		}
+		wait := rc.B().Wait().Numreplicas(int64(m.c.SyncReplicas)).Timeout(m.c.SyncTimeout.Milliseconds()).Build()
+		return rc.DoMulti(ctx, eval, wait)
+	}
+	res := send(true)
+	if err, ok := rueidis.IsRedisErr(res[0].Error()); ok && strings.HasPrefix(err.Error(), "NOSCRIPT") {
+		res = send(false)
+	}
+	v, err := res[0].AsIntSlice()
+	if err != nil || len(v) != 3 || v[0] != 1 {
+		return v, err // not acquired: nothing to sync
+	}
+	if replicas, err := res[1].AsInt64(); err == nil && replicas > 0 {
+		return v, nil
+	}
+	// Nobody has the grant but the master: a failover now would lose it. Undo it.
+	if _, err := m.release(ctx, a.owner); err != nil {
+		return nil, errors.Join(lockerr.ErrNotSynced, err)
+	}
+	return nil, lockerr.ErrNotSynced
 }
 
 // reply reads the acquire script's reply.
@@ -346,7 +386,7 @@ func (a *attempt) leave(ctx context.Context) {
 	defer cancel()
 	if m.kind == Fair {
 		_ = lua.FairRelease().Exec(dctx, m.c.Redis, m.keys[:3],
-			[]string{"leave", a.owner, "0", "publish", m.channel, pubsub.WakeOne}).Error()
+			[]string{"leave", a.owner, "0", m.c.Publish, m.channel, pubsub.WakeOne}).Error()
 		return
 	}
 	_ = m.c.Redis.Do(dctx, m.c.Redis.B().Zrem().Key(m.keys[1]).Member(a.owner).Build()).Error()
@@ -373,18 +413,38 @@ func (m *Lock) Unlock(ctx context.Context) error {
 	owner = m.field(owner)
 	dctx, cancel := m.c.Detached(ctx)
 	defer cancel()
+	switch released, err := m.release(dctx, owner); {
+	case err == nil:
+		if released == 1 {
+			m.c.Watchdog.Released(m.name, owner)
+		} else {
+			m.c.Watchdog.Unlocked(m.name, owner)
+		}
+		return nil
+	case errors.Is(err, lockerr.ErrNotHeld):
+		m.c.Watchdog.Lost(m.name, owner)
+		return m.fail("unlock", err)
+	default:
+		return m.fail("unlock", err)
+	}
+}
+
+// release runs the kind's unlock script for one hold of field, retrying lost replies with
+// one request id, and returns 1 when the lock is free, 0 when it is still held, and
+// ErrNotHeld when field holds nothing.
+func (m *Lock) release(ctx context.Context, field string) (int64, error) {
 	// The latch key, "redisson_unlock_latch:{name}:<request id>", built in one allocation
 	// (a stack buffer, unless the name is long).
 	var buf [160]byte
 	latch := string(m.c.AppendRequestID(append(buf[:0], m.latch...)))
 	script := lua.RLockUnlock()
 	keys := []string{m.name, m.channel, latch}
-	args := []string{pubsub.WakeOne, owner, m.latchTTL(), "publish"}
+	args := []string{pubsub.WakeOne, field, m.latchTTL(), m.c.Publish}
 	switch m.kind {
 	case Fair:
 		script = lua.FairRelease()
 		keys = []string{m.keys[0], m.keys[1], m.keys[2], latch}
-		args = []string{"unlock", owner, m.latchTTL(), "publish", m.channel, pubsub.WakeOne}
+		args = []string{"unlock", field, m.latchTTL(), m.c.Publish, m.channel, pubsub.WakeOne}
 	case Read, Write:
 		side := "read"
 		if m.kind == Write {
@@ -392,23 +452,17 @@ func (m *Lock) Unlock(ctx context.Context) error {
 		}
 		script = lua.RWLockUnlock()
 		keys = []string{m.name, m.channel, latch, m.prefix, m.keys[1]}
-		args = []string{owner, side, m.latchTTL(), "publish"}
+		args = []string{field, side, m.latchTTL(), m.c.Publish}
 	}
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
-		released, err := script.Exec(dctx, m.c.Redis, keys, args).AsInt64()
+		released, err := script.Exec(ctx, m.c.Redis, keys, args).AsInt64()
 		switch {
 		case err == nil:
-			if released == 1 {
-				m.c.Watchdog.Released(m.name, owner)
-			} else {
-				m.c.Watchdog.Unlocked(m.name, owner)
-			}
-			return nil
+			return released, nil
 		case rueidis.IsRedisNil(err):
-			m.c.Watchdog.Lost(m.name, owner)
-			return m.fail("unlock", lockerr.ErrNotHeld)
-		case !retryable(err) || !sleep(dctx, backoff):
-			return m.fail("unlock", err)
+			return 0, lockerr.ErrNotHeld
+		case !retryable(err) || !sleep(ctx, backoff):
+			return 0, err
 		}
 	}
 }
@@ -485,14 +539,14 @@ func (m *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 	var err error
 	if m.kind == Fair {
 		n, err = lua.FairRelease().Exec(ctx, m.c.Redis, m.keys[:3],
-			[]string{"force", "", "0", "publish", m.channel, pubsub.WakeOne}).AsInt64()
+			[]string{"force", "", "0", m.c.Publish, m.channel, pubsub.WakeOne}).AsInt64()
 	} else {
 		// A read-write lock's waiters may all try once it is gone: readers can all enter.
 		msg := pubsub.WakeOne
 		if m.kind == Read || m.kind == Write {
 			msg = pubsub.WakeAll
 		}
-		n, err = lua.RLockForceUnlock().Exec(ctx, m.c.Redis, []string{m.name, m.channel}, []string{msg, "publish"}).AsInt64()
+		n, err = lua.RLockForceUnlock().Exec(ctx, m.c.Redis, []string{m.name, m.channel}, []string{msg, m.c.Publish}).AsInt64()
 	}
 	if err != nil {
 		return false, m.fail("forceunlock", err)
@@ -548,9 +602,10 @@ func (m *Lock) fail(op string, err error) error {
 }
 
 // retryable reports whether a call may be sent again: the request may not have reached
-// Redis or its reply was lost. A Redis error is an answer, not a failure to get one.
+// Redis or its reply was lost. A Redis error is an answer, not a failure to get one, and
+// so is a verdict of relock's own (ErrNotSynced).
 func retryable(err error) bool {
-	if _, ok := rueidis.IsRedisErr(err); ok {
+	if _, ok := rueidis.IsRedisErr(err); ok || errors.Is(err, lockerr.ErrNotSynced) {
 		return false
 	}
 	return !errors.Is(err, rueidis.ErrClosing) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)

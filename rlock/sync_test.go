@@ -1,0 +1,59 @@
+package rlock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// WithSyncReplicas(1, 200ms): with the replica running an acquisition succeeds; with the
+// replica paused (SIGSTOP) it fails with ErrNotSynced and leaves no hold behind.
+func TestSyncReplicas(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		_, port, _ := strings.Cut(b.Addr, ":")
+		replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", port)
+		side := b.Client(t)
+		eventually(t, 10*time.Second, "replica not in sync", func() bool {
+			info, _ := do(t, side, "INFO", "replication").ToString()
+			return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
+		})
+		c := newClient(t, b, relock.WithSyncReplicas(1, 200*time.Millisecond))
+		mu := c.Lock("synced")
+
+		held, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatalf("Lock with the replica running: %v", err)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+
+		replica.Pause(t)
+		defer replica.Resume(t)
+		start := time.Now()
+		_, err = mu.Lock(context.Background())
+		if !errors.Is(err, relock.ErrNotSynced) {
+			t.Fatalf("Lock with the replica paused: %v; want ErrNotSynced", err)
+		}
+		t.Logf("ErrNotSynced after %v", time.Since(start).Round(time.Millisecond))
+		if n, _ := do(t, side, "EXISTS", "synced").AsInt64(); n != 0 {
+			fields, _ := do(t, side, "HGETALL", "synced").AsStrMap()
+			t.Errorf("the rolled-back acquisition left a hold behind: %v", fields)
+		}
+		if st := c.WatchdogStats(); st.Holds != 0 {
+			t.Errorf("the watchdog knows %d holds after the rollback", st.Holds)
+		}
+		// A second owner can take the lock at once: nothing was left held.
+		other := newClient(t, b)
+		if h, err := other.Lock("synced").TryLock(context.Background()); err != nil {
+			t.Errorf("TryLock after the rollback: %v", err)
+		} else {
+			_ = other.Lock("synced").Unlock(h)
+		}
+	})
+}
