@@ -1,8 +1,13 @@
 // Command relock shows and operates relock's distributed locks.
 //
-//	relock demo [--redis host:port]   run the demo on an embedded Redis, or on a real one
+//	relock demo [--redis host:port]        the demo, on an embedded Redis or a real one
+//	relock inspect [flags] NAME             a lock's kind, holders, mode, queue and leases
+//	relock watch [flags] NAME               the same, refreshed until interrupted
+//	relock unlock --force [-y] [flags] NAME release a lock whoever holds it; wakes waiters
 //
-// Usage errors exit with status 2, failures with status 1.
+// Connection flags: --redis (comma-separated seeds), --cluster, --sentinel-master,
+// --tls, --user; the password from REDIS_PASSWORD; or everything from REDIS_URL.
+// Usage errors exit with status 2, failures (such as no connection) with status 1.
 package main
 
 import (
@@ -18,7 +23,13 @@ import (
 const usage = `usage: relock <command> [flags]
 
 commands:
-  demo    workers contend for one lock on an embedded Redis (no setup), or --redis host:port
+  demo      workers contend for locks on an embedded Redis (no setup), or --redis host:port
+  inspect   show a lock: kind, holders and hold counts, mode and readers, fair queue, leases
+  watch     inspect, refreshed until interrupted
+  unlock    --force: release a lock whoever holds it, and wake its waiters
+
+connection (inspect, watch, unlock): --redis host:port, --cluster, --sentinel-master NAME,
+  --tls, --user; REDIS_PASSWORD; or REDIS_URL
 
 Run "relock <command> -h" for a command's flags.
 `
@@ -28,7 +39,7 @@ var errUsage = errors.New("usage")
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	err := run(ctx, os.Args[1:], osEnv, os.Stdin, os.Stdout, os.Stderr)
 	stop()
 	switch {
 	case err == nil:
@@ -40,7 +51,7 @@ func main() {
 	}
 }
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errUsage
@@ -48,6 +59,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "demo":
 		return demo(ctx, args[1:], stdout, stderr)
+	case "inspect":
+		return inspectCmd(ctx, args[1:], env, stdout, stderr)
+	case "watch":
+		return watchCmd(ctx, args[1:], env, stdout, stderr)
+	case "unlock":
+		return unlockCmd(ctx, args[1:], env, stdin, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

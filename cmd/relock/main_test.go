@@ -65,9 +65,15 @@ func TestUsageErrors(t *testing.T) {
 		{"demo", "--no-such-flag"},
 		{"demo", "--workers", "0"},
 		{"demo", "extra-argument"},
+		{"inspect"},
+		{"inspect", "a", "b"},
+		{"watch", "--interval", "1ns", "x"},
+		{"unlock", "x"},
+		{"unlock", "--force"},
+		{"inspect", "--no-such-flag", "x"},
 	} {
 		var stdout, stderr bytes.Buffer
-		err := run(context.Background(), args, &stdout, &stderr)
+		err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
 		if !errors.Is(err, errUsage) {
 			t.Errorf("relock %q: %v; want a usage error", args, err)
 		}

@@ -1,0 +1,215 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+)
+
+// connFlags are the connection flags of the operator commands.
+type connFlags struct {
+	addrs    string
+	cluster  bool
+	sentinel string
+	tls      bool
+	user     string
+}
+
+func (c *connFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.addrs, "redis", "127.0.0.1:6379", "`host:port` of Redis (comma-separated seeds with --cluster or --sentinel-master)")
+	fs.BoolVar(&c.cluster, "cluster", false, "the addresses are Redis Cluster nodes")
+	fs.StringVar(&c.sentinel, "sentinel-master", "", "the addresses are sentinels watching this `master` set")
+	fs.BoolVar(&c.tls, "tls", false, "connect with TLS")
+	fs.StringVar(&c.user, "user", "", "ACL user (the password comes from REDIS_PASSWORD)")
+}
+
+// connect makes the rueidis client: from REDIS_URL when set, else from the flags.
+func (c *connFlags) connect(getenv func(string) string) (rueidis.Client, error) {
+	var opt rueidis.ClientOption
+	if u := getenv("REDIS_URL"); u != "" {
+		var err error
+		if opt, err = rueidis.ParseURL(u); err != nil {
+			return nil, fmt.Errorf("REDIS_URL: %w", err)
+		}
+	} else {
+		opt.InitAddress = strings.Split(c.addrs, ",")
+		opt.Username = c.user
+		opt.Password = getenv("REDIS_PASSWORD")
+		if c.tls {
+			opt.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+		}
+		if c.sentinel != "" {
+			opt.Sentinel = rueidis.SentinelOption{MasterSet: c.sentinel}
+		}
+		if !c.cluster && c.sentinel == "" {
+			opt.ForceSingleClient = true
+		}
+	}
+	opt.DisableCache = true
+	opt.Dialer.Timeout = 5 * time.Second
+	rc, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", strings.Join(opt.InitAddress, ","), err)
+	}
+	return rc, nil
+}
+
+// lockArgs parses an operator command: its flags and exactly one lock name.
+func lockArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", errUsage
+		}
+		return "", errUsage
+	}
+	if fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "relock %s: want exactly one lock name, got %d arguments\n", fs.Name(), fs.NArg())
+		fs.Usage()
+		return "", errUsage
+	}
+	return fs.Arg(0), nil
+}
+
+func inspectCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
+	var conn connFlags
+	conn.register(fs)
+	asJSON := fs.Bool("json", false, "print one JSON object")
+	name, err := lockArgs(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	rc, err := conn.connect(env)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	r, err := inspectLock(ctx, rc, name)
+	if err != nil {
+		return err
+	}
+	return r.print(stdout, *asJSON)
+}
+
+func watchCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
+	var conn connFlags
+	conn.register(fs)
+	every := fs.Duration("interval", time.Second, "time between refreshes")
+	count := fs.Int("count", 0, "stop after this many views (0: until interrupted)")
+	name, err := lockArgs(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if *every < 10*time.Millisecond || *count < 0 {
+		fmt.Fprintln(stderr, "relock watch: --interval must be at least 10ms and --count at least 0")
+		return errUsage
+	}
+	rc, err := conn.connect(env)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	t := time.NewTicker(*every)
+	defer t.Stop()
+	for n := 1; ; n++ {
+		r, err := inspectLock(ctx, rc, name)
+		if err != nil {
+			return err
+		}
+		// Clear the screen and go home, so the view refreshes in place.
+		fmt.Fprintf(stdout, "\033[H\033[2J%s  (every %v; interrupt to stop)\n\n", time.Now().Format(time.TimeOnly), *every)
+		if err := r.print(stdout, false); err != nil {
+			return err
+		}
+		if *count > 0 && n >= *count {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+func unlockCmd(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("unlock", flag.ContinueOnError)
+	var conn connFlags
+	conn.register(fs)
+	force := fs.Bool("force", false, "required: release the lock whoever holds it")
+	yes := fs.Bool("y", false, "do not ask for confirmation")
+	name, err := lockArgs(fs, args, stderr)
+	if err != nil {
+		return err
+	}
+	if !*force {
+		fmt.Fprintln(stderr, "relock unlock: an operator can only force a lock open: add --force")
+		return errUsage
+	}
+	rc, err := conn.connect(env)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	r, err := inspectLock(ctx, rc, name)
+	if err != nil {
+		return err
+	}
+	if r.Kind == "foreign" {
+		return fmt.Errorf("%s is not a lock (the key holds a %s); nothing was changed", name, r.KeyTyp)
+	}
+	if !r.Locked {
+		fmt.Fprintf(stdout, "%s is not held; nothing to do\n", name)
+		return nil
+	}
+	if !*yes {
+		if err := r.print(stdout, false); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "Force-unlock %s? Its holders lose it and learn so at their next renewal. [y/N] ", name)
+		answer, _ := bufio.NewReader(stdin).ReadString('\n')
+		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
+			fmt.Fprintln(stdout, "not unlocked")
+			return nil
+		}
+	}
+	c, err := relock.New(rc)
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	var done bool
+	switch r.Kind {
+	case "rwlock":
+		done, err = c.RWLock(name).ForceUnlock(ctx)
+	case "fairlock":
+		done, err = c.FairLock(name).ForceUnlock(ctx)
+	default:
+		done, err = c.Lock(name).ForceUnlock(ctx)
+	}
+	if err != nil {
+		return err
+	}
+	if done {
+		fmt.Fprintf(stdout, "%s force-unlocked; waiters woken\n", name)
+	} else {
+		fmt.Fprintf(stdout, "%s was released meanwhile; nothing to do\n", name)
+	}
+	return nil
+}
+
+// osEnv reads the process environment; tests pass their own.
+func osEnv(k string) string { return os.Getenv(k) }
