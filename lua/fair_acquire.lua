@@ -32,12 +32,15 @@ while head do
 end
 
 if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
+  -- Touch the queue only when there is one: a script that has written runs to its end even
+  -- when Redis is out of memory, so a needless write here would let the acquisition
+  -- through where it must fail with OOM, as the RLock's does.
   if head then
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], ARGV[2])
-  end
-  if redis.call('llen', KEYS[2]) == 0 then
-    redis.call('del', KEYS[2], KEYS[3])
+    if redis.call('llen', KEYS[2]) == 0 then
+      redis.call('del', KEYS[2], KEYS[3])
+    end
   end
   local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])

@@ -1,0 +1,613 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/rwlock"
+)
+
+// badEnv is what a bad-input case runs with: one backend, a relock client on it, a side
+// client to look at the data, and a context carrying an owner of the client, so that
+// Unlock and HoldCount reach Redis.
+type badEnv struct {
+	b     *redistest.Backend
+	c     *relock.Client
+	side  rueidis.Client
+	owned context.Context
+	key   string // a key of the case's own
+}
+
+type badCase struct {
+	name string
+	real bool // needs a real redis-server
+	run  func(t *testing.T, e *badEnv)
+}
+
+// TestBadInput feeds every lock kind input it must refuse: each case checks the error it
+// documents, that nothing panics, and that data that is not the lock's stays as it was.
+// docs/reliability.md lists the cases.
+func TestBadInput(t *testing.T) {
+	cases := badInputCases()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c, err := relock.New(b.Client(t))
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { c.Close() })
+		owned, err := c.Lock("bad:anchor").Lock(context.Background())
+		if err != nil {
+			t.Fatalf("anchor lock: %v", err)
+		}
+		t.Cleanup(func() { c.Lock("bad:anchor").Unlock(owned) })
+		for i, tc := range cases {
+			if tc.real && b.Server == nil {
+				continue // miniredis has no such server behaviour
+			}
+			t.Run(tc.name, func(t *testing.T) {
+				tc.run(t, &badEnv{b: b, c: c, side: side, owned: owned, key: fmt.Sprintf("bad:%d", i)})
+			})
+		}
+	})
+}
+
+func sdo(t *testing.T, rc rueidis.Client, args ...string) rueidis.RedisResult {
+	t.Helper()
+	return rc.Do(context.Background(), rc.B().Arbitrary(args...).Build())
+}
+
+// mustDo runs a command that must succeed.
+func mustDo(t *testing.T, rc rueidis.Client, args ...string) {
+	t.Helper()
+	if err := sdo(t, rc, args...).Error(); err != nil {
+		t.Fatalf("%q: %v", args, err)
+	}
+}
+
+// snapshot describes key: its type, its value and whether it expires.
+func snapshot(t *testing.T, rc rueidis.Client, key string) string {
+	t.Helper()
+	typ, err := sdo(t, rc, "TYPE", key).ToString()
+	if err != nil {
+		t.Fatalf("TYPE %s: %v", key, err)
+	}
+	var val any
+	switch typ {
+	case "string":
+		val, err = sdo(t, rc, "GET", key).ToString()
+	case "list":
+		val, err = sdo(t, rc, "LRANGE", key, "0", "-1").AsStrSlice()
+	case "set":
+		var m []string
+		m, err = sdo(t, rc, "SMEMBERS", key).AsStrSlice()
+		sort.Strings(m)
+		val = m
+	case "zset":
+		val, err = sdo(t, rc, "ZRANGE", key, "0", "-1", "WITHSCORES").AsStrSlice()
+	case "hash":
+		val, err = sdo(t, rc, "HGETALL", key).AsStrMap() // fmt prints maps sorted
+	case "stream":
+		val, err = sdo(t, rc, "XRANGE", key, "-", "+").ToAny()
+	}
+	if err != nil {
+		t.Fatalf("read %s %s: %v", typ, key, err)
+	}
+	pttl, err := sdo(t, rc, "PTTL", key).AsInt64()
+	if err != nil {
+		t.Fatalf("PTTL %s: %v", key, err)
+	}
+	ttl := fmt.Sprint(pttl)
+	if pttl > 0 {
+		ttl = "expires"
+	}
+	return fmt.Sprintf("%s %v %s", typ, val, ttl)
+}
+
+// unchanged runs fn and fails the test if key's type, value or expiry changed.
+func unchanged(t *testing.T, rc rueidis.Client, key string, fn func()) {
+	t.Helper()
+	before := snapshot(t, rc, key)
+	fn()
+	if after := snapshot(t, rc, key); after != before {
+		t.Fatalf("key %q changed:\nbefore %s\nafter  %s", key, before, after)
+	}
+}
+
+// wantErr checks that err is target (nil: any error), wrapped as *relock.Error naming the
+// lock name.
+func wantErr(t *testing.T, err, target error, name string) {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("err = nil; want %v", target)
+	}
+	if target != nil && !errors.Is(err, target) {
+		t.Fatalf("err = %v; want errors.Is %v", err, target)
+	}
+	var le *relock.Error
+	if !errors.As(err, &le) || le.Name != name {
+		t.Fatalf("err = %v (%T); want a *relock.Error naming %q", err, err, name)
+	}
+}
+
+// lockOp is one call of a lock's API, made on the lock named name.
+type lockOp struct {
+	name string
+	call func(e *badEnv, name string) error
+}
+
+func timeoutCtx(parent context.Context) context.Context {
+	ctx, cancel := context.WithTimeout(parent, 2*time.Second)
+	_ = cancel // the timer ends by itself; the context is used for one short call
+	return ctx
+}
+
+func keep[T any](_ T, err error) error { return err }
+
+var rlockOps = []lockOp{
+	{"Lock", func(e *badEnv, n string) error { return keep(e.c.Lock(n).Lock(timeoutCtx(context.Background()))) }},
+	{"TryLock", func(e *badEnv, n string) error { return keep(e.c.Lock(n).TryLock(context.Background())) }},
+	{"Unlock", func(e *badEnv, n string) error { return e.c.Lock(n).Unlock(e.owned) }},
+	{"ForceUnlock", func(e *badEnv, n string) error { return keep(e.c.Lock(n).ForceUnlock(context.Background())) }},
+	{"HoldCount", func(e *badEnv, n string) error { return keep(e.c.Lock(n).HoldCount(e.owned)) }},
+	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.Lock(n).IsLocked(context.Background())) }},
+}
+
+var fairOps = []lockOp{
+	{"Lock", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).Lock(timeoutCtx(context.Background()))) }},
+	{"TryLock", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).TryLock(context.Background())) }},
+	{"Unlock", func(e *badEnv, n string) error { return e.c.FairLock(n).Unlock(e.owned) }},
+	{"ForceUnlock", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).ForceUnlock(context.Background())) }},
+	{"HoldCount", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).HoldCount(e.owned)) }},
+	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).IsLocked(context.Background())) }},
+}
+
+var rwOps = []lockOp{
+	{"RLock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).RLock(timeoutCtx(context.Background()))) }},
+	{"TryRLock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).TryRLock(context.Background())) }},
+	{"Lock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).Lock(timeoutCtx(context.Background()))) }},
+	{"TryLock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).TryLock(context.Background())) }},
+	{"RUnlock", func(e *badEnv, n string) error { return e.c.RWLock(n).RUnlock(e.owned) }},
+	{"Unlock", func(e *badEnv, n string) error { return e.c.RWLock(n).Unlock(e.owned) }},
+	{"ForceUnlock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).ForceUnlock(context.Background())) }},
+	{"RHoldCount", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).RHoldCount(e.owned)) }},
+	{"HoldCount", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).HoldCount(e.owned)) }},
+	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).IsLocked(context.Background())) }},
+}
+
+var kindOps = []struct {
+	kind string
+	ops  []lockOp
+}{{"rlock", rlockOps}, {"fairlock", fairOps}, {"rwlock", rwOps}}
+
+// foreign is data of another type, written to key.
+var foreign = []struct {
+	typ   string
+	write []string // the command that writes it, with an empty second word for the key
+}{
+	{"string", []string{"SET", "", "v"}},
+	{"list", []string{"RPUSH", "", "a", "b"}},
+	{"set", []string{"SADD", "", "a", "b"}},
+	{"zset", []string{"ZADD", "", "1", "a", "2", "b"}},
+	{"stream", []string{"XADD", "", "1-1", "f", "v"}},
+}
+
+func writeForeign(t *testing.T, rc rueidis.Client, cmd []string, key string) {
+	t.Helper()
+	args := append([]string(nil), cmd...)
+	args[1] = key
+	mustDo(t, rc, args...)
+}
+
+func badInputCases() []badCase {
+	var cases []badCase
+	add := func(name string, run func(t *testing.T, e *badEnv)) {
+		cases = append(cases, badCase{name: name, run: run})
+	}
+	addReal := func(name string, run func(t *testing.T, e *badEnv)) {
+		cases = append(cases, badCase{name: name, real: true, run: run})
+	}
+	ctx := context.Background()
+
+	// Names whose keys would not share a slot, or no name at all: every kind, every call.
+	for _, name := range []string{"", "a{}b", "a{b", "a}b"} {
+		for _, k := range kindOps {
+			for _, op := range k.ops {
+				add(fmt.Sprintf("name %q/%s %s", name, k.kind, op.name), func(t *testing.T, e *badEnv) {
+					wantErr(t, op.call(e, name), relock.ErrInvalidName, name)
+				})
+			}
+		}
+	}
+
+	// Leases under a millisecond, per call and as the lock's default.
+	for _, d := range []time.Duration{0, -time.Second, time.Microsecond, 999 * time.Microsecond} {
+		add(fmt.Sprintf("lease %v/rlock", d), func(t *testing.T, e *badEnv) {
+			unchanged(t, e.side, e.key, func() {
+				wantErr(t, keep(e.c.Lock(e.key).Lock(ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.Lock(e.key, rlock.WithLease(d)).TryLock(ctx)), relock.ErrInvalidLease, e.key)
+			})
+		})
+		add(fmt.Sprintf("lease %v/fairlock", d), func(t *testing.T, e *badEnv) {
+			unchanged(t, e.side, e.key, func() {
+				wantErr(t, keep(e.c.FairLock(e.key).Lock(ctx, fairlock.WithLease(d))), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.FairLock(e.key, fairlock.WithLease(d)).TryLock(ctx)), relock.ErrInvalidLease, e.key)
+			})
+		})
+		add(fmt.Sprintf("lease %v/rwlock", d), func(t *testing.T, e *badEnv) {
+			unchanged(t, e.side, e.key, func() {
+				wantErr(t, keep(e.c.RWLock(e.key).RLock(ctx, rwlock.WithLease(d))), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.RWLock(e.key, rwlock.WithLease(d)).Lock(ctx)), relock.ErrInvalidLease, e.key)
+			})
+		})
+	}
+
+	// Refresh periods under 10ms.
+	for _, d := range []time.Duration{0, -time.Second, 9 * time.Millisecond} {
+		add(fmt.Sprintf("refresh %v/fairlock", d), func(t *testing.T, e *badEnv) {
+			unchanged(t, e.side, e.key, func() {
+				wantErr(t, keep(e.c.FairLock(e.key).Lock(ctx, fairlock.WithRefreshPeriod(d))), relock.ErrInvalidOption, e.key)
+				wantErr(t, keep(e.c.FairLock(e.key, fairlock.WithRefreshPeriod(d)).TryLock(ctx)), relock.ErrInvalidOption, e.key)
+			})
+		})
+		add(fmt.Sprintf("refresh %v/rwlock", d), func(t *testing.T, e *badEnv) {
+			unchanged(t, e.side, e.key, func() {
+				wantErr(t, keep(e.c.RWLock(e.key, rwlock.WithWriterPreference()).Lock(ctx, rwlock.WithRefreshPeriod(d))), relock.ErrInvalidOption, e.key)
+			})
+		})
+	}
+
+	// A nil option is ignored, by the client and by every kind.
+	add("nil option", func(t *testing.T, e *badEnv) {
+		c, err := relock.New(e.b.Client(t), nil)
+		if err != nil {
+			t.Fatalf("relock.New(rc, nil) = %v", err)
+		}
+		defer c.Close()
+		held, err := c.Lock(e.key, nil).Lock(ctx, nil)
+		if err != nil {
+			t.Fatalf("rlock with nil options: %v", err)
+		}
+		if err := c.Lock(e.key).Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if held, err = c.FairLock(e.key, nil).Lock(ctx, nil); err != nil {
+			t.Fatalf("fairlock with nil options: %v", err)
+		}
+		if err := c.FairLock(e.key).Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if held, err = c.RWLock(e.key, nil).RLock(ctx, nil); err != nil {
+			t.Fatalf("rwlock with nil options: %v", err)
+		}
+		if err := c.RWLock(e.key).RUnlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// Data of another type: every call of every kind is refused and leaves it alone.
+	for _, f := range foreign {
+		for _, k := range kindOps {
+			for _, op := range k.ops {
+				add(fmt.Sprintf("%s key/%s %s", f.typ, k.kind, op.name), func(t *testing.T, e *badEnv) {
+					writeForeign(t, e.side, f.write, e.key)
+					unchanged(t, e.side, e.key, func() {
+						wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key)
+					})
+				})
+			}
+		}
+	}
+
+	// A hash of the other lock family.
+	rlockHash := func(t *testing.T, e *badEnv) {
+		mustDo(t, e.side, "HSET", e.key, "0d2c8f0e-java:1", "1")
+		mustDo(t, e.side, "PEXPIRE", e.key, "30000")
+	}
+	rwHash := func(t *testing.T, e *badEnv) {
+		mustDo(t, e.side, "HSET", e.key, "mode", "read", "0d2c8f0e-java:1", "1")
+		mustDo(t, e.side, "PEXPIRE", e.key, "30000")
+	}
+	for _, op := range rwOps[:4] { // RLock, TryRLock, Lock, TryLock
+		add("rlock hash/rwlock "+op.name, func(t *testing.T, e *badEnv) {
+			rlockHash(t, e)
+			unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
+		})
+	}
+	for _, k := range kindOps[:2] {
+		for _, op := range k.ops[:2] { // Lock, TryLock
+			add("rwlock hash/"+k.kind+" "+op.name, func(t *testing.T, e *badEnv) {
+				rwHash(t, e)
+				unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
+			})
+		}
+	}
+
+	// Unlock by a context without an owner, and by an owner that does not hold the lock.
+	for _, k := range kindOps {
+		unlock := k.ops[2].call
+		if k.kind == "rwlock" {
+			unlock = rwOps[5].call
+		}
+		add("no owner/"+k.kind+" Unlock", func(t *testing.T, e *badEnv) {
+			err := unlock(&badEnv{c: e.c, owned: ctx}, e.key)
+			wantErr(t, err, relock.ErrNotHeld, e.key)
+		})
+	}
+	add("no owner/rwlock RUnlock", func(t *testing.T, e *badEnv) {
+		wantErr(t, e.c.RWLock(e.key).RUnlock(ctx), relock.ErrNotHeld, e.key)
+	})
+	add("other owner/rlock Unlock", func(t *testing.T, e *badEnv) {
+		mu := e.c.Lock(e.key)
+		held, err := mu.Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mu.Unlock(held)
+		unchanged(t, e.side, e.key, func() { wantErr(t, mu.Unlock(e.owned), relock.ErrNotHeld, e.key) })
+		if n, err := mu.HoldCount(held); n != 1 || err != nil {
+			t.Fatalf("holder's HoldCount = %d, %v; want 1", n, err)
+		}
+	})
+	add("other owner/fairlock Unlock", func(t *testing.T, e *badEnv) {
+		mu := e.c.FairLock(e.key)
+		held, err := mu.Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mu.Unlock(held)
+		unchanged(t, e.side, e.key, func() { wantErr(t, mu.Unlock(e.owned), relock.ErrNotHeld, e.key) })
+	})
+	add("other owner/rwlock Unlock and RUnlock", func(t *testing.T, e *badEnv) {
+		mu := e.c.RWLock(e.key)
+		held, err := mu.Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mu.Unlock(held)
+		unchanged(t, e.side, e.key, func() {
+			wantErr(t, mu.Unlock(e.owned), relock.ErrNotHeld, e.key)
+			wantErr(t, mu.RUnlock(e.owned), relock.ErrNotHeld, e.key)
+		})
+	})
+	add("rwlock RUnlock by the writer without read hold", func(t *testing.T, e *badEnv) {
+		mu := e.c.RWLock(e.key)
+		held, err := mu.Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mu.Unlock(held)
+		unchanged(t, e.side, e.key, func() { wantErr(t, mu.RUnlock(held), relock.ErrNotHeld, e.key) })
+	})
+	add("rwlock upgrade", func(t *testing.T, e *badEnv) {
+		mu := e.c.RWLock(e.key)
+		held, err := mu.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer mu.RUnlock(held)
+		unchanged(t, e.side, e.key, func() {
+			wantErr(t, keep(mu.Lock(held)), relock.ErrUpgrade, e.key)
+			wantErr(t, keep(mu.TryLock(held)), relock.ErrUpgrade, e.key)
+		})
+	})
+
+	// A lock held by another owner, asked for with a context that is already done.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	expired, cancel2 := context.WithDeadline(ctx, time.Now().Add(-time.Second))
+	cancel2()
+	for _, c := range []struct {
+		what string
+		ctx  context.Context
+		err  error
+	}{{"cancelled", done, context.Canceled}, {"expired", expired, context.DeadlineExceeded}} {
+		add(c.what+" ctx/rlock Lock on a held lock", func(t *testing.T, e *badEnv) {
+			held, err := e.c.Lock(e.key).Lock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.c.Lock(e.key).Unlock(held)
+			unchanged(t, e.side, e.key, func() { wantErr(t, keep(e.c.Lock(e.key).Lock(c.ctx)), c.err, e.key) })
+		})
+		add(c.what+" ctx/fairlock Lock on a held lock", func(t *testing.T, e *badEnv) {
+			held, err := e.c.FairLock(e.key).Lock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer e.c.FairLock(e.key).Unlock(held)
+			unchanged(t, e.side, e.key, func() { wantErr(t, keep(e.c.FairLock(e.key).Lock(c.ctx)), c.err, e.key) })
+			if n, err := sdo(t, e.side, "EXISTS", "redisson_lock_queue:{"+e.key+"}").AsInt64(); err != nil || n != 0 {
+				t.Fatalf("queue left behind: EXISTS = %d, %v", n, err)
+			}
+		})
+		add(c.what+" ctx/rwlock RLock and Lock on a write-held lock", func(t *testing.T, e *badEnv) {
+			mu := e.c.RWLock(e.key)
+			held, err := mu.Lock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mu.Unlock(held)
+			unchanged(t, e.side, e.key, func() {
+				wantErr(t, keep(mu.RLock(c.ctx)), c.err, e.key)
+				wantErr(t, keep(mu.Lock(c.ctx)), c.err, e.key)
+			})
+		})
+	}
+
+	// Every call after Close.
+	for _, k := range kindOps {
+		for _, op := range k.ops {
+			add("closed/"+k.kind+" "+op.name, func(t *testing.T, e *badEnv) {
+				c, err := relock.New(e.b.Client(t))
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Close()
+				c.Close() // idempotent
+				unchanged(t, e.side, e.key, func() {
+					wantErr(t, op.call(&badEnv{c: c, owned: e.owned}, e.key), relock.ErrClosed, e.key)
+				})
+			})
+		}
+	}
+
+	// Client construction.
+	add("New(nil)", func(t *testing.T, e *badEnv) {
+		if c, err := relock.New(nil); err == nil || c != nil {
+			t.Fatalf("New(nil) = %v, %v; want nil and an error", c, err)
+		}
+	})
+	for _, c := range []struct {
+		what string
+		opt  relock.Option
+		err  error // nil: any error
+	}{
+		{"WithWatchdogTimeout(0)", relock.WithWatchdogTimeout(0), relock.ErrInvalidLease},
+		{"WithWatchdogTimeout(-1s)", relock.WithWatchdogTimeout(-time.Second), relock.ErrInvalidLease},
+		{"WithWatchdogTimeout(999µs)", relock.WithWatchdogTimeout(999 * time.Microsecond), relock.ErrInvalidLease},
+		{"WithTimeout(0)", relock.WithTimeout(0), nil},
+		{"WithTimeout(-1)", relock.WithTimeout(-1), nil},
+		{"WithSyncReplicas(0, 1s)", relock.WithSyncReplicas(0, time.Second), relock.ErrInvalidOption},
+		{"WithSyncReplicas(1, 0)", relock.WithSyncReplicas(1, 0), relock.ErrInvalidOption},
+	} {
+		add("New "+c.what, func(t *testing.T, e *badEnv) {
+			rc, err := relock.New(e.b.Client(t), c.opt)
+			if err == nil || rc != nil {
+				t.Fatalf("New = %v, %v; want nil and an error", rc, err)
+			}
+			if c.err != nil && !errors.Is(err, c.err) {
+				t.Fatalf("New: %v; want errors.Is %v", err, c.err)
+			}
+		})
+	}
+
+	// The server goes away under a client: every kind fails within the client's timeout.
+	addReal("redis down", func(t *testing.T, e *badEnv) {
+		s := redistest.StartServer(t)
+		rc := (&redistest.Backend{Name: "redis", Addr: s.Addr(), Server: s}).Client(t)
+		c, err := relock.New(rc, relock.WithTimeout(300*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		s.Kill(t)
+		bound, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		start := time.Now()
+		wantErr(t, keep(c.Lock("down").Lock(bound)), nil, "down")
+		wantErr(t, keep(c.Lock("down").TryLock(ctx)), nil, "down")
+		wantErr(t, keep(c.FairLock("down").Lock(bound)), nil, "down")
+		wantErr(t, keep(c.RWLock("down").RLock(bound)), nil, "down")
+		wantErr(t, keep(c.RWLock("down").Lock(bound)), nil, "down")
+		wantErr(t, keep(c.Lock("down").IsLocked(bound)), nil, "down")
+		if d := time.Since(start); d > 5*time.Second {
+			t.Fatalf("calls on a dead server took %v", d)
+		}
+	})
+
+	// NOSCRIPT: the scripts are gone from the server's cache; rueidis falls back to EVAL.
+	add("SCRIPT FLUSH", func(t *testing.T, e *badEnv) {
+		mu, fmu, rw := e.c.Lock(e.key), e.c.FairLock(e.key+":f"), e.c.RWLock(e.key+":rw")
+		for round := 0; round < 2; round++ {
+			mustDo(t, e.side, "SCRIPT", "FLUSH")
+			held, err := mu.Lock(ctx)
+			if err != nil {
+				t.Fatalf("round %d: Lock after SCRIPT FLUSH: %v", round, err)
+			}
+			mustDo(t, e.side, "SCRIPT", "FLUSH")
+			if err := mu.Unlock(held); err != nil {
+				t.Fatalf("round %d: Unlock after SCRIPT FLUSH: %v", round, err)
+			}
+			if held, err = fmu.Lock(ctx); err != nil {
+				t.Fatalf("round %d: fair Lock after SCRIPT FLUSH: %v", round, err)
+			}
+			mustDo(t, e.side, "SCRIPT", "FLUSH")
+			if err := fmu.Unlock(held); err != nil {
+				t.Fatalf("round %d: fair Unlock after SCRIPT FLUSH: %v", round, err)
+			}
+			if held, err = rw.RLock(ctx); err != nil {
+				t.Fatalf("round %d: RLock after SCRIPT FLUSH: %v", round, err)
+			}
+			mustDo(t, e.side, "SCRIPT", "FLUSH")
+			if err := rw.RUnlock(held); err != nil {
+				t.Fatalf("round %d: RUnlock after SCRIPT FLUSH: %v", round, err)
+			}
+		}
+		if n, err := sdo(t, e.side, "EXISTS", e.key, e.key+":f", e.key+":rw").AsInt64(); err != nil || n != 0 {
+			t.Fatalf("locks left behind: EXISTS = %d, %v", n, err)
+		}
+	})
+
+	// maxmemory reached with noeviction: the acquisition is refused with Redis's OOM, and
+	// works again once memory is available.
+	addReal("maxmemory", func(t *testing.T, e *badEnv) {
+		mustDo(t, e.side, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+		mustDo(t, e.side, "CONFIG", "SET", "maxmemory", "1")
+		defer e.b.Server.Do(t, "CONFIG", "SET", "maxmemory", "0")
+		for _, call := range []func() error{
+			func() error { return keep(e.c.Lock(e.key).Lock(timeoutCtx(ctx))) },
+			func() error { return keep(e.c.Lock(e.key).TryLock(ctx)) },
+			func() error { return keep(e.c.RWLock(e.key).Lock(timeoutCtx(ctx))) },
+			func() error { return keep(e.c.RWLock(e.key).RLock(timeoutCtx(ctx))) },
+			func() error { return keep(e.c.FairLock(e.key).Lock(timeoutCtx(ctx))) },
+			func() error { return keep(e.c.FairLock(e.key).TryLock(ctx)) },
+		} {
+			unchanged(t, e.side, e.key, func() {
+				err := call()
+				wantErr(t, err, nil, e.key)
+				if !strings.Contains(err.Error(), "OOM") {
+					t.Fatalf("err = %v; want Redis's OOM", err)
+				}
+			})
+		}
+		mustDo(t, e.side, "CONFIG", "SET", "maxmemory", "0")
+		held, err := e.c.Lock(e.key).Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock after maxmemory was raised: %v", err)
+		}
+		if err := e.c.Lock(e.key).Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+
+	// A client pointed at a replica: writes are refused with READONLY.
+	addReal("READONLY replica", func(t *testing.T, e *badEnv) {
+		port := e.b.Addr[strings.LastIndexByte(e.b.Addr, ':')+1:]
+		replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", port)
+		rc := (&redistest.Backend{Name: "redis", Addr: replica.Addr(), Server: replica}).Client(t)
+		c, err := relock.New(rc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for _, call := range []func() error{
+			func() error { return keep(c.Lock(e.key).Lock(timeoutCtx(ctx))) },
+			func() error { return keep(c.Lock(e.key).TryLock(ctx)) },
+			func() error { return keep(c.FairLock(e.key).Lock(timeoutCtx(ctx))) },
+			func() error { return keep(c.RWLock(e.key).RLock(timeoutCtx(ctx))) },
+			func() error { return keep(c.RWLock(e.key).Lock(timeoutCtx(ctx))) },
+		} {
+			err := call()
+			wantErr(t, err, nil, e.key)
+			if !strings.Contains(err.Error(), "READONLY") {
+				t.Fatalf("err = %v; want Redis's READONLY", err)
+			}
+		}
+		if n, err := sdo(t, e.side, "EXISTS", e.key).AsInt64(); err != nil || n != 0 {
+			t.Fatalf("lock key on the primary: EXISTS = %d, %v", n, err)
+		}
+	})
+	return cases
+}
