@@ -7,6 +7,7 @@ import (
 	"log"
 	"sync"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
@@ -96,4 +97,73 @@ func ExampleNewOwner() {
 	}
 	fmt.Println("workers done:", total)
 	// Output: workers done: 4
+}
+
+// Errors name the operation and the lock, and unwrap to the sentinel values.
+func ExampleError() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	err = srv.Client().Lock("orders:42").Unlock(context.Background())
+	fmt.Println(err)
+	fmt.Println("not held:", errors.Is(err, relock.ErrNotHeld))
+	var e *relock.Error
+	if errors.As(err, &e) {
+		fmt.Println("lock:", e.Name, "op:", e.Op)
+	}
+	// Output:
+	// relock: unlock "orders:42": lock not held by this owner
+	// not held: true
+	// lock: orders:42 op: unlock
+}
+
+// Stats shows the waiting machinery at work: a waiter parked behind a holder is woken by
+// the unlock message, not by its time bound.
+func ExampleClient_Stats() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	c := srv.Client()
+	mu := c.Lock("report")
+
+	held, _ := mu.Lock(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h, err := mu.Lock(context.Background()) // another owner: waits
+		if err == nil {
+			_ = mu.Unlock(h)
+		}
+	}()
+	for c.Stats().Waiting == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	_ = mu.Unlock(held)
+	<-done
+	st := c.Stats()
+	fmt.Println("woken by a message:", st.Woken, "by the time bound:", st.TimedOut)
+	// Output: woken by a message: 1 by the time bound: 0
+}
+
+// WatchdogStats counts lease renewals: a hold kept past its lease is renewed, in one
+// script call per round.
+func ExampleClient_WatchdogStats() {
+	srv, err := embedded.Start(relock.WithWatchdogTimeout(150 * time.Millisecond))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	c := srv.Client()
+
+	held, _ := c.Lock("nightly").Lock(context.Background())
+	time.Sleep(400 * time.Millisecond) // well past the lease
+	st := c.WatchdogStats()
+	fmt.Println("still held:", held.Err() == nil, "renewed:", st.Renewed >= 2, "calls per round:", st.Calls/st.Ticks)
+	_ = c.Lock("nightly").Unlock(held)
+	// Output: still held: true renewed: true calls per round: 1
 }

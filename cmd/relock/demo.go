@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -141,6 +142,7 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 	var (
 		counter   int // deliberately unsynchronised: the lock is its only protection
 		reentered int
+		entries   atomic.Int64 // for the progress line
 		wg        sync.WaitGroup
 		errOnce   sync.Once
 		firstErr  error
@@ -168,6 +170,7 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 				v := counter
 				runtime.Gosched()
 				counter = v + 1
+				entries.Add(1)
 				for i := 0; i < 2; i++ {
 					if err := mu.Unlock(held); err != nil {
 						fail(err)
@@ -177,7 +180,15 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 			}
 		}()
 	}
+	stopProgress := progress(out, func() string {
+		waiting := 0
+		for _, c := range clients {
+			waiting += c.Stats().Waiting
+		}
+		return fmt.Sprintf("  %d of %d entries, %d workers waiting", entries.Load(), workers*rounds, waiting)
+	})
 	wg.Wait()
+	stopProgress()
 	elapsed := time.Since(start)
 	if firstErr != nil {
 		return firstErr
@@ -205,4 +216,37 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 		return fmt.Errorf("mutual exclusion broken: counter %d, want %d", counter, want)
 	}
 	return nil
+}
+
+// progress redraws a status line every 100ms while a scene runs, when out is a terminal
+// (redirected output gets the summaries only). The returned func stops it and clears the
+// line.
+func progress(out io.Writer, line func() string) (stop func()) {
+	f, ok := out.(*os.File)
+	if !ok {
+		return func() {}
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(100 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				fmt.Fprint(out, "\r\033[K")
+				return
+			case <-t.C:
+				fmt.Fprintf(out, "\r\033[K%s", line())
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+	}
 }
