@@ -21,6 +21,7 @@ type Proxy struct {
 	lose  [][]byte // one-shot: requests containing this lose their reply
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
+	hole  blackhole // see proxy_faults.go
 }
 
 // StartProxy starts a proxy to target, closed at t's cleanup.
@@ -108,6 +109,7 @@ func (p *Proxy) upstream(c, u net.Conn) {
 		n, err := c.Read(buf)
 		if n > 0 {
 			cut := p.fire(buf[:n])
+			p.hole.wait()
 			if _, werr := u.Write(buf[:n]); werr != nil {
 				break
 			}
@@ -136,7 +138,7 @@ func (p *Proxy) upstream(c, u net.Conn) {
 // downstream relays server → client.
 func (p *Proxy) downstream(c, u net.Conn) {
 	defer p.wg.Done()
-	if _, err := io.Copy(c, u); err != nil && !errors.Is(err, net.ErrClosed) {
+	if _, err := io.Copy(gatedConn{c, &p.hole}, u); err != nil && !errors.Is(err, net.ErrClosed) {
 		c.Close()
 	}
 	c.Close()
@@ -157,6 +159,7 @@ func (p *Proxy) fire(req []byte) bool {
 
 func (p *Proxy) close() {
 	p.ln.Close()
+	p.hole.shutdown()
 	p.mu.Lock()
 	for c := range p.conns {
 		c.Close()
