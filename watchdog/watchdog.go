@@ -44,6 +44,8 @@ type Watchdog struct {
 	kick   chan struct{} // a hold with an earlier deadline arrived
 	done   chan struct{} // closed when run has returned
 
+	base time.Time // the origin of Hold.due, with its monotonic clock reading
+
 	mu     sync.Mutex
 	holds  map[holdKey]*Hold
 	flight chan struct{} // closed when the renewal in flight is done; nil when none is
@@ -72,8 +74,11 @@ type Hold struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	deadline time.Time
-	sending  bool // in the renewal batch in flight
-	extra    []context.CancelCauseFunc
+	// due mirrors deadline as nanoseconds since the watchdog's base time, so that the hold's
+	// context can check it without the watchdog's mutex.
+	due     atomic.Int64
+	sending bool // in the renewal batch in flight
+	extra   []context.CancelCauseFunc
 }
 
 // New starts the watchdog of a client whose default lease is lease; renewals run every
@@ -86,6 +91,7 @@ func New(rc rueidis.Client, lease time.Duration) *Watchdog {
 func newWatchdog(rc rueidis.Client, lease time.Duration, cluster bool) *Watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watchdog{
+		base:    time.Now(),
 		rc:      rc,
 		lease:   lease,
 		period:  lease / 3,
@@ -153,9 +159,10 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 		cancel(lockerr.ErrClosed)
 		return ctx
 	}
-	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1, deadline: g.Sent.Add(g.Lease)}
+	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1}
+	w.setDeadline(h, g.Sent.Add(g.Lease))
 	ctx, cancel := context.WithCancelCause(parent)
-	h.ctx, h.cancel = context.WithValue(ctx, h, h), cancel
+	h.ctx, h.cancel = &holdContext{Context: ctx, w: w, h: h}, cancel
 	w.holds[k] = h
 	if h.deadline.Before(w.wakeAt) {
 		// A fixed lease that ends before the loop would look again.
@@ -165,6 +172,55 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 		}
 	}
 	return h.ctx
+}
+
+// setDeadline sets the hold's local deadline. w.mu must be held, or h not yet shared.
+func (w *Watchdog) setDeadline(h *Hold, d time.Time) {
+	h.deadline = d
+	h.due.Store(int64(d.Sub(w.base)))
+}
+
+// holdContext is a hold's context. Its Err looks at the hold's local deadline itself: after
+// the process was paused (SIGSTOP, a long stop of the world), the goroutine that runs
+// first may be the holder's, and it must not find its context live while the watchdog's
+// goroutine has not yet run to end the hold. Contexts derived from it learn of the end
+// when the watchdog (or this Err) ends the hold.
+type holdContext struct {
+	context.Context // the hold's cancelable context
+	w               *Watchdog
+	h               *Hold
+}
+
+func (c *holdContext) Err() error {
+	if err := c.Context.Err(); err != nil {
+		return err
+	}
+	if time.Since(c.w.base).Nanoseconds() >= c.h.due.Load() {
+		c.w.lapse(c.h)
+		return c.Context.Err()
+	}
+	return nil
+}
+
+// Value answers the hold itself for the key h, which tells join that a context derives
+// from this hold's.
+func (c *holdContext) Value(key any) any {
+	if h, ok := key.(*Hold); ok && h == c.h {
+		return h
+	}
+	return c.Context.Value(key)
+}
+
+// lapse ends a hold whose deadline has passed, unless a renewal moved the deadline on
+// meanwhile. A hold that is gone already had its context ended.
+func (w *Watchdog) lapse(h *Hold) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.holds[h.key] == h && !time.Now().Before(h.deadline) {
+		delete(w.holds, h.key)
+		h.end(lockerr.ErrLeaseLost)
+		w.lost.Add(1)
+	}
 }
 
 // join returns a context for a re-entry. One that derives from the hold's context already
@@ -383,7 +439,7 @@ func (w *Watchdog) renew(sent time.Time) {
 				continue // failed: try again next round; or released meanwhile
 			}
 			if renewed[j] == 1 {
-				h.deadline = sent.Add(w.lease)
+				w.setDeadline(h, sent.Add(w.lease))
 				w.renewed.Add(1)
 				continue
 			}
