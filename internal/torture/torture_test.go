@@ -349,7 +349,9 @@ func run(t *testing.T, cfg config) summary {
 	t.Logf("%d attempts, %d acquisitions (%d ended with the lease lost), %d faults, %d workers killed",
 		attempts, len(holds), lost, h.injected, h.kills)
 	for _, r := range paused {
-		t.Logf("section paused by SIGSTOP, context still live after SIGCONT (counted as lost): %v", r)
+		// A hold's context checks its local deadline in Err, so a section that resumes
+		// after its lease ran out sees it ended, whatever goroutine runs first.
+		t.Errorf("section paused by SIGSTOP found its context live after its lease ran out: %v", r)
 	}
 
 	ov := Overlaps(history)
