@@ -19,9 +19,10 @@ type Option = reentrant.Option
 func WithLease(d time.Duration) Option { return reentrant.WithLease(d) }
 
 // WithFencing makes every first-level acquisition take a fencing token: the next value of
-// the counter redisson_lock_token:{name}, which never expires and never repeats. A
-// re-entry keeps its hold's token. Read it with Mutex.Token and send it with every write
-// to the resource the lock guards; the resource rejects a token lower than the highest it
-// has seen, which turns away a holder that lost its lease without knowing it (a long
-// pause, a failover). See ExampleWithFencing.
+// the counter redisson_lock_token:{name}, which never expires (though a restart without
+// persistence resets it, as docs/operations.md explains). A re-entry keeps its hold's
+// token. Read it with Mutex.Token and send it with every write to the resource the lock
+// guards; the resource rejects a token lower than the highest it has seen, which turns
+// away a holder that lost its lease without knowing it (a long pause, a failover). See
+// ExampleWithFencing.
 func WithFencing() Option { return reentrant.WithFencing() }
