@@ -44,19 +44,22 @@ var migrationAPI = map[string]any{
 	"relock.ErrNotSynced":        relock.ErrNotSynced,
 	"relock.ErrClosed":           relock.ErrClosed,
 
-	"rlock.WithLease":         rlock.WithLease,
-	"rlock.WithFencing":       rlock.WithFencing,
-	"rlock.Mutex.Lock":        (*rlock.Mutex).Lock,
-	"rlock.Mutex.TryLock":     (*rlock.Mutex).TryLock,
-	"rlock.Mutex.Unlock":      (*rlock.Mutex).Unlock,
-	"rlock.Mutex.Do":          (*rlock.Mutex).Do,
-	"rlock.Mutex.ForceUnlock": (*rlock.Mutex).ForceUnlock,
-	"rlock.Mutex.IsLocked":    (*rlock.Mutex).IsLocked,
-	"rlock.Mutex.IsHeld":      (*rlock.Mutex).IsHeld,
-	"rlock.Mutex.HoldCount":   (*rlock.Mutex).HoldCount,
-	"rlock.Mutex.TTL":         (*rlock.Mutex).TTL,
-	"rlock.Mutex.Name":        (*rlock.Mutex).Name,
-	"rlock.Mutex.Token":       (*rlock.Mutex).Token,
+	"rlock.WithLease":          rlock.WithLease,
+	"rlock.WithWaitTimeout":    rlock.WithWaitTimeout,
+	"fairlock.WithWaitTimeout": fairlock.WithWaitTimeout,
+	"rwlock.WithWaitTimeout":   rwlock.WithWaitTimeout,
+	"rlock.WithFencing":        rlock.WithFencing,
+	"rlock.Mutex.Lock":         (*rlock.Mutex).Lock,
+	"rlock.Mutex.TryLock":      (*rlock.Mutex).TryLock,
+	"rlock.Mutex.Unlock":       (*rlock.Mutex).Unlock,
+	"rlock.Mutex.Do":           (*rlock.Mutex).Do,
+	"rlock.Mutex.ForceUnlock":  (*rlock.Mutex).ForceUnlock,
+	"rlock.Mutex.IsLocked":     (*rlock.Mutex).IsLocked,
+	"rlock.Mutex.IsHeld":       (*rlock.Mutex).IsHeld,
+	"rlock.Mutex.HoldCount":    (*rlock.Mutex).HoldCount,
+	"rlock.Mutex.TTL":          (*rlock.Mutex).TTL,
+	"rlock.Mutex.Name":         (*rlock.Mutex).Name,
+	"rlock.Mutex.Token":        (*rlock.Mutex).Token,
 
 	"fairlock.WithLease":         fairlock.WithLease,
 	"fairlock.WithRefreshPeriod": fairlock.WithRefreshPeriod,
@@ -226,17 +229,10 @@ func ExampleClient_migrationWaitThenHold() {
 	defer srv.Close()
 	mu := srv.Client().Lock("report")
 
-	waitCtx, stopWaiting := context.WithCancel(context.Background())
-	defer stopWaiting()
-	timer := time.AfterFunc(100*time.Millisecond, stopWaiting)
-	held, err := mu.Lock(waitCtx)
+	// Like tryLock(waitTime, unit): the bound covers the wait only, not the hold.
+	held, err := mu.Lock(context.Background(), rlock.WithWaitTimeout(100*time.Millisecond))
 	if err != nil {
-		log.Fatal(err) // the wait ran out, or Redis failed
-	}
-	if !timer.Stop() {
-		// The wait ran out just as the lock was granted: the hold's context has ended.
-		_ = mu.Unlock(held)
-		log.Fatal("wait ran out")
+		log.Fatal(err) // the wait ran out (context.DeadlineExceeded), or Redis failed
 	}
 
 	time.Sleep(200 * time.Millisecond) // work past the wait time

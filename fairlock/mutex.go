@@ -106,3 +106,7 @@ func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) { return m.l.TTL
 // whether there was a lock to delete; a key that holds other data is left untouched
 // (ErrWrongType).
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l.ForceUnlock(ctx) }
+
+// WithWaitTimeout bounds how long Lock waits, and only that (see rlock.WithWaitTimeout).
+// A waiter whose bound runs out leaves the queue at once.
+func WithWaitTimeout(d time.Duration) Option { return reentrant.WithWaitTimeout(d) }

@@ -484,3 +484,29 @@ func mustOwner(t *testing.T, rc rueidis.Client, name string) string {
 	}
 	return fields[0]
 }
+
+// WithWaitTimeout bounds the wait and nothing else: a held lock makes Lock fail with
+// DeadlineExceeded after the bound, and a lock taken within it keeps a live context after.
+func TestWaitTimeout(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c1, c2 := newClient(t, b), newClient(t, b)
+		ctx := context.Background()
+		held, err := c1.Lock("bounded").Lock(ctx, rlock.WithWaitTimeout(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c2.Lock("bounded").Lock(ctx, rlock.WithWaitTimeout(100*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("Lock on a held lock with a 100ms wait bound: %v; want DeadlineExceeded", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+		if held.Err() != nil {
+			t.Fatalf("the hold's context ended with the wait bound: %v", context.Cause(held))
+		}
+		if _, err := c1.Lock("bounded").Lock(ctx, rlock.WithWaitTimeout(0)); !errors.Is(err, relock.ErrInvalidOption) {
+			t.Errorf("a zero wait bound: %v; want ErrInvalidOption", err)
+		}
+		if err := c1.Lock("bounded").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -26,3 +26,11 @@ func WithLease(d time.Duration) Option { return reentrant.WithLease(d) }
 // away a holder that lost its lease without knowing it (a long pause, a failover). See
 // ExampleWithFencing.
 func WithFencing() Option { return reentrant.WithFencing() }
+
+// WithWaitTimeout bounds how long Lock waits for the lock, and only that, as Redisson's
+// tryLock(waitTime, ...) does: when it runs out Lock fails with an error for which
+// errors.Is(err, context.DeadlineExceeded) holds. A deadline on the context given to Lock
+// bounds the wait too, but the hold's context derives from it and would end at that
+// deadline while the lock is still held; WithWaitTimeout's bound does not pass to the
+// hold. d must be positive, or the call fails with ErrInvalidOption.
+func WithWaitTimeout(d time.Duration) Option { return reentrant.WithWaitTimeout(d) }

@@ -45,6 +45,10 @@ func WithFencing() Option { return reentrant.WithFencing() }
 // writers decide to register.
 func WithWriterPreference() Option { return reentrant.WithWriterPreference() }
 
+// WithWaitTimeout bounds how long RLock or Lock waits, and only that (see
+// rlock.WithWaitTimeout).
+func WithWaitTimeout(d time.Duration) Option { return reentrant.WithWaitTimeout(d) }
+
 // WithRefreshPeriod sets how often a waiting writer under writer preference refreshes its
 // entry (default 5s, at least 10ms).
 func WithRefreshPeriod(d time.Duration) Option { return reentrant.WithRefresh(d) }

@@ -156,8 +156,17 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 		a.args = []string{a.leaseMs, owner}
 	}
 
+	// A wait bound applies to the attempts and the wait, never to the hold, which derives
+	// from ctx: a lock held past the bound stays held, and its context live.
+	wctx := ctx
+	if s.Wait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, s.Wait)
+		defer cancel()
+	}
+
 	// The uncontended path is this one round trip.
-	ttl, err := a.try(ctx)
+	ttl, err := a.try(wctx)
 	if err != nil {
 		return ctx, m.fail(op, err)
 	}
@@ -167,7 +176,7 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 	if !wait {
 		return ctx, m.fail(op, lockerr.ErrLocked)
 	}
-	if err := a.wait(ctx, ttl); err != nil {
+	if err := a.wait(wctx, ttl); err != nil {
 		a.leave(ctx)
 		return ctx, m.fail(op, err)
 	}

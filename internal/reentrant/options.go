@@ -16,7 +16,9 @@ type Settings struct {
 	Refresh time.Duration // Fair, and writers under preference: how often a waiter refreshes its entry; 0: DefaultRefresh
 	// WriterPreference: new readers give way to a waiting writer (read-write locks).
 	WriterPreference bool
-	Err              error // the first invalid option
+	// Wait bounds how long Lock waits, without bounding the hold; 0: only ctx bounds it.
+	Wait time.Duration
+	Err  error // the first invalid option
 }
 
 func (s *Settings) apply(opts []Option) {
@@ -70,4 +72,16 @@ func WithRefresh(d time.Duration) Option {
 // WithWriterPreference makes new readers of a read-write lock wait while a writer waits.
 func WithWriterPreference() Option {
 	return func(s *Settings) { s.WriterPreference = true }
+}
+
+// WithWaitTimeout bounds how long Lock waits, and only that: the hold's context does not
+// inherit the bound. d must be positive.
+func WithWaitTimeout(d time.Duration) Option {
+	return func(s *Settings) {
+		if d <= 0 {
+			s.invalid(lockerr.ErrInvalidOption)
+			return
+		}
+		s.Wait = d
+	}
 }
