@@ -45,17 +45,21 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer env.close()
 	fmt.Fprintf(stdout, "relock demo on %s\n", env.where)
-	for _, scene := range []func() error{
+	start := time.Now()
+	scenes := []func() error{
 		func() error { return contend(ctx, env, *workers, *rounds, stdout) },
 		func() error { return keepAlive(ctx, env, stdout) },
 		func() error { return loseLease(ctx, env, stdout) },
 		func() error { return fairOrder(ctx, env, stdout) },
 		func() error { return readWrite(ctx, env, stdout) },
-	} {
+	}
+	for _, scene := range scenes {
 		if err := scene(); err != nil {
 			return err
 		}
 	}
+	fmt.Fprintf(stdout, "\nall %d scenes held their promises in %v; %d commands sent in all\n",
+		len(scenes), time.Since(start).Round(time.Millisecond), env.sent.Load())
 	return nil
 }
 
