@@ -102,6 +102,19 @@ func (env *demoEnv) client(i int, opts ...relock.Option) (*relock.Client, error)
 	return c, nil
 }
 
+// pair returns two new clients, one on each connection: two processes sharing locks.
+func (env *demoEnv) pair() ([]*relock.Client, error) {
+	var clients []*relock.Client
+	for i := 0; i < 2; i++ {
+		c, err := env.client(i)
+		if err != nil {
+			return nil, err
+		}
+		clients = append(clients, c)
+	}
+	return clients, nil
+}
+
 func (env *demoEnv) close() {
 	for i := len(env.closers) - 1; i >= 0; i-- {
 		env.closers[i]()
@@ -130,13 +143,9 @@ func (c countingClient) DoMulti(ctx context.Context, cmds ...rueidis.Completed) 
 // the lock keeps the count exact.
 func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writer) error {
 	const name = "relock-demo:counter"
-	var clients []*relock.Client
-	for i := 0; i < 2; i++ {
-		c, err := env.client(i)
-		if err != nil {
-			return err
-		}
-		clients = append(clients, c)
+	clients, err := env.pair()
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "\n== mutual exclusion, re-entry, waiting without polling\n")
 	fmt.Fprintf(out, "%d workers on %d clients each enter lock %q %d times, re-enter it once inside,\n"+

@@ -133,13 +133,9 @@ func (l *fencedLedger) write(token int64, entry string) error {
 // and are granted it in exactly that order.
 func fairOrder(ctx context.Context, env *demoEnv, out io.Writer) error {
 	const name, workers = "relock-demo:jobs", 6
-	var clients []*relock.Client
-	for i := 0; i < 2; i++ {
-		c, err := env.client(i)
-		if err != nil {
-			return err
-		}
-		clients = append(clients, c)
+	clients, err := env.pair()
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "\n== fair lock\n")
 	fmt.Fprintf(out, "%d workers on 2 clients queue for fair lock %q one after another while it is held.\n\n", workers, name)
@@ -203,13 +199,9 @@ func fairOrder(ctx context.Context, env *demoEnv, out io.Writer) error {
 // readWrite shows the read-write lock: readers share it, a writer has it alone.
 func readWrite(ctx context.Context, env *demoEnv, out io.Writer) error {
 	const name, readers = "relock-demo:config", 6
-	var clients []*relock.Client
-	for i := 0; i < 2; i++ {
-		c, err := env.client(i)
-		if err != nil {
-			return err
-		}
-		clients = append(clients, c)
+	clients, err := env.pair()
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "\n== read-write lock\n")
 	fmt.Fprintf(out, "%d readers on 2 clients and one writer use read-write lock %q.\n\n", readers, name)
