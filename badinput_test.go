@@ -40,7 +40,7 @@ type badCase struct {
 // docs/reliability.md lists the cases.
 func TestBadInput(t *testing.T) {
 	cases := badInputCases()
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		c, err := relock.New(b.Client(t))
 		if err != nil {
@@ -54,7 +54,7 @@ func TestBadInput(t *testing.T) {
 		t.Cleanup(func() { c.Lock("bad:anchor").Unlock(owned) })
 		for i, tc := range cases {
 			if tc.real && b.Server == nil {
-				continue // miniredis has no such server behaviour
+				continue // a case that changes one server's settings or state
 			}
 			t.Run(tc.name, func(t *testing.T) {
 				tc.run(t, &badEnv{b: b, c: c, side: side, owned: owned, key: fmt.Sprintf("bad:%d", i)})
@@ -519,33 +519,47 @@ func badInputCases() []badCase {
 
 	// NOSCRIPT: the scripts are gone from the server's cache; rueidis falls back to EVAL.
 	add("SCRIPT FLUSH", func(t *testing.T, e *badEnv) {
-		mu, fmu, rw := e.c.Lock(e.key), e.c.FairLock(e.key+":f"), e.c.RWLock(e.key+":rw")
+		// One hash tag for the three, so that the check below is one command on a cluster.
+		tag := "{" + e.key + "}"
+		mu, fmu, rw := e.c.Lock(tag), e.c.FairLock(tag+":f"), e.c.RWLock(tag+":rw")
+		flush := func() {
+			t.Helper()
+			if e.b.Cluster == nil {
+				mustDo(t, e.side, "SCRIPT", "FLUSH")
+				return
+			}
+			for _, m := range e.b.Cluster.Masters() { // a cluster client sends it to one node
+				if err := m.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
 		for round := 0; round < 2; round++ {
-			mustDo(t, e.side, "SCRIPT", "FLUSH")
+			flush()
 			held, err := mu.Lock(ctx)
 			if err != nil {
 				t.Fatalf("round %d: Lock after SCRIPT FLUSH: %v", round, err)
 			}
-			mustDo(t, e.side, "SCRIPT", "FLUSH")
+			flush()
 			if err := mu.Unlock(held); err != nil {
 				t.Fatalf("round %d: Unlock after SCRIPT FLUSH: %v", round, err)
 			}
 			if held, err = fmu.Lock(ctx); err != nil {
 				t.Fatalf("round %d: fair Lock after SCRIPT FLUSH: %v", round, err)
 			}
-			mustDo(t, e.side, "SCRIPT", "FLUSH")
+			flush()
 			if err := fmu.Unlock(held); err != nil {
 				t.Fatalf("round %d: fair Unlock after SCRIPT FLUSH: %v", round, err)
 			}
 			if held, err = rw.RLock(ctx); err != nil {
 				t.Fatalf("round %d: RLock after SCRIPT FLUSH: %v", round, err)
 			}
-			mustDo(t, e.side, "SCRIPT", "FLUSH")
+			flush()
 			if err := rw.RUnlock(held); err != nil {
 				t.Fatalf("round %d: RUnlock after SCRIPT FLUSH: %v", round, err)
 			}
 		}
-		if n, err := sdo(t, e.side, "EXISTS", e.key, e.key+":f", e.key+":rw").AsInt64(); err != nil || n != 0 {
+		if n, err := sdo(t, e.side, "EXISTS", tag, tag+":f", tag+":rw").AsInt64(); err != nil || n != 0 {
 			t.Fatalf("locks left behind: EXISTS = %d, %v", n, err)
 		}
 	})

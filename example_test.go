@@ -5,17 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"os"
 	"sync"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/embedded"
+	"github.com/relock-go/relock/internal/redistest"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Main also stops the Redis Cluster the "cluster" subtests share, and checks for leaked goroutines.
+	os.Exit(redistest.Main(m))
+}
 
 // The basic use: one Client per process, a Mutex per lock name, and the owner carried in
 // the context that Lock returns. (The embedded Redis stands in for a real deployment: in a

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
@@ -25,12 +24,15 @@ func TestMain(m *testing.M) {
 	if addr := os.Getenv("RELOCK_FAIR_WORKER"); addr != "" {
 		os.Exit(worker(addr, os.Getenv("RELOCK_FAIR_NAME")))
 	}
-	goleak.VerifyTestMain(m)
+	// Main also stops the Redis Cluster the "cluster" subtests share, and checks for leaked goroutines.
+	os.Exit(redistest.Main(m))
 }
 
 // worker is a separate process that queues for a fair lock and then waits to be killed.
+// addr is one server's address or, for a cluster, its nodes' addresses joined by commas.
 func worker(addr, name string) int {
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+	addrs := strings.Split(addr, ",")
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: addrs, DisableCache: true, ForceSingleClient: len(addrs) == 1})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -81,8 +83,17 @@ func queue(t *testing.T, rc rueidis.Client, name string) []string {
 }
 
 // wakeCounter counts the wake-up messages published on a lock's waiter channels.
-func wakeCounter(t *testing.T, b *redistest.Backend, name string) *atomic.Int64 {
+//
+// On a cluster the wake-ups go by SPUBLISH, and sharded pub/sub has no pattern
+// subscription: the count is then the SPUBLISH calls on the master of the lock's slot
+// (the test has the cluster to itself, so they are all the lock's).
+func wakeCounter(t *testing.T, b *redistest.Backend, name string) func() int64 {
 	t.Helper()
+	if b.Cluster != nil {
+		master := b.Cluster.MasterOf(b.Cluster.Slot(name))
+		base := master.CommandStats(t)["spublish"]
+		return func() int64 { return master.CommandStats(t)["spublish"] - base }
+	}
 	var n atomic.Int64
 	dc, cancel := b.Client(t).Dedicate()
 	t.Cleanup(cancel)
@@ -96,7 +107,7 @@ func wakeCounter(t *testing.T, b *redistest.Backend, name string) *atomic.Int64 
 		t.Fatal(err)
 	}
 	<-subscribed
-	return &n
+	return n.Load
 }
 
 // 32 waiters on 2 clients, each confirmed in the queue before the next arrives, acquire in
@@ -104,7 +115,7 @@ func wakeCounter(t *testing.T, b *redistest.Backend, name string) *atomic.Int64 
 // unlock with someone waiting sends exactly one wake-up message.
 func TestFIFO(t *testing.T) {
 	const waiters, rounds = 32, 32
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		clients := []*relock.Client{newClient(t, b), newClient(t, b)}
 		side := b.Client(t)
 		wakes := wakeCounter(t, b, "fifo")
@@ -139,7 +150,7 @@ func TestFIFO(t *testing.T) {
 				}()
 				eventually(t, 10*time.Second, "waiter not queued", func() bool { return len(queue(t, side, "fifo")) == pos+1 })
 			}
-			before := wakes.Load()
+			before := wakes()
 			if err := clients[0].FairLock("fifo").Unlock(holder); err != nil {
 				t.Fatal(err)
 			}
@@ -153,9 +164,9 @@ func TestFIFO(t *testing.T) {
 			acquisitions += len(order)
 			mu.Unlock()
 			// The holder's unlock and every waiter's but the last had someone to wake.
-			eventually(t, 5*time.Second, "wake-up messages missing", func() bool { return wakes.Load()-before >= waiters })
+			eventually(t, 5*time.Second, "wake-up messages missing", func() bool { return wakes()-before >= waiters })
 			time.Sleep(20 * time.Millisecond)
-			if got := wakes.Load() - before; got != waiters {
+			if got := wakes() - before; got != waiters {
 				t.Fatalf("round %d: %d wake-up messages for %d unlocks with a waiter; want exactly one each", r, got, waiters)
 			}
 		}
@@ -169,7 +180,7 @@ func TestFIFO(t *testing.T) {
 // A waiter whose ctx ends is gone from the queue and the deadline set at once; the others
 // keep their order and get the lock.
 func TestCancelledWaiterLeaves(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
 		holder, err := c.FairLock("leaving").Lock(context.Background())
@@ -221,7 +232,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 // A live waiter that waits three times the eviction period (two refresh periods) stays in
 // place and acquires in its turn.
 func TestLiveWaiterNeverEvicted(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const refresh = 100 * time.Millisecond
 		c := newClient(t, b)
 		side := b.Client(t)
@@ -266,7 +277,7 @@ func TestLiveWaiterNeverEvicted(t *testing.T) {
 // A waiter process killed with SIGKILL while queued: the waiters behind it acquire within
 // two refresh periods of the holder's unlock.
 func TestKilledWaiterSkipped(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const refresh = 200 * time.Millisecond
 		c := newClient(t, b)
 		side := b.Client(t)
@@ -275,7 +286,11 @@ func TestKilledWaiterSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), "RELOCK_FAIR_WORKER="+b.Addr, "RELOCK_FAIR_NAME=killed")
+		addr := b.Addr
+		if b.Cluster != nil {
+			addr = strings.Join(b.Cluster.Addrs(), ",")
+		}
+		cmd.Env = append(os.Environ(), "RELOCK_FAIR_WORKER="+addr, "RELOCK_FAIR_NAME=killed")
 		var stderr strings.Builder
 		cmd.Stderr = &stderr
 		if err := cmd.Start(); err != nil {
@@ -353,7 +368,7 @@ func TestRestartWithWaiters(t *testing.T) {
 // When everything is released no key of the lock is left: not the lock, not the queue,
 // not the deadlines, and (once they expire) not the unlock latches.
 func TestNoKeysLeft(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b, relock.WithTimeout(100*time.Millisecond)) // latches live 1s
 		side := b.Client(t)
 		var wg sync.WaitGroup
@@ -389,9 +404,20 @@ func TestNoKeysLeft(t *testing.T) {
 		}
 		wg.Wait()
 		scan := func() []string {
-			ks, err := do(t, side, "KEYS", "*tidy*").AsStrSlice()
-			if err != nil {
-				t.Fatal(err)
+			var ks []string
+			if b.Cluster == nil {
+				var err error
+				if ks, err = do(t, side, "KEYS", "*tidy*").AsStrSlice(); err != nil {
+					t.Fatal(err)
+				}
+			} else { // a cluster client sends KEYS to one node: ask every master
+				for _, m := range b.Cluster.Masters() {
+					mk, err := m.Do(t, "KEYS", "*tidy*").AsStrSlice()
+					if err != nil {
+						t.Fatal(err)
+					}
+					ks = append(ks, mk...)
+				}
 			}
 			var left []string
 			for _, k := range ks {
@@ -411,7 +437,7 @@ func TestNoKeysLeft(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
@@ -452,7 +478,7 @@ func TestBadInput(t *testing.T) {
 
 // The fair lock holds like an rlock: re-entry, the watchdog, lease loss and fencing.
 func TestHoldsLikeRLock(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
 		side := b.Client(t)
 		mu := c.FairLock("held", fairlock.WithFencing())
@@ -490,7 +516,7 @@ func TestHoldsLikeRLock(t *testing.T) {
 // freed behind everyone's back (no wake-up sent), a newcomer's TryLock fails and its Lock
 // queues behind the waiter that was there first.
 func TestNoQueueJumping(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
 		if _, err := c.FairLock("orderly").Lock(context.Background(), fairlock.WithLease(time.Minute)); err != nil {
@@ -498,7 +524,11 @@ func TestNoQueueJumping(t *testing.T) {
 		}
 		var mu sync.Mutex
 		var order []string
-		run := func(who string, refresh time.Duration) chan error {
+		// The first waiter keeps the lock until release is closed: should it take the
+		// freed lock (a refresh of its place may come at any time), the newcomer must
+		// still find it taken.
+		release := make(chan struct{})
+		run := func(who string, refresh time.Duration, keep <-chan struct{}) chan error {
 			done := make(chan error, 1)
 			go func() {
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -509,20 +539,30 @@ func TestNoQueueJumping(t *testing.T) {
 					mu.Lock()
 					order = append(order, who)
 					mu.Unlock()
+					<-keep
 					err = lock.Unlock(held)
 				}
 				done <- err
 			}()
 			return done
 		}
-		first := run("first", 300*time.Millisecond)
+		first := run("first", 300*time.Millisecond, release)
 		eventually(t, 5*time.Second, "first waiter not queued", func() bool { return len(queue(t, side, "orderly")) == 1 })
 		do(t, side, "DEL", "orderly") // free, and nobody told
 
 		if _, err := c.FairLock("orderly").TryLock(context.Background()); !errors.Is(err, relock.ErrLocked) {
 			t.Fatalf("TryLock on a free lock with a waiter queued: %v; want ErrLocked", err)
 		}
-		second := run("second", time.Second)
+		done := make(chan struct{})
+		close(done)
+		second := run("second", time.Second, done)
+		eventually(t, 5*time.Second, "second waiter not queued", func() bool {
+			mu.Lock()
+			acquired := len(order)
+			mu.Unlock()
+			return len(queue(t, side, "orderly"))+acquired == 2
+		})
+		close(release)
 		for _, d := range []chan error{first, second} {
 			if err := <-d; err != nil {
 				t.Fatal(err)

@@ -39,7 +39,7 @@ func pttl(t *testing.T, rc rueidis.Client, key string) int64 {
 
 // A hold with a 1s watchdog timeout kept for 5s never lapses, and Unlock releases it.
 func TestWatchdogKeepsHold(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b, relock.WithWatchdogTimeout(time.Second))
 		side := b.Client(t)
 		mu := c.Lock("kept")
@@ -76,7 +76,7 @@ func TestWatchdogKeepsHold(t *testing.T) {
 func TestRenewalBatching(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
-		side := b.Client(t)
+		side, stats := b.Client(t), b.Commands(t)
 		held := context.Background()
 		names := make([]string, 1000)
 		for i := range names {
@@ -90,9 +90,9 @@ func TestRenewalBatching(t *testing.T) {
 		// the script from then on. Measure the rounds after it.
 		eventually(t, 5*time.Second, "no renewal round", func() bool { return c.WatchdogStats().Ticks > 0 })
 		time.Sleep(100 * time.Millisecond)
-		before, wd0 := commandStats(t, side), c.WatchdogStats()
+		before, wd0 := stats.Calls(t), c.WatchdogStats()
 		time.Sleep(2 * time.Second)
-		after, wd1 := commandStats(t, side), c.WatchdogStats()
+		after, wd1 := stats.Calls(t), c.WatchdogStats()
 
 		ticks := wd1.Ticks - wd0.Ticks
 		calls := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]
@@ -125,8 +125,17 @@ func TestLeaseLostWhenKeyGone(t *testing.T) {
 		"DEL": func(t *testing.T, _ *redistest.Backend, side rueidis.Client) {
 			do(t, side, "DEL", "vanishing")
 		},
-		"FLUSHALL": func(t *testing.T, _ *redistest.Backend, side rueidis.Client) {
-			do(t, side, "FLUSHALL")
+		"FLUSHALL": func(t *testing.T, b *redistest.Backend, side rueidis.Client) {
+			if b.Cluster == nil {
+				do(t, side, "FLUSHALL")
+				return
+			}
+			// A cluster client sends FLUSHALL to one node: flush them all.
+			for _, m := range b.Cluster.Masters() {
+				if err := m.Do(t, "FLUSHALL").Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
 		},
 		"ForceUnlock by another client": func(t *testing.T, b *redistest.Backend, _ rueidis.Client) {
 			if ok, err := newClient(t, b).Lock("vanishing").ForceUnlock(context.Background()); !ok || err != nil {
@@ -134,7 +143,7 @@ func TestLeaseLostWhenKeyGone(t *testing.T) {
 			}
 		},
 	}
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		for way, remove := range ways {
 			c := newClient(t, b, relock.WithWatchdogTimeout(timeout))
 			side := b.Client(t)
@@ -240,15 +249,16 @@ func TestLeaseLostOnRestart(t *testing.T) {
 // A WithLease hold is not renewed: it expires after its lease, with no renewal sent, and
 // its context ends with ErrLeaseLost.
 func TestFixedLeaseNotRenewed(t *testing.T) {
-	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
-		side := b.Client(t)
+		side, stats := b.Client(t), b.Commands(t)
 		// Load the acquire script first, so that the count below is not blurred by the
-		// one NOSCRIPT a fresh server answers.
-		if err := c.Lock("warm-up").Do(context.Background(), func(context.Context) error { return nil }); err != nil {
+		// one NOSCRIPT a fresh server answers. (The hash tag puts the warm-up on the
+		// master of "fixed" in a cluster.)
+		if err := c.Lock("{fixed}:warm-up").Do(context.Background(), func(context.Context) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
-		before := commandStats(t, side)
+		before := stats.Calls(t)
 		held, err := c.Lock("fixed").Lock(context.Background(), rlock.WithLease(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -264,7 +274,7 @@ func TestFixedLeaseNotRenewed(t *testing.T) {
 			n, _ := do(t, side, "EXISTS", "fixed").AsInt64()
 			return n == 0
 		})
-		after := commandStats(t, side)
+		after := stats.Calls(t)
 		// One EVALSHA for the acquisition; nothing else.
 		if calls := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]; calls != 1 {
 			t.Errorf("%d script calls; want the acquisition alone", calls)
@@ -278,7 +288,7 @@ func TestFixedLeaseNotRenewed(t *testing.T) {
 // After Unlock returns no renewal for that lock is sent again, however close to a tick
 // the unlock comes.
 func TestNoRenewalAfterUnlock(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b, relock.WithWatchdogTimeout(150*time.Millisecond)) // period 50ms
 		mu := c.Lock("released")
 		for i := 0; i < 20; i++ {
@@ -305,7 +315,7 @@ func TestNoRenewalAfterUnlock(t *testing.T) {
 // 8 goroutines × 50 acquisitions get strictly increasing tokens in acquisition order; a
 // re-entry keeps its token.
 func TestFencingTokensIncrease(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := newClient(t, b), newClient(t, b)
 		var (
 			mu     sync.Mutex // orders the appends; the lock already does, this is for -race
@@ -368,15 +378,16 @@ if tonumber(ARGV[1]) < last then return 0 end
 redis.call('set', KEYS[1], ARGV[1]); redis.call('set', KEYS[2], ARGV[2]); return 1`
 
 // A holder that sleeps past its fixed lease and then writes is rejected by the fenced
-// resource after another holder wrote.
+// resource after another holder wrote. (The resource's two keys share a hash tag, so that
+// its script runs on a cluster too.)
 func TestFencingRejectsStaleHolder(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := newClient(t, b), newClient(t, b)
 		side := b.Client(t)
 		write := rueidis.NewLuaScript(fencedWrite)
 		put := func(token int64, value string) int64 {
 			t.Helper()
-			n, err := write.Exec(context.Background(), side, []string{"resource:token", "resource:value"},
+			n, err := write.Exec(context.Background(), side, []string{"{resource}:token", "{resource}:value"},
 				[]string{strconv.FormatInt(token, 10), value}).AsInt64()
 			if err != nil {
 				t.Fatal(err)
@@ -408,7 +419,7 @@ func TestFencingRejectsStaleHolder(t *testing.T) {
 		if put(staleToken, "stale holder") != 0 {
 			t.Error("the stale holder's write was accepted")
 		}
-		if v, _ := do(t, side, "GET", "resource:value").ToString(); v != "new holder" {
+		if v, _ := do(t, side, "GET", "{resource}:value").ToString(); v != "new holder" {
 			t.Errorf("resource = %q; want the current holder's write", v)
 		}
 		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
@@ -420,7 +431,7 @@ func TestFencingRejectsStaleHolder(t *testing.T) {
 // A re-entry returns the hold's context; the hold's context ends at the release that
 // frees the lock, and Close ends the holds still known with ErrClosed.
 func TestHoldContext(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		mu := c.Lock("scoped")
 		parent, cancelParent := context.WithCancel(context.Background())
@@ -488,7 +499,7 @@ func mustOwner(t *testing.T, rc rueidis.Client, name string) string {
 // WithWaitTimeout bounds the wait and nothing else: a held lock makes Lock fail with
 // DeadlineExceeded after the bound, and a lock taken within it keeps a live context after.
 func TestWaitTimeout(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := newClient(t, b), newClient(t, b)
 		ctx := context.Background()
 		held, err := c1.Lock("bounded").Lock(ctx, rlock.WithWaitTimeout(100*time.Millisecond))

@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -12,7 +13,6 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
@@ -21,7 +21,10 @@ import (
 )
 
 // Every goroutine relock starts is owned and stopped: none may outlive the tests.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Main also stops the Redis Cluster the "cluster" subtests share, and checks for leaked goroutines.
+	os.Exit(redistest.Main(m))
+}
 
 // newClient returns a relock client on b with its own Redis connections, closed at the
 // end of the test.
@@ -53,7 +56,7 @@ func do(t *testing.T, rc rueidis.Client, args ...string) rueidis.RedisResult {
 }
 
 func TestReentrancy(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
 		mu := c.Lock("reentrant")
@@ -102,7 +105,7 @@ func TestReentrancy(t *testing.T) {
 
 func TestMutualExclusion(t *testing.T) {
 	const clients, goroutines, sections = 2, 16, 50
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		var (
 			counter int // read and written without atomics: only the lock protects it
 			inside  atomic.Int32
@@ -145,7 +148,7 @@ func TestMutualExclusion(t *testing.T) {
 }
 
 func TestOtherOwner(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := newClient(t, b), newClient(t, b)
 		ctx := context.Background()
 		held, err := c1.Lock("contested").Lock(ctx)
@@ -183,7 +186,7 @@ func TestOtherOwner(t *testing.T) {
 }
 
 func TestLockContextTimeout(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := newClient(t, b), newClient(t, b)
 		if _, err := c1.Lock("busy").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -200,9 +203,15 @@ func TestLockContextTimeout(t *testing.T) {
 		eventually(t, 5*time.Second, "hub still holds a subscription", func() bool {
 			return c2.Stats().Channels == 0
 		})
-		if b.Server != nil {
-			side := b.Client(t)
-			n, err := do(t, side, "PUBSUB", "NUMSUB", "redisson_lock__channel:{busy}").ToArray()
+		const channel = "redisson_lock__channel:{busy}"
+		var n []rueidis.RedisMessage
+		switch {
+		case b.Server != nil:
+			n, err = do(t, b.Client(t), "PUBSUB", "NUMSUB", channel).ToArray()
+		case b.Cluster != nil: // sharded pub/sub: the channel's subscribers are on its slot's master
+			n, err = b.Cluster.MasterOf(b.Cluster.Slot(channel)).Do(t, "PUBSUB", "SHARDNUMSUB", channel).ToArray()
+		}
+		if b.Mini == nil {
 			if err != nil || len(n) != 2 {
 				t.Fatalf("PUBSUB NUMSUB: %v %v", n, err)
 			}
@@ -216,7 +225,7 @@ func TestLockContextTimeout(t *testing.T) {
 // A waiter behind a long lease sends nothing while it waits and is woken by the unlock
 // message, not by its TTL bound.
 func TestWaiterDoesNotPoll(t *testing.T) {
-	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, waiter := newClient(t, b), newClient(t, b)
 		held, err := holder.Lock("long").Lock(context.Background(), rlock.WithLease(time.Minute))
 		if err != nil {
@@ -234,15 +243,16 @@ func TestWaiterDoesNotPoll(t *testing.T) {
 		}()
 		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.Stats().Waiting == 1 })
 
-		// One side connection, made before the window, so that its HELLO is not counted.
-		side := b.Client(t)
-		before := commandStats(t, side)
+		// Connections made before the window, so that their HELLO is not counted.
+		stats := b.Commands(t)
+		before := stats.Calls(t)
 		time.Sleep(1500 * time.Millisecond)
-		after := commandStats(t, side)
+		after := stats.Calls(t)
 		for cmd, n := range after {
-			// INFO is this test's own; PING is rueidis's keep-alive on idle connections,
-			// not lock traffic.
-			if cmd == "info" || cmd == "ping" {
+			// INFO is this test's own; PING is rueidis's keep-alive on idle connections
+			// and REPLCONF a cluster replica's acknowledgements to its master: not lock
+			// traffic.
+			if cmd == "info" || cmd == "ping" || cmd == "replconf" {
 				continue
 			}
 			if d := n - before[cmd]; d != 0 {
@@ -265,33 +275,6 @@ func TestWaiterDoesNotPoll(t *testing.T) {
 			t.Errorf("waiter stats %+v: want one wake-up by message and no TTL timeout", st)
 		}
 	})
-}
-
-// commandStats returns the server's calls per command from INFO commandstats.
-func commandStats(t *testing.T, rc rueidis.Client) map[string]int64 {
-	t.Helper()
-	info, err := do(t, rc, "INFO", "commandstats").ToString()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stats := map[string]int64{}
-	for _, line := range strings.Split(info, "\n") {
-		// cmdstat_hincrby:calls=3,usec=...
-		name, rest, ok := strings.Cut(strings.TrimPrefix(strings.TrimSpace(line), "cmdstat_"), ":calls=")
-		if !ok {
-			continue
-		}
-		calls, _, _ := strings.Cut(rest, ",")
-		n, err := strconv.ParseInt(calls, 10, 64)
-		if err != nil {
-			t.Fatalf("INFO commandstats line %q: %v", line, err)
-		}
-		stats[name] = n
-	}
-	if len(stats) == 0 {
-		t.Fatalf("INFO commandstats had no command lines: %q", info)
-	}
-	return stats
 }
 
 // The subscriber connection is killed just before the unlock, so the unlock message is
@@ -372,13 +355,18 @@ const (
 )
 
 func TestRedissonLayout(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
 		javaOwner := "5df8512c-e096-4359-bc82-07efb0bc9d8e:1"
 		channel := "redisson_lock__channel:{shared}"
-		acquire, unlock := rueidis.NewLuaScript(redissonAcquire), rueidis.NewLuaScript(redissonUnlock)
+		unlockScript := redissonUnlock
+		if b.Cluster != nil {
+			// On a cluster of Redis 7 Redisson, like relock, sends wake-ups by sharded pub/sub.
+			unlockScript = strings.Replace(unlockScript, "'publish'", "'spublish'", 1)
+		}
+		acquire, unlock := rueidis.NewLuaScript(redissonAcquire), rueidis.NewLuaScript(unlockScript)
 
 		// A Java holder makes the Go waiter wait; its unlock wakes the waiter.
 		if err := acquire.Exec(ctx, side, []string{"shared"}, []string{"30000", javaOwner}).Error(); !rueidis.IsRedisNil(err) {
@@ -442,7 +430,11 @@ func TestRedissonLayout(t *testing.T) {
 			OnMessage:      func(m rueidis.PubSubMessage) { msgs <- m },
 			OnSubscription: func(rueidis.PubSubSubscription) { once.Do(func() { close(subscribed) }) },
 		})
-		if err := dc.Do(ctx, dc.B().Subscribe().Channel(channel).Build()).Error(); err != nil {
+		subscribe := dc.B().Subscribe().Channel(channel).Build()
+		if b.Cluster != nil { // the Go unlock publishes with SPUBLISH
+			subscribe = dc.B().Ssubscribe().Channel(channel).Build()
+		}
+		if err := dc.Do(ctx, subscribe).Error(); err != nil {
 			t.Fatal(err)
 		}
 		<-subscribed
@@ -463,7 +455,7 @@ func TestRedissonLayout(t *testing.T) {
 }
 
 func TestUnlockWithCancelledContext(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := newClient(t, b).Lock("cancelled")
 		held, err := mu.Lock(context.Background())
 		if err != nil {
@@ -483,7 +475,7 @@ func TestUnlockWithCancelledContext(t *testing.T) {
 // A replayed unlock (same request id, as sent when the first reply was lost) answers with
 // the first result and leaves a newer hold of the same owner alone.
 func TestUnlockReplay(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
 		ctx := context.Background()
 		const owner = "replay-client:1"
@@ -533,7 +525,7 @@ func TestUnlockReplay(t *testing.T) {
 }
 
 func TestBadInput(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
@@ -617,7 +609,7 @@ func TestBadInput(t *testing.T) {
 }
 
 func TestCallsAfterClose(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, c := newClient(t, b), newClient(t, b)
 		ctx := context.Background()
 		if _, err := holder.Lock("closing").Lock(ctx, rlock.WithLease(time.Minute)); err != nil {
@@ -663,7 +655,7 @@ func TestCallsAfterClose(t *testing.T) {
 // When the holder never unlocks, the waiter gets the lock when the lease runs out: its
 // wait is bounded by the holder's TTL, with no message needed.
 func TestWaitBoundedByLease(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, waiter := newClient(t, b), newClient(t, b)
 		ctx := context.Background()
 		if _, err := holder.Lock("expiring").Lock(ctx, rlock.WithLease(300*time.Millisecond)); err != nil {
@@ -685,7 +677,7 @@ func TestWaitBoundedByLease(t *testing.T) {
 }
 
 func TestOwnerAcrossLocks(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
@@ -719,7 +711,7 @@ func TestOwnerAcrossLocks(t *testing.T) {
 }
 
 func TestDo(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := newClient(t, b).Lock("guarded")
 		ctx := context.Background()
 		boom := errors.New("boom")
@@ -747,7 +739,7 @@ func TestDo(t *testing.T) {
 }
 
 func TestQueries(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		mu := c.Lock("queried")
 		ctx := context.Background()

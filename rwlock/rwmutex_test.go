@@ -3,6 +3,7 @@ package rwlock_test
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -10,14 +11,16 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
-	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/rwlock"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	// Main also stops the Redis Cluster the "cluster" subtests share, and checks for leaked goroutines.
+	os.Exit(redistest.Main(m))
+}
 
 func newClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
 	t.Helper()
@@ -47,7 +50,7 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 
 // 8 readers hold at once; a writer waits for all of them and then excludes everyone.
 func TestSharedReadersExclusiveWriter(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := newClient(t, b), newClient(t, b)
 		var inside, most atomic.Int32
 		release := make(chan struct{})
@@ -117,7 +120,7 @@ func TestSharedReadersExclusiveWriter(t *testing.T) {
 // millisecond or more a call: it gets 100 sections each.)
 func TestTorture(t *testing.T) {
 	const goroutines = 16
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		sections := 500
 		if b.Mini != nil {
 			sections = 100
@@ -180,7 +183,7 @@ func TestTorture(t *testing.T) {
 // A writer may take read holds and, after releasing the write hold, is a reader; a reader
 // asking for the write lock gets ErrUpgrade at once.
 func TestDowngradeAndUpgrade(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
 		mu := c.RWLock("graded")
@@ -232,7 +235,7 @@ func TestDowngradeAndUpgrade(t *testing.T) {
 
 // A reader whose key is deleted behind its back learns it from its context.
 func TestReaderLeaseLost(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
 		side := b.Client(t)
 		mu := c.RWLock("fragile")
@@ -281,7 +284,7 @@ if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); redis.cal
 )
 
 func TestRedissonLayout(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
@@ -289,7 +292,12 @@ func TestRedissonLayout(t *testing.T) {
 		channel := "redisson_rwlock:{layout}"
 		readLock := rueidis.NewLuaScript(redissonReadLock)
 		writeLock := rueidis.NewLuaScript(redissonWriteLock)
-		writeUnlock := rueidis.NewLuaScript(redissonWriteUnlock)
+		unlockScript := redissonWriteUnlock
+		if b.Cluster != nil {
+			// On a cluster of Redis 7 Redisson, like relock, sends wake-ups by sharded pub/sub.
+			unlockScript = strings.Replace(unlockScript, "'publish'", "'spublish'", 1)
+		}
+		writeUnlock := rueidis.NewLuaScript(unlockScript)
 		mu := c.RWLock("layout")
 
 		// A Go reader: the layout Redisson writes for a read hold.
@@ -362,7 +370,11 @@ func TestRedissonLayout(t *testing.T) {
 			OnMessage:      func(m rueidis.PubSubMessage) { msgs <- m.Message },
 			OnSubscription: func(rueidis.PubSubSubscription) { once.Do(func() { close(ready) }) },
 		})
-		if err := dc.Do(ctx, dc.B().Subscribe().Channel(channel).Build()).Error(); err != nil {
+		subscribe := dc.B().Subscribe().Channel(channel).Build()
+		if b.Cluster != nil { // the Go unlocks publish with SPUBLISH
+			subscribe = dc.B().Ssubscribe().Channel(channel).Build()
+		}
+		if err := dc.Do(ctx, subscribe).Error(); err != nil {
 			t.Fatal(err)
 		}
 		<-ready
@@ -406,7 +418,7 @@ func TestRedissonLayout(t *testing.T) {
 // With writer preference a waiting writer gets in while 8 readers re-acquire in a tight
 // loop, before any reader has made 10 more round trips.
 func TestWriterPreference(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := newClient(t, b), newClient(t, b)
 		pref := rwlock.WithWriterPreference()
 		stop := make(chan struct{})
@@ -486,7 +498,7 @@ func TestWriterPreference(t *testing.T) {
 // When every hold is released no key of the lock is left: the hash, the read holds'
 // timeout keys, the writers' zset (the unlock latches expire by themselves).
 func TestNoKeysLeft(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b, relock.WithTimeout(100*time.Millisecond)) // latches live 1s
 		side := b.Client(t)
 		mu := c.RWLock("tidy", rwlock.WithWriterPreference())
@@ -516,8 +528,17 @@ func TestNoKeysLeft(t *testing.T) {
 			}
 		}
 		eventually(t, 5*time.Second, "keys left", func() bool {
-			ks, _ := do(t, side, "KEYS", "*tidy*").AsStrSlice()
-			return len(ks) == 0
+			if b.Cluster == nil {
+				ks, err := do(t, side, "KEYS", "*tidy*").AsStrSlice()
+				return err == nil && len(ks) == 0
+			}
+			// A cluster client sends KEYS to one node: ask every master.
+			for _, m := range b.Cluster.Masters() {
+				if ks, err := m.Do(t, "KEYS", "*tidy*").AsStrSlice(); err != nil || len(ks) != 0 {
+					return false
+				}
+			}
+			return true
 		})
 	})
 }

@@ -79,8 +79,28 @@ func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	bin := lookupServer(t)
 	cli := lookupCLI(t)
+	c := startCluster(t, bin, cli)
+	c.t = t
+	return c
+}
 
-	c := &Cluster{t: t, byAddr: make(map[string]*Server, clusterSize)}
+// tb is the part of testing.TB that starting a cluster needs. It lets the
+// cluster shared by a whole test binary (see Main and EachWithCluster) be
+// started by an owner that is not one test.
+type tb interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Errorf(format string, args ...any)
+	Logf(format string, args ...any)
+	TempDir() string
+	Cleanup(func())
+}
+
+// startCluster is StartCluster once the binaries are found. The Cluster it
+// returns has no test of its own (c.t is nil): the caller sets one.
+func startCluster(t tb, bin, cli string) *Cluster {
+	t.Helper()
+	c := &Cluster{byAddr: make(map[string]*Server, clusterSize)}
 	for range clusterSize {
 		s := startClusterNode(t, bin)
 		c.nodes = append(c.nodes, s)
@@ -135,12 +155,12 @@ func lookupCLI(t testing.TB) string {
 // beyond 65535 for much of the kernel's ephemeral range. Both ports go into
 // s.args, so Restart brings the node back with the same ports and the same
 // nodes-<port>.conf, and it rejoins the cluster as the same node.
-func startClusterNode(t testing.TB, bin string) *Server {
+func startClusterNode(t tb, bin string) *Server {
 	t.Helper()
 	s := &Server{bin: bin, dir: t.TempDir()}
 	// Registered after t.TempDir so that it runs before the directory is
 	// removed (cleanups are LIFO).
-	t.Cleanup(func() { s.cleanup(t) })
+	t.Cleanup(func() { s.cleanupNode(t) })
 
 	var err error
 	for range startAttempts {
@@ -176,6 +196,26 @@ func startClusterNode(t testing.TB, bin string) *Server {
 	}
 	t.Fatalf("redistest: start cluster node: %v", err)
 	return nil // not reached
+}
+
+// cleanupNode is Server.cleanup for a cluster node, whose owner may be the
+// binary-wide owner of the shared cluster rather than a test.
+func (s *Server) cleanupNode(t tb) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	p := s.proc
+	if p == nil {
+		return
+	}
+	s.proc = nil
+	if p.exited() {
+		t.Logf("redistest: redis-server on %s had exited before cleanup (%v); its output:\n%s",
+			s.addr, p.err, p.out.String())
+		return
+	}
+	if err := p.kill(); err != nil {
+		t.Errorf("redistest: cleanup: %v", err)
+	}
 }
 
 // twoFreePorts returns two distinct free loopback ports.

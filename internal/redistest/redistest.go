@@ -24,6 +24,7 @@ import (
 const (
 	nameRedis     = "redis"
 	nameMiniredis = "miniredis"
+	nameCluster   = "cluster"
 )
 
 // dialTimeout is short because every server is on loopback: a connect that
@@ -33,10 +34,11 @@ const dialTimeout = 2 * time.Second
 
 // Backend is one Redis server a test runs against.
 type Backend struct {
-	Name   string               // "redis" or "miniredis"
-	Addr   string               // 127.0.0.1:port
-	Server *Server              // non-nil for a real redis-server
-	Mini   *miniredis.Miniredis // non-nil for miniredis
+	Name    string               // "redis", "miniredis" or "cluster"
+	Addr    string               // 127.0.0.1:port; for a cluster, its first node
+	Server  *Server              // non-nil for a real redis-server
+	Mini    *miniredis.Miniredis // non-nil for miniredis
+	Cluster *Cluster             // non-nil for a Redis Cluster
 }
 
 // Client returns a new rueidis client for b, closed at t.Cleanup.
@@ -46,8 +48,13 @@ type Backend struct {
 // and the single-node client is forced because rueidis would otherwise probe
 // with CLUSTER SLOTS, which miniredis answers, turning the client into a
 // cluster client. Both servers then get the same client configuration.
+//
+// For a cluster backend it returns a cluster client (see Cluster.Client).
 func (b *Backend) Client(t testing.TB) rueidis.Client {
 	t.Helper()
+	if b.Cluster != nil {
+		return b.Cluster.Client(t)
+	}
 	c, err := rueidis.NewClient(clientOption(b.Addr))
 	if err != nil {
 		t.Fatalf("redistest: new rueidis client for %s at %s: %v", b.Name, b.Addr, err)
@@ -80,6 +87,34 @@ func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	})
 }
 
+// EachWithCluster runs fn as the two subtests of Each and a third,
+// "cluster", against a 3-master Redis Cluster (with a replica each).
+//
+// The cluster is shared by all the tests of the test binary, which must
+// therefore run them through Main in TestMain. Each "cluster" subtest has
+// it to itself (subtests of parallel tests take turns) and starts with
+// every master flushed, so it finds no key of an earlier test. The cluster
+// must be left as it was found: no node paused, killed or failed over.
+// Tests that need a single node (a proxy in front of b.Addr, a classic
+// SUBSCRIBE or PSUBSCRIBE to watch wake-ups, KEYS or FLUSHALL through a
+// client, multi-key commands across slots) use Each instead.
+//
+// When redis-server or redis-cli is not installed the "cluster" subtest is
+// skipped, or fails with RELOCK_REQUIRE_REDIS=1, as for StartCluster.
+func EachWithCluster(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	t.Helper()
+	Each(t, fn)
+	t.Run(nameCluster, func(t *testing.T) {
+		fn(t, clusterBackend(t))
+	})
+}
+
+func clusterBackend(t testing.TB) *Backend {
+	t.Helper()
+	c := sharedCluster(t)
+	return &Backend{Name: nameCluster, Addr: c.nodes[0].Addr(), Cluster: c}
+}
+
 // Real runs fn only against a fresh real redis-server, for tests that need
 // server features miniredis lacks (INFO commandstats, CLIENT KILL,
 // DEBUG SLEEP, restarts).
@@ -90,6 +125,17 @@ func Real(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
 	t.Run(nameRedis, func(t *testing.T) {
 		fn(t, realBackend(t))
+	})
+}
+
+// RealWithCluster runs fn as the "redis" subtest of Real and the "cluster"
+// subtest of EachWithCluster: for tests that need INFO commandstats and can
+// read it on a cluster too (see Backend.Commands).
+func RealWithCluster(t *testing.T, fn func(t *testing.T, b *Backend)) {
+	t.Helper()
+	Real(t, fn)
+	t.Run(nameCluster, func(t *testing.T) {
+		fn(t, clusterBackend(t))
 	})
 }
 
