@@ -472,13 +472,13 @@ func badInputCases() []badCase {
 	for _, c := range []struct {
 		what string
 		opt  relock.Option
-		err  error // nil: any error
+		err  error
 	}{
 		{"WithWatchdogTimeout(0)", relock.WithWatchdogTimeout(0), relock.ErrInvalidLease},
 		{"WithWatchdogTimeout(-1s)", relock.WithWatchdogTimeout(-time.Second), relock.ErrInvalidLease},
 		{"WithWatchdogTimeout(999µs)", relock.WithWatchdogTimeout(999 * time.Microsecond), relock.ErrInvalidLease},
-		{"WithTimeout(0)", relock.WithTimeout(0), nil},
-		{"WithTimeout(-1)", relock.WithTimeout(-1), nil},
+		{"WithTimeout(0)", relock.WithTimeout(0), relock.ErrInvalidOption},
+		{"WithTimeout(-1)", relock.WithTimeout(-1), relock.ErrInvalidOption},
 		{"WithSyncReplicas(0, 1s)", relock.WithSyncReplicas(0, time.Second), relock.ErrInvalidOption},
 		{"WithSyncReplicas(1, 0)", relock.WithSyncReplicas(1, 0), relock.ErrInvalidOption},
 	} {
@@ -487,7 +487,7 @@ func badInputCases() []badCase {
 			if err == nil || rc != nil {
 				t.Fatalf("New = %v, %v; want nil and an error", rc, err)
 			}
-			if c.err != nil && !errors.Is(err, c.err) {
+			if !errors.Is(err, c.err) {
 				t.Fatalf("New: %v; want errors.Is %v", err, c.err)
 			}
 		})

@@ -223,12 +223,13 @@ type failoverLoad struct {
 	inside map[string]*atomic.Int32
 	mu     sync.Mutex
 	errs   []time.Time
-	last   error
+	msgs   []string // the errors, with their times since start
+	start  time.Time
 	overl  atomic.Int64
 }
 
 func startLoad(t *testing.T, clients []*relock.Client, names []string) *failoverLoad {
-	l := &failoverLoad{stop: make(chan struct{}), inside: map[string]*atomic.Int32{}}
+	l := &failoverLoad{stop: make(chan struct{}), inside: map[string]*atomic.Int32{}, start: time.Now()}
 	for _, n := range names {
 		l.inside[n] = new(atomic.Int32)
 	}
@@ -258,7 +259,7 @@ func startLoad(t *testing.T, clients []*relock.Client, names []string) *failover
 				if err != nil && !errors.Is(err, relock.ErrNotHeld) {
 					l.mu.Lock()
 					l.errs = append(l.errs, time.Now())
-					l.last = err
+					l.msgs = append(l.msgs, fmt.Sprintf("%v: %v", time.Since(l.start).Round(time.Millisecond), err))
 					l.mu.Unlock()
 					time.Sleep(20 * time.Millisecond)
 					continue
@@ -274,7 +275,11 @@ func startLoad(t *testing.T, clients []*relock.Client, names []string) *failover
 // finish, nobody overlaps, and no operation fails after a bounded retry window.
 func TestClusterManualFailover(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	clients := []*relock.Client{clusterClient(t, cl), clusterClient(t, cl)}
+	// A manual failover pauses writes on the old master until the replica has caught up,
+	// which on a loaded machine can take seconds: each call may take that long, and a
+	// lock whose unlock failed all the same frees itself within its 3s lease.
+	opts := []relock.Option{relock.WithTimeout(10 * time.Second), relock.WithWatchdogTimeout(3 * time.Second)}
+	clients := []*relock.Client{clusterClient(t, cl, opts...), clusterClient(t, cl, opts...)}
 	names := spreadNames(t, cl, "failover-")
 	held, err := clients[0].Lock("held-through-failover").Lock(context.Background())
 	if err != nil {
@@ -299,8 +304,11 @@ func TestClusterManualFailover(t *testing.T) {
 			late++
 		}
 	}
-	t.Logf("%d ops before, %d during, %d after the failover; %d errors (last %v), %d after the %v window; %d overlaps",
-		before, during-before, load.ops.Load()-during, len(load.errs), load.last, late, window.Round(time.Millisecond), load.overl.Load())
+	t.Logf("%d ops before, %d during, %d after the failover (at %v); %d errors, %d after the %v window; %d overlaps",
+		before, during-before, load.ops.Load()-during, start.Sub(load.start).Round(time.Millisecond), len(load.errs), late, window.Round(time.Millisecond), load.overl.Load())
+	for _, m := range load.msgs {
+		t.Log(m)
+	}
 	if late != 0 {
 		t.Errorf("%d operations failed after the %v retry window", late, window)
 	}

@@ -102,7 +102,7 @@ func WithWatchdogTimeout(d time.Duration) Option {
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
-			return fmt.Errorf("relock: timeout %v must be positive", d)
+			return fmt.Errorf("relock: timeout %v must be positive: %w", d, ErrInvalidOption)
 		}
 		c.timeout = d
 		return nil

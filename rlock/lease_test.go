@@ -428,6 +428,43 @@ func TestFencingRejectsStaleHolder(t *testing.T) {
 	})
 }
 
+// An Unlock that fails (here: every command answers an error) stops the renewal: the
+// hold's context ends with ErrLeaseLost and the key runs out with its lease, instead of
+// being kept alive for a holder that has moved on.
+func TestFailedUnlockStopsRenewal(t *testing.T) {
+	t.Run("miniredis", func(t *testing.T) {
+		b := redistest.Mini(t)
+		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond), relock.WithTimeout(200*time.Millisecond))
+		side := b.Client(t)
+		mu := c.Lock("orphan")
+		held, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Mini.SetError("ERR injected")
+		err = mu.Unlock(held)
+		b.Mini.SetError("")
+		if err == nil || errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("Unlock with every command failing: %v; want the failure", err)
+		}
+		if st := c.WatchdogStats(); st.Holds != 0 {
+			t.Errorf("watchdog still renews %d holds after the failed unlock", st.Holds)
+		}
+		waitDone(t, held, time.Second, "hold after a failed unlock")
+		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Errorf("cause %v; want ErrLeaseLost", cause)
+		}
+		// The key still has the owner: it must go by itself, within one lease.
+		if p := pttl(t, side, "orphan"); p <= 0 || p > 600 {
+			t.Fatalf("PTTL after the failed unlock = %d; want the lease running out", p)
+		}
+		eventually(t, 3*time.Second, "the orphaned key was kept alive", func() bool {
+			n, _ := do(t, side, "EXISTS", "orphan").AsInt64()
+			return n == 0
+		})
+	})
+}
+
 // A re-entry returns the hold's context; the hold's context ends at the release that
 // frees the lock, and Close ends the holds still known with ErrClosed.
 func TestHoldContext(t *testing.T) {

@@ -74,6 +74,11 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, e
 // by the client's timeout. A call whose reply is lost is retried with the same request id,
 // and the unlock script answers a retry with the first result, so a retry never releases
 // a hold the owner took in the meantime.
+//
+// When Unlock fails for another reason (Redis unreachable for the whole timeout, an error
+// reply), the hold is no longer renewed and its context ends with ErrLeaseLost: the lock
+// frees itself when its lease runs out, instead of staying held for a holder that has
+// moved on.
 func (m *Mutex) Unlock(ctx context.Context) error { return m.l.Unlock(ctx) }
 
 // Do locks, runs fn with the hold's context, and unlocks, also when fn panics. It returns

@@ -88,7 +88,7 @@ func (m *RWMutex) TryRLock(ctx context.Context, opts ...Option) (context.Context
 
 // RUnlock releases one read hold of the owner ctx carries. When the last reader leaves,
 // one waiting writer (or reader) is woken. It returns ErrNotHeld when the owner has no
-// read hold.
+// read hold. Failures are as for rlock.Mutex.Unlock: the hold is not renewed after one.
 func (m *RWMutex) RUnlock(ctx context.Context) error { return m.r.Unlock(ctx) }
 
 // RDo takes a read hold, runs fn with the hold's context, and releases it, also when fn
@@ -112,7 +112,8 @@ func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (context.Context,
 
 // Unlock releases one write hold of the owner ctx carries. When the writer leaves and no
 // reader remains, every waiter is woken; when it keeps read holds (downgrade), the lock
-// turns to read mode and waiting readers are let in.
+// turns to read mode and waiting readers are let in. Failures are as for
+// rlock.Mutex.Unlock: the hold is not renewed after one.
 func (m *RWMutex) Unlock(ctx context.Context) error { return m.w.Unlock(ctx) }
 
 // Do takes the write lock, runs fn with the hold's context, and releases it, also when fn

@@ -265,8 +265,9 @@ func (w *Watchdog) Count(name, owner string) int64 {
 // hold can be sent any more, so a renewal never outlives the release.
 func (w *Watchdog) Released(name, owner string) { w.forget(name, owner, nil) }
 
-// Lost records that the owner found it no longer holds the lock (an unlock answered "not
-// held"): the hold's context ends with ErrLeaseLost.
+// Lost records that the owner no longer holds the lock, or cannot know (an unlock answered
+// "not held", or failed): the hold is not renewed again and its context ends with
+// ErrLeaseLost.
 func (w *Watchdog) Lost(name, owner string) { w.forget(name, owner, lockerr.ErrLeaseLost) }
 
 func (w *Watchdog) forget(name, owner string, cause error) {

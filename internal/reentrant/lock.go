@@ -430,10 +430,11 @@ func (m *Lock) Unlock(ctx context.Context) error {
 			m.c.Watchdog.Unlocked(m.name, owner)
 		}
 		return nil
-	case errors.Is(err, lockerr.ErrNotHeld):
-		m.c.Watchdog.Lost(m.name, owner)
-		return m.fail("unlock", err)
 	default:
+		// Not held, or unknown: the unlock may not have run. Either way renewal stops, so
+		// that a lock whose unlock failed frees itself when its lease runs out rather than
+		// being kept alive by a holder that has moved on; the hold's context ends.
+		m.c.Watchdog.Lost(m.name, owner)
 		return m.fail("unlock", err)
 	}
 }
