@@ -5,6 +5,7 @@ import (
 	"image/color"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -65,15 +66,18 @@ func (r *report) charts(dir string) ([]string, error) {
 	}
 	var s1 []float64
 	for i := range r.libs {
-		var cycles int64
-		var secs float64
-		for _, rd := range r.s1[i] {
-			cycles += rd.cycles
-			secs += rd.elapsed.Seconds()
-		}
-		s1 = append(s1, float64(cycles)/secs)
+		s1 = append(s1, median(r.s1Rates(i)))
 	}
-	rates := func(data [2][][]s2Round) []series {
+	var handoffs []float64
+	for i := range r.libs {
+		h := totals(r.s2[2][i]).handoffs
+		v := 0.0
+		if len(h) > 0 {
+			v = float64(percentile(h, 50)) / float64(time.Millisecond)
+		}
+		handoffs = append(handoffs, v)
+	}
+	rates := func(data [][][]s2Round) []series {
 		out := []series{{label: "empty critical section"}, {label: "1 ms critical section"}}
 		for ci := range 2 {
 			for i := range r.libs {
@@ -87,8 +91,9 @@ func (r *report) charts(dir string) ([]string, error) {
 		sets                []series
 	}{
 		{"bench-s1-cycles.svg", "S1: uncontended, 64 goroutines on their own keys", "lock+unlock cycles/s", []series{{values: s1}}},
-		{"bench-s2-acquisitions.svg", "S2: 16 goroutines on one key, one process", "acquisitions/s", rates(r.s2)},
-		{"bench-s2-processes.svg", "S2: 4 processes x 4 goroutines on one key", "acquisitions/s", rates(r.mp)},
+		{"bench-s2-acquisitions.svg", "S2: 16 goroutines on one key, one process", "acquisitions/s", rates(r.s2[:2])},
+		{"bench-s2-processes.svg", "S2: 4 processes x 4 goroutines on one key", "acquisitions/s", rates(r.mp[:])},
+		{"bench-s2-handoff.svg", "S2 handoff: unlock to the next waiter's lock, p50", "milliseconds", []series{{values: handoffs}}},
 	}
 	var written []string
 	for _, f := range files {

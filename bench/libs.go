@@ -38,12 +38,13 @@ type instance interface {
 type library struct {
 	name     string
 	settings string
-	open     func(addr string) (instance, error)
+	open     func(e endpoint) (instance, error)
 }
 
 func libraries() []library {
 	return []library{
-		{"relock", "rlock.Mutex, default options (30 s lease renewed by the watchdog; waiters woken by pub/sub)", openRelock},
+		{"relock", "rlock.Mutex, default options (30 s lease renewed by the watchdog; waiters woken by pub/sub)", openRelock(false)},
+		{"relock fair", "fairlock.Mutex (FIFO), default options; the unlock wakes the head of the queue only", openRelock(true)},
 		{"raw scripts", "relock's acquire/unlock Lua scripts sent straight through rueidis; on a busy lock, sleep 1 ms and retry", openRaw},
 		{"redsync", "v4, go-redis v9 pool, defaults (8 s expiry, 32 tries, 50-250 ms random retry delay)", openRedsync(false)},
 		{"redsync tuned", "as redsync, with WithRetryDelay(1 ms) and WithTries(1e6)", openRedsync(true)},
@@ -57,27 +58,42 @@ func libraries() []library {
 // --- relock
 
 type relockInst struct {
-	rc rueidis.Client
-	c  *relock.Client
+	rc   rueidis.Client
+	c    *relock.Client
+	fair bool
 }
 
-func openRelock(addr string) (instance, error) {
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
-	if err != nil {
-		return nil, err
+func openRelock(fair bool) func(endpoint) (instance, error) {
+	return func(e endpoint) (instance, error) {
+		rc, err := rueidis.NewClient(e.rueidisOption())
+		if err != nil {
+			return nil, err
+		}
+		c, err := relock.New(rc)
+		if err != nil {
+			rc.Close()
+			return nil, err
+		}
+		return &relockInst{rc: rc, c: c, fair: fair}, nil
 	}
-	c, err := relock.New(rc)
-	if err != nil {
-		rc.Close()
-		return nil, err
-	}
-	return &relockInst{rc: rc, c: c}, nil
 }
 
-func (r *relockInst) Handle(key string) locker { return relockHandle{r.c.Lock(key)} }
-func (r *relockInst) Close()                   { _ = r.c.Close(); r.rc.Close() }
+func (r *relockInst) Handle(key string) locker {
+	if r.fair {
+		return relockHandle{r.c.FairLock(key)}
+	}
+	return relockHandle{r.c.Lock(key)}
+}
 
-type relockHandle struct{ mu *rlock.Mutex }
+func (r *relockInst) Close() { _ = r.c.Close(); r.rc.Close() }
+
+// relockMutex is what rlock.Mutex and fairlock.Mutex have in common here.
+type relockMutex interface {
+	Lock(ctx context.Context, opts ...rlock.Option) (context.Context, error)
+	Unlock(ctx context.Context) error
+}
+
+type relockHandle struct{ mu relockMutex }
 
 func (h relockHandle) Lock(ctx context.Context) (func() error, error) {
 	// ctx carries no owner: every acquisition is a new owner, as a new request would be.
@@ -99,8 +115,8 @@ var (
 
 type rawInst struct{ rc rueidis.Client }
 
-func openRaw(addr string) (instance, error) {
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
+func openRaw(e endpoint) (instance, error) {
+	rc, err := rueidis.NewClient(e.rueidisOption())
 	if err != nil {
 		return nil, err
 	}
@@ -141,8 +157,10 @@ func (h *rawHandle) Lock(ctx context.Context) (func() error, error) {
 		case <-t.C:
 		}
 	}
+	// The request id of an unlock must be unique among all unlocks of the lock within
+	// the latch's life, or the script answers it as a replay and releases nothing.
 	h.n++
-	req := h.latch + strconv.Itoa(h.n)
+	req := h.latch + h.owner + ":" + strconv.Itoa(h.n)
 	return func() error {
 		return lua.RLockUnlock().Exec(context.Background(), h.rc, []string{h.key, h.channel, req},
 			[]string{"0", h.owner, "6000", "publish"}).Error()
@@ -157,9 +175,9 @@ type redsyncInst struct {
 	tuned bool
 }
 
-func openRedsync(tuned bool) func(string) (instance, error) {
-	return func(addr string) (instance, error) {
-		gc := goredislib.NewClient(&goredislib.Options{Addr: addr})
+func openRedsync(tuned bool) func(endpoint) (instance, error) {
+	return func(e endpoint) (instance, error) {
+		gc := goredislib.NewClient(e.goredisOptions())
 		return &redsyncInst{gc: gc, rs: redsync.New(goredis.NewPool(gc)), tuned: tuned}, nil
 	}
 }
@@ -197,9 +215,9 @@ type redislockInst struct {
 	backoff time.Duration
 }
 
-func openRedislock(backoff time.Duration) func(string) (instance, error) {
-	return func(addr string) (instance, error) {
-		gc := goredislib.NewClient(&goredislib.Options{Addr: addr})
+func openRedislock(backoff time.Duration) func(endpoint) (instance, error) {
+	return func(e endpoint) (instance, error) {
+		gc := goredislib.NewClient(e.goredisOptions())
 		return &redislockInst{gc: gc, c: redislock.New(gc), backoff: backoff}, nil
 	}
 }
@@ -226,11 +244,11 @@ func (h redislockHandle) Lock(ctx context.Context) (func() error, error) {
 
 type rueidislockInst struct{ l rueidislock.Locker }
 
-func openRueidislock(nocache bool) func(string) (instance, error) {
-	return func(addr string) (instance, error) {
-		l, err := rueidislock.NewLocker(rueidislock.LockerOption{
-			ClientOption: rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: nocache},
-		})
+func openRueidislock(nocache bool) func(endpoint) (instance, error) {
+	return func(e endpoint) (instance, error) {
+		opt := e.rueidisOption()
+		opt.DisableCache = nocache
+		l, err := rueidislock.NewLocker(rueidislock.LockerOption{ClientOption: opt})
 		if err != nil {
 			return nil, fmt.Errorf("rueidislock: %w", err)
 		}

@@ -95,7 +95,7 @@ func run(cfg config) (err error) {
 	s1 := make([][]s1Round, len(libs))
 	for round := range cfg.rounds {
 		for i, lib := range libs {
-			r, err := runS1(lib, addr, cfg.s1Dur, round)
+			r, err := runS1(lib, addr, adm, cfg.s1Dur, round)
 			if err != nil {
 				return fmt.Errorf("S1 %s: %w", lib.name, err)
 			}
@@ -108,26 +108,44 @@ func run(cfg config) (err error) {
 	}
 	rep.s1 = s1
 
-	// S2 and S3: critical sections empty and 1 ms, interleaved the same way.
-	for ci, cs := range []time.Duration{0, time.Millisecond} {
+	// S2 and S3: critical sections empty and 1 ms, then the handoff runs, in which the
+	// goroutine that unlocked steps aside; interleaved the same way.
+	var hot, idle []time.Duration
+	for mi, m := range s2Modes {
 		res := make([][]s2Round, len(libs))
 		for round := range cfg.rounds {
-			for i, lib := range libs {
-				r, err := runS2(lib, addr, adm, cfg.s2Dur, cs, round)
+			if m.stepAside {
+				// The round-trip units, sampled in every round so that they see the
+				// same machine as the handoffs they measure.
+				h, err := adm.roundTrips(ctx, 200, 0)
 				if err != nil {
-					return fmt.Errorf("S2 %s (cs %v): %w", lib.name, cs, err)
+					return err
+				}
+				i, err := adm.roundTrips(ctx, 200, m.cs)
+				if err != nil {
+					return err
+				}
+				hot, idle = append(hot, h...), append(idle, i...)
+			}
+			for i, lib := range libs {
+				r, err := runS2(lib, addr, adm, cfg.s2Dur, m.cs, m.stepAside, round)
+				if err != nil {
+					return fmt.Errorf("S2 %s (%s): %w", lib.name, m.name, err)
 				}
 				res[i] = append(res[i], r)
-				fmt.Fprintf(os.Stderr, "S2 cs=%v round %d %-20s %8.0f acq/s\n", cs, round+1, lib.name, float64(r.acq)/r.elapsed.Seconds())
+				fmt.Fprintf(os.Stderr, "S2 %s round %d %-20s %8.0f acq/s\n", m.name, round+1, lib.name, float64(r.acq)/r.elapsed.Seconds())
 			}
 			if err := adm.flush(ctx); err != nil {
 				return err
 			}
 		}
-		rep.s2[ci] = res
+		rep.s2[mi] = res
 	}
+	sortDurations(hot)
+	sortDurations(idle)
+	rep.env.rtt, rep.env.idleRTT = percentile(hot, 50), percentile(idle, 50)
 
-	// S4: S2 across processes.
+	// S2 across processes (no stepping aside: the processes share no baton).
 	for ci, cs := range []time.Duration{0, time.Millisecond} {
 		res := make([][]s2Round, len(libs))
 		for round := range cfg.rounds {
@@ -144,6 +162,23 @@ func run(cfg config) (err error) {
 			}
 		}
 		rep.mp[ci] = res
+	}
+
+	// S4: read-heavy, relock's read-write lock and its mutex, interleaved.
+	for ci, cs := range []time.Duration{0, time.Millisecond} {
+		for round := range cfg.rounds {
+			for vi, rw := range []bool{true, false} {
+				r, err := runS4(addr, rw, cfg.s2Dur, cs, round)
+				if err != nil {
+					return fmt.Errorf("S4 (rw %v, cs %v): %w", rw, cs, err)
+				}
+				rep.s4[ci][vi] = append(rep.s4[ci][vi], r)
+				fmt.Fprintf(os.Stderr, "S4 cs=%v round %d rw=%-5v %8.0f ops/s\n", cs, round+1, rw, float64(r.reads+r.writes)/r.elapsed.Seconds())
+			}
+			if err := adm.flush(ctx); err != nil {
+				return err
+			}
+		}
 	}
 
 	// S5

@@ -131,3 +131,44 @@ func (a *admin) version(ctx context.Context) (string, error) {
 func (a *admin) flush(ctx context.Context) error {
 	return a.rc.Do(ctx, a.rc.B().Flushall().Build()).Error()
 }
+
+// roundTrips times n PINGs sent one after the other on a warm connection, each after the
+// client has slept idle (none: back to back). They are the unit in which the report counts
+// handoff latencies. The handoffs they are compared with follow a critical section in
+// which the process sleeps, and a process that has slept takes longer to answer than one
+// in a hot loop (its threads are parked and must be woken), so both are measured.
+func (a *admin) roundTrips(ctx context.Context, n int, idle time.Duration) ([]time.Duration, error) {
+	ds := make([]time.Duration, 0, n)
+	for range n {
+		if idle > 0 {
+			time.Sleep(idle)
+		}
+		t := time.Now()
+		if err := a.rc.Do(ctx, a.rc.B().Ping().Build()).Error(); err != nil {
+			return nil, err
+		}
+		ds = append(ds, time.Since(t))
+	}
+	return ds, nil
+}
+
+// cpu returns the server's CPU time so far, user and system, from INFO cpu.
+func (a *admin) cpu(ctx context.Context) (time.Duration, error) {
+	s, err := a.info(ctx, "cpu")
+	if err != nil {
+		return 0, err
+	}
+	var total float64
+	for _, line := range strings.Split(s, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if !ok || (k != "used_cpu_user" && k != "used_cpu_sys") {
+			continue
+		}
+		f, err := strconv.ParseFloat(v, 64)
+		if err != nil {
+			return 0, fmt.Errorf("INFO cpu %s: %w", k, err)
+		}
+		total += f
+	}
+	return time.Duration(total * float64(time.Second)), nil
+}

@@ -21,6 +21,9 @@ type env struct {
 	goVer   string
 	date    string
 	command string
+	// The median PING round trip, back to back and after sleeping as long as the handoff
+	// run's critical section, from samples taken before each of its rounds.
+	rtt, idleRTT time.Duration
 }
 
 func environment(ctx context.Context, adm *admin, cfg config) (env, error) {
@@ -67,8 +70,9 @@ type report struct {
 	cfg  config
 	libs []library
 	s1   [][]s1Round
-	s2   [2][][]s2Round // [0]: empty critical section, [1]: 1 ms
-	mp   [2][][]s2Round // the same across processes
+	s2   [len(s2Modes)][][]s2Round // by s2Modes
+	mp   [2][][]s2Round            // the same across processes
+	s4   [2][2][]s4Round           // [critical section empty, 1 ms][read-write lock, mutex]
 	s5   s5Result
 	took time.Duration
 	// images are the chart files written into img/ next to the report.
@@ -115,6 +119,9 @@ func msOf(ds []time.Duration, p float64) string {
 }
 
 func ms(d time.Duration) string {
+	if d < time.Millisecond {
+		return us(d)
+	}
 	if d < 10*time.Millisecond {
 		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 	}
@@ -152,71 +159,107 @@ func (r *report) markdown() string {
 	b.WriteString("\nrelock and rueidislock wake a waiter when the lock is released (pub/sub; client-side-caching " +
 		"invalidations), and rueidislock also queues waiters of one process on a local gate. The others poll: a " +
 		"waiter sleeps its retry delay, so the goroutine that has just unlocked can take the lock again before a " +
-		"sleeping waiter wakes; the \"same\" column of S2 shows how often that happened. Redis commands are counted " +
-		"by the server, so a Lua script counts once for its EVALSHA and once for every command it runs.\n")
+		"sleeping waiter wakes; the \"same\" column of S2 shows how often that happened.\n")
 	b.WriteString("\nThe \"relock / x\" columns divide relock's number by the row's: above 1 means relock's number is higher.\n\n")
 
 	for _, img := range r.images {
 		fmt.Fprintf(&b, "![%s](img/%s)\n\n", strings.TrimSuffix(img, ".svg"), img)
 	}
+	r.writeTargets(&b)
 	r.writeS1(&b)
 	r.writeS2(&b)
 	r.writeS3(&b)
+	r.writeS4(&b)
 	r.writeS5(&b)
 	return b.String()
 }
 
 func (r *report) writeS1(b *strings.Builder) {
 	fmt.Fprintf(b, "## S1: uncontended\n\n%d goroutines, each locking and unlocking its own key in a loop. "+
-		"Latency is one lock+unlock cycle; allocations are the process's mallocs per cycle (runtime.MemStats).\n\n", s1Workers)
-	t := newTable("library", "cycles/s", "per round", "p50", "p99", "allocs/cycle", "errors", "relock / x (cycles/s)")
-	var base float64
+		"Cycles/s is the median of the rounds' rates, and the ratio the median of the rounds' ratios (in a round "+
+		"the libraries run back to back, so a round's ratio compares them on the same machine, and the median "+
+		"leaves out a round the machine disturbed). "+
+		"Latency is one lock+unlock cycle; allocations are the process's mallocs per cycle (runtime.MemStats); "+
+		"server CPU is the redis-server process's CPU time (INFO cpu, user and system) per cycle.\n\n", s1Workers)
+	t := newTable("library", "cycles/s", "per round", "p50", "p99", "allocs/cycle", "server CPU/cycle", "errors", "relock / x (cycles/s)")
 	for i, l := range r.libs {
 		var cycles int64
-		var el time.Duration
 		var mallocs uint64
 		var errs int64
+		var cpu time.Duration
 		var lat []time.Duration
-		var rates []float64
 		for _, rd := range r.s1[i] {
 			cycles += rd.cycles
-			el += rd.elapsed
 			mallocs += rd.mallocs
 			errs += rd.errors
+			cpu += rd.serverCPU
 			lat = append(lat, rd.lat...)
-			rates = append(rates, float64(rd.cycles)/rd.elapsed.Seconds())
 		}
 		sortDurations(lat)
-		rate := float64(cycles) / el.Seconds()
-		if i == 0 {
-			base = rate
-		}
-		allocs := math.NaN()
+		allocs, perCycle := math.NaN(), "-"
 		if cycles > 0 {
 			allocs = float64(mallocs) / float64(cycles)
+			perCycle = fmt.Sprintf("%.1f µs", float64(cpu)/float64(time.Microsecond)/float64(cycles))
 		}
-		t.row(l.name, fmt.Sprintf("%.0f", rate), rateRange(rates), us(percentile(lat, 50)), us(percentile(lat, 99)),
-			fmt.Sprintf("%.1f", allocs), fmt.Sprint(errs), ratio(base, rate))
+		rates := r.s1Rates(i)
+		t.row(l.name, fmt.Sprintf("%.0f", median(rates)), rateRange(rates), us(percentile(lat, 50)), us(percentile(lat, 99)),
+			fmt.Sprintf("%.1f", allocs), perCycle, fmt.Sprint(errs), fmt.Sprintf("%.2f", r.s1Ratio(0, i)))
 	}
 	b.WriteString(t.b.String() + "\n")
+}
+
+// s1Rates returns library i's S1 cycles per second, a rate per round.
+func (r *report) s1Rates(i int) []float64 {
+	var rates []float64
+	for _, rd := range r.s1[i] {
+		rates = append(rates, float64(rd.cycles)/rd.elapsed.Seconds())
+	}
+	return rates
+}
+
+// s1Ratio is the median over the rounds of library i's S1 rate divided by library j's.
+func (r *report) s1Ratio(i, j int) float64 {
+	a, b := r.s1Rates(i), r.s1Rates(j)
+	var ratios []float64
+	for k := range min(len(a), len(b)) {
+		if b[k] > 0 {
+			ratios = append(ratios, a[k]/b[k])
+		}
+	}
+	return median(ratios)
+}
+
+// median returns the median of vs, or NaN when there are none.
+func median(vs []float64) float64 {
+	if len(vs) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(vs)
+	slices.Sort(s)
+	if n := len(s); n%2 == 0 {
+		return (s[n/2-1] + s[n/2]) / 2
+	}
+	return s[len(s)/2]
 }
 
 // s2Totals pools a library's rounds.
 type s2Totals struct {
 	rate, cmdsPerAcq float64
+	sentPerAcq       float64 // commands the clients sent, per acquisition
 	sameShare        float64
-	top              string
+	top, sentTop     string
 	rates            []float64
 	handoffs         []time.Duration
+	fromCall         []time.Duration
 	per              []int64
 	errors, viol     int64
 }
 
 func totals(rounds []s2Round) s2Totals {
 	var t s2Totals
-	var acq, cmds, same int64
+	var acq, cmds, same, sent int64
 	var el time.Duration
-	byName := map[string]int64{}
+	byName, sentByName := map[string]int64{}, map[string]int64{}
 	t.per = make([]int64, s2Waiters)
 	for _, rd := range rounds {
 		acq += rd.acq
@@ -225,56 +268,71 @@ func totals(rounds []s2Round) s2Totals {
 			byName[name] += n
 			cmds += n
 		}
+		for name, n := range rd.sent {
+			sentByName[name] += n
+			sent += n
+		}
 		el += rd.elapsed
 		t.errors += rd.errors
 		t.viol += rd.violations
 		t.handoffs = append(t.handoffs, rd.handoffs...)
+		t.fromCall = append(t.fromCall, rd.fromCall...)
 		t.rates = append(t.rates, float64(rd.acq)/rd.elapsed.Seconds())
 		for i, n := range rd.perWaiter {
 			t.per[i] += n
 		}
 	}
 	sortDurations(t.handoffs)
+	sortDurations(t.fromCall)
 	t.rate = float64(acq) / el.Seconds()
-	t.cmdsPerAcq = math.NaN()
+	t.cmdsPerAcq, t.sentPerAcq = math.NaN(), math.NaN()
 	if acq > 0 {
 		t.cmdsPerAcq = float64(cmds) / float64(acq)
+		t.sentPerAcq = float64(sent) / float64(acq)
 		t.sameShare = float64(same) / float64(acq)
-		names := make([]string, 0, len(byName))
-		for name, n := range byName {
-			if n > 0 {
-				names = append(names, name)
-			}
-		}
-		slices.SortFunc(names, func(a, b string) int { return cmp.Compare(byName[b], byName[a]) })
-		var parts []string
-		for _, name := range names[:min(3, len(names))] {
-			parts = append(parts, fmt.Sprintf("%s %.1f", name, float64(byName[name])/float64(acq)))
-		}
-		t.top = strings.Join(parts, ", ")
+		t.top = topPerAcq(byName, acq)
+		t.sentTop = topPerAcq(sentByName, acq)
 	}
 	return t
 }
 
-func (r *report) writeS2(b *strings.Builder) {
-	r.writeContended(b, r.s2, fmt.Sprintf("## S2: contended, one process\n\n%d goroutines on one key, one client per library. ", s2Waiters))
-	r.writeContended(b, r.mp, fmt.Sprintf("## S2 across processes\n\n%d processes of %d goroutines each on one key, one client per process "+
-		"(the program runs itself as the workers). Events are merged by wall-clock time; commands are counted from just "+
-		"before the common start. ", mpProcs, mpWaiters))
+// topPerAcq names the three most frequent commands of counts, each with its count per
+// acquisition.
+func topPerAcq(counts map[string]int64, acq int64) string {
+	names := make([]string, 0, len(counts))
+	for name, n := range counts {
+		if n > 0 {
+			names = append(names, name)
+		}
+	}
+	slices.SortFunc(names, func(a, b string) int { return cmp.Or(cmp.Compare(counts[b], counts[a]), cmp.Compare(a, b)) })
+	var parts []string
+	for _, name := range names[:min(3, len(names))] {
+		parts = append(parts, fmt.Sprintf("%s %.1f", name, float64(counts[name])/float64(acq)))
+	}
+	return strings.Join(parts, ", ")
 }
 
-func (r *report) writeContended(b *strings.Builder, data [2][][]s2Round, intro string) {
+func (r *report) writeS2(b *strings.Builder) {
+	r.writeContended(b, r.s2[:2], fmt.Sprintf("## S2: contended, one process\n\n%d goroutines on one key, one client per library. ", s2Waiters))
+	r.writeContended(b, r.mp[:], fmt.Sprintf("## S2 across processes\n\n%d processes of %d goroutines each on one key, one client per process "+
+		"(the program runs itself as the workers). Events are merged by wall-clock time; commands are counted from just "+
+		"before the common start. ", mpProcs, mpWaiters))
+	r.writeHandoff(b)
+}
+
+func (r *report) writeContended(b *strings.Builder, data [][][]s2Round, intro string) {
 	fmt.Fprint(b, intro+
 		"Handoff is the time from an unlock returning to the next holder's lock returning, counted only when "+
 		"the next holder is another goroutine; \"same\" is the share of acquisitions by the goroutine that had just unlocked. "+
-		"Commands are INFO commandstats calls during the window (every command the server ran, "+
-		"including failed attempts, renewals, pub/sub, and the commands Lua scripts run inside EVALSHA) "+
-		"per acquisition, with the three most frequent. Errors are lock calls that "+
+		"\"Sent/acq\" counts the commands the library's clients sent (a script call is one; connection set-up "+
+		"and keep-alive PINGs are left out). \"Server/acq\" counts every command the server ran, from INFO commandstats: "+
+		"failed attempts, renewals, pub/sub, and the commands Lua scripts run inside EVALSHA. Errors are lock calls that "+
 		"returned an error before the window ended (the goroutine then tries again). "+
 		"Overlaps counts acquisitions that returned before the previous holder left its critical section (must be 0).\n\n")
-	for ci, name := range []string{"empty critical section", "1 ms critical section"} {
-		fmt.Fprintf(b, "### %s\n\n", name)
-		t := newTable("library", "acquisitions/s", "per round", "handoff p50", "handoff p99", "same", "commands/acq", "most frequent, per acq", "errors", "overlaps", "relock / x (acq/s)")
+	for ci, mode := range s2Modes[:len(data)] {
+		fmt.Fprintf(b, "### %s\n\n", mode.name)
+		t := newTable("library", "acquisitions/s", "per round", "handoff p50", "handoff p99", "same", "sent/acq", "most sent, per acq", "server/acq", "errors", "overlaps", "relock / x (acq/s)")
 		var base float64
 		for i, l := range r.libs {
 			tt := totals(data[ci][i])
@@ -282,12 +340,55 @@ func (r *report) writeContended(b *strings.Builder, data [2][][]s2Round, intro s
 				base = tt.rate
 			}
 			t.row(l.name, fmt.Sprintf("%.0f", tt.rate), rateRange(tt.rates), msOf(tt.handoffs, 50),
-				msOf(tt.handoffs, 99), fmt.Sprintf("%.0f%%", 100*tt.sameShare), fmt.Sprintf("%.1f", tt.cmdsPerAcq),
-				tt.top, fmt.Sprint(tt.errors),
+				msOf(tt.handoffs, 99), fmt.Sprintf("%.0f%%", 100*tt.sameShare), fmt.Sprintf("%.1f", tt.sentPerAcq),
+				tt.sentTop, fmt.Sprintf("%.1f", tt.cmdsPerAcq), fmt.Sprint(tt.errors),
 				fmt.Sprint(tt.viol), ratio(base, tt.rate))
 		}
 		b.WriteString(t.b.String() + "\n")
 	}
+}
+
+// writeHandoff reports the runs in which the goroutine that unlocked steps aside until
+// another has the lock: every release then goes to a goroutine that was already waiting,
+// and the handoff is how soon one of them learns of it and gets the lock.
+func (r *report) writeHandoff(b *strings.Builder) {
+	m := s2Modes[2]
+	fmt.Fprintf(b, "## S2 handoff: the releaser steps aside\n\n%d goroutines on one key, one process, %v critical "+
+		"section; a goroutine that has unlocked does not ask again until another goroutine has taken the lock. "+
+		"In the runs above a polling library mostly gives the lock back to the goroutine that has just released it, "+
+		"and the few handoffs it makes are those where a waiter's retry happened to come at the right moment. Here "+
+		"every release goes to a goroutine that asked, and was refused, during the critical section before: the "+
+		"handoff is how soon a waiter learns that the lock is free. It is measured from Unlock returning (as in the "+
+		"tables above; a woken waiter may have the lock before the releaser's Unlock has returned, which counts as 0) "+
+		"and, stricter, from Unlock being called.\n\n"+
+		"Round trips are the median time of a PING on a warm connection, measured two ways: back to back (%v), and "+
+		"each after sleeping %v, as the processes do in this run's critical sections (%v): a process that has slept "+
+		"has parked threads to wake, and every hop of a handoff pays for that. The handoff's round trips are counted "+
+		"in the second unit.\n\n", s2Waiters, m.cs, r.env.rtt.Round(time.Microsecond), m.cs, r.env.idleRTT.Round(time.Microsecond))
+	t := newTable("library", "handoffs/s", "handoff p50", "handoff p99", "p50, round trips", "from the call, p50",
+		"from the call, p99", "from the call p50, round trips", "sent/acq", "most sent, per acq", "server/acq", "errors", "overlaps", "x / relock (handoff p50)")
+	var base time.Duration
+	rtts := func(ds []time.Duration) string {
+		if r.env.idleRTT <= 0 || len(ds) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%.1f", float64(percentile(ds, 50))/float64(r.env.idleRTT))
+	}
+	for i, l := range r.libs {
+		tt := totals(r.s2[2][i])
+		if i == 0 && len(tt.handoffs) > 0 {
+			base = percentile(tt.handoffs, 50)
+		}
+		vs := "-"
+		if base > 0 && len(tt.handoffs) > 0 {
+			vs = ratio(float64(percentile(tt.handoffs, 50)), float64(base))
+		}
+		t.row(l.name, fmt.Sprintf("%.0f", tt.rate), msOf(tt.handoffs, 50), msOf(tt.handoffs, 99), rtts(tt.handoffs),
+			msOf(tt.fromCall, 50), msOf(tt.fromCall, 99), rtts(tt.fromCall),
+			fmt.Sprintf("%.1f", tt.sentPerAcq), tt.sentTop, fmt.Sprintf("%.1f", tt.cmdsPerAcq),
+			fmt.Sprint(tt.errors), fmt.Sprint(tt.viol), vs)
+	}
+	b.WriteString(t.b.String() + "\n")
 }
 
 func spread(per []int64) (lo, hi int64, cv float64) {
@@ -315,12 +416,87 @@ func (r *report) writeS3(b *strings.Builder) {
 	fmt.Fprintf(b, "## S3: fairness\n\nThe S2 runs, counted per waiter (summed over rounds): the fewest and most "+
 		"acquisitions any of the %d waiters got, and the coefficient of variation (standard deviation / mean; "+
 		"0 is perfectly even).\n\n", s2Waiters)
-	r.fairness(b, r.s2)
+	r.fairness(b, r.s2[:2])
 	b.WriteString("Across processes (16 waiters in 4 processes):\n\n")
-	r.fairness(b, r.mp)
+	r.fairness(b, r.mp[:])
+	fmt.Fprintf(b, "Order: an acquisition overtakes when a goroutine that had called Lock at least %v earlier "+
+		"was still waiting (FIFO violations; a fair lock must have none). Counted in the runs of one process; the "+
+		"handoff column is the step-aside run's handoff p50, for the fair lock against relock's plain mutex. "+
+		"The times are the client's, and a goroutine on a loaded machine may wait to run, hence the margin; "+
+		"the fair lock's order is also tested exactly, waiter by waiter, in fairlock's TestFIFO.\n\n", fifoMargin)
+	t := newTable("library", "overtakes (empty)", "overtakes (1 ms)", "overtakes (step aside)", "share of acquisitions (step aside)", "handoff p50 (step aside)")
+	for i, l := range r.libs {
+		cells := []string{l.name}
+		for mi := range s2Modes {
+			var n int64
+			for _, rd := range r.s2[mi][i] {
+				n += rd.overtakes
+			}
+			cells = append(cells, fmt.Sprint(n))
+		}
+		tt := totals(r.s2[2][i])
+		var acq, n int64
+		for _, rd := range r.s2[2][i] {
+			acq += rd.acq
+			n += rd.overtakes
+		}
+		share := "-"
+		if acq > 0 {
+			share = fmt.Sprintf("%.1f%%", 100*float64(n)/float64(acq))
+		}
+		cells = append(cells, share, msOf(tt.handoffs, 50))
+		t.row(cells...)
+	}
+	b.WriteString(t.b.String() + "\n")
 }
 
-func (r *report) fairness(b *strings.Builder, data [2][][]s2Round) {
+func (r *report) writeS4(b *strings.Builder) {
+	fmt.Fprintf(b, "## S4: read-heavy, relock only\n\n%d goroutines on one key, %.0f%% of operations reads: on "+
+		"relock's read-write lock a read takes a read hold and readers share the lock; on relock's mutex every "+
+		"operation takes the lock. The peers have no read-write lock. Violations counts a writer found inside with "+
+		"anyone else, or a reader with a writer (must be 0).\n\n", s4Workers, 100*s4ReadShare)
+	t := newTable("critical section", "lock", "operations/s", "per round", "reads", "writes", "errors", "violations", "rwlock / mutex (ops/s)")
+	for ci, cs := range []string{"empty", "1 ms"} {
+		var rates [2]float64
+		for vi, name := range []string{"rwlock.RWMutex", "rlock.Mutex"} {
+			var ops, reads, writes, errs, viol int64
+			var el time.Duration
+			var per []float64
+			for _, rd := range r.s4[ci][vi] {
+				ops += rd.reads + rd.writes
+				reads += rd.reads
+				writes += rd.writes
+				errs += rd.errors
+				viol += rd.violations
+				el += rd.elapsed
+				per = append(per, float64(rd.reads+rd.writes)/rd.elapsed.Seconds())
+			}
+			rates[vi] = float64(ops) / el.Seconds()
+			cmpCell := ""
+			if vi == 1 {
+				cmpCell = ratio(rates[0], rates[1])
+			}
+			t.row(cs, name, fmt.Sprintf("%.0f", rates[vi]), rateRange(per), fmt.Sprint(reads), fmt.Sprint(writes),
+				fmt.Sprint(errs), fmt.Sprint(viol), cmpCell)
+		}
+	}
+	b.WriteString(t.b.String() + "\n")
+}
+
+func (r *report) writeS5(b *strings.Builder) {
+	s := r.s5
+	fmt.Fprintf(b, "## S5: watchdog, relock only\n\nOne relock client holds %d locks with a 3 s watchdog timeout "+
+		"(renewed every 1 s); numbers are per renewal tick over %d ticks, from `Client.WatchdogStats()`. "+
+		"The peers have no batched watchdog to compare: redsync and redislock leave renewal to the caller "+
+		"(one Extend/Refresh call per lock), and rueidislock renews each key of each lock from its own goroutine.\n\n",
+		s.holds, s.ticks)
+	t := newTable("holds", "script calls/tick", "round trips/tick", "renewed/tick", "lost/tick", "holds lost", "time to take the holds")
+	t.row(fmt.Sprint(s.holds), fmt.Sprintf("%.1f", s.calls), fmt.Sprintf("%.1f", s.batches), fmt.Sprintf("%.0f", s.renewed),
+		fmt.Sprintf("%.0f", s.lost), fmt.Sprint(s.holdsLostDuringRun), ms(s.lockTime))
+	b.WriteString(t.b.String() + "\n")
+}
+
+func (r *report) fairness(b *strings.Builder, data [][][]s2Round) {
 	t := newTable("library", "min/max (empty)", "CV (empty)", "min/max (1 ms)", "CV (1 ms)", "relock / x (CV, 1 ms)")
 	var base float64
 	for i, l := range r.libs {
@@ -337,18 +513,5 @@ func (r *report) fairness(b *strings.Builder, data [2][][]s2Round) {
 		cells = append(cells, ratio(base, cv1))
 		t.row(cells...)
 	}
-	b.WriteString(t.b.String() + "\n")
-}
-
-func (r *report) writeS5(b *strings.Builder) {
-	s := r.s5
-	fmt.Fprintf(b, "## S5: watchdog, relock only\n\nOne relock client holds %d locks with a 3 s watchdog timeout "+
-		"(renewed every 1 s); numbers are per renewal tick over %d ticks, from `Client.WatchdogStats()`. "+
-		"The peers have no batched watchdog to compare: redsync and redislock leave renewal to the caller "+
-		"(one Extend/Refresh call per lock), and rueidislock renews each key of each lock from its own goroutine.\n\n",
-		s.holds, s.ticks)
-	t := newTable("holds", "script calls/tick", "round trips/tick", "renewed/tick", "lost/tick", "holds lost", "time to take the holds")
-	t.row(fmt.Sprint(s.holds), fmt.Sprintf("%.1f", s.calls), fmt.Sprintf("%.1f", s.batches), fmt.Sprintf("%.0f", s.renewed),
-		fmt.Sprintf("%.0f", s.lost), fmt.Sprint(s.holdsLostDuringRun), ms(s.lockTime))
 	b.WriteString(t.b.String() + "\n")
 }

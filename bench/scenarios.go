@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"runtime"
 	"slices"
 	"strconv"
@@ -46,15 +47,16 @@ func pause(ctx context.Context, d time.Duration) {
 // --- S1: uncontended
 
 type s1Round struct {
-	cycles  int64
-	elapsed time.Duration
-	lat     []time.Duration
-	mallocs uint64
-	errors  int64
+	serverCPU time.Duration // redis-server's CPU time during the window
+	cycles    int64
+	elapsed   time.Duration
+	lat       []time.Duration
+	mallocs   uint64
+	errors    int64
 }
 
-func runS1(lib library, addr string, dur time.Duration, round int) (s1Round, error) {
-	inst, err := lib.open(addr)
+func runS1(lib library, addr string, adm *admin, dur time.Duration, round int) (s1Round, error) {
+	inst, err := lib.open(endpoint{addr: addr})
 	if err != nil {
 		return s1Round{}, err
 	}
@@ -75,6 +77,10 @@ func runS1(lib library, addr string, dur time.Duration, round int) (s1Round, err
 		ms     runtime.MemStats
 	)
 	runtime.GC()
+	cpu0, err := adm.cpu(context.Background())
+	if err != nil {
+		return s1Round{}, err
+	}
 	runtime.ReadMemStats(&ms)
 	m0 := ms.Mallocs
 	start := time.Now()
@@ -109,7 +115,11 @@ func runS1(lib library, addr string, dur time.Duration, round int) (s1Round, err
 	wg.Wait()
 	elapsed := time.Since(start)
 	runtime.ReadMemStats(&ms)
-	r := s1Round{cycles: cycles.Load(), elapsed: elapsed, mallocs: ms.Mallocs - m0, errors: errs.Load()}
+	cpu1, err := adm.cpu(context.Background())
+	if err != nil {
+		return s1Round{}, err
+	}
+	r := s1Round{cycles: cycles.Load(), elapsed: elapsed, mallocs: ms.Mallocs - m0, errors: errs.Load(), serverCPU: cpu1 - cpu0}
 	for _, l := range lats {
 		r.lat = append(r.lat, l...)
 	}
@@ -121,14 +131,17 @@ func runS1(lib library, addr string, dur time.Duration, round int) (s1Round, err
 // event is one acquisition, in wall-clock nanoseconds so that processes can be merged.
 type event struct {
 	Waiter int   `json:"w"`
+	Ask    int64 `json:"q"` // lock called
 	Acq    int64 `json:"a"` // lock returned
 	Leave  int64 `json:"l"` // critical section over, unlock called
 	Rel    int64 `json:"r"` // unlock returned; 0 when it failed
 }
 
 // contend runs waiters goroutines, one handle each, on one key until end; waiter ids start
-// at base.
-func contend(handles []locker, base int, end time.Time, cs time.Duration) (evs []event, errs int64) {
+// at base. With stepAside a goroutine that has unlocked does not ask again until another
+// has taken the lock, so that every release is a handoff to a waiter: what is measured is
+// how soon a waiting goroutine learns of a release and gets the lock.
+func contend(handles []locker, base int, end time.Time, cs time.Duration, stepAside bool) (evs []event, errs int64) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
@@ -136,14 +149,16 @@ func contend(handles []locker, base int, end time.Time, cs time.Duration) (evs [
 	)
 	ctx, cancel := context.WithDeadline(context.Background(), end)
 	defer cancel()
+	b := newBaton(ctx)
 	for i, h := range handles {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			mine := make([]event, 0, 1024)
 			for n := 0; n < maxSamples && ctx.Err() == nil; n++ {
+				ask := time.Now().UnixNano()
 				unlock, err := h.Lock(ctx)
-				e := event{Waiter: base + i, Acq: time.Now().UnixNano()}
+				e := event{Waiter: base + i, Ask: ask, Acq: time.Now().UnixNano()}
 				if err != nil {
 					if ctx.Err() == nil {
 						nerr.Add(1)
@@ -151,6 +166,7 @@ func contend(handles []locker, base int, end time.Time, cs time.Duration) (evs [
 					}
 					continue
 				}
+				b.took(i)
 				if cs > 0 {
 					time.Sleep(cs)
 				}
@@ -161,6 +177,9 @@ func contend(handles []locker, base int, end time.Time, cs time.Duration) (evs [
 					e.Rel = time.Now().UnixNano()
 				}
 				mine = append(mine, e)
+				if stepAside {
+					b.waitOther(i)
+				}
 			}
 			mu.Lock()
 			evs = append(evs, mine...)
@@ -171,13 +190,68 @@ func contend(handles []locker, base int, end time.Time, cs time.Duration) (evs [
 	return evs, nerr.Load()
 }
 
+// baton tells who took the lock last, for goroutines that step aside after unlocking.
+type baton struct {
+	ctx    context.Context
+	mu     sync.Mutex
+	cond   *sync.Cond
+	holder int
+}
+
+// newBaton returns a baton whose waits end when ctx does.
+func newBaton(ctx context.Context) *baton {
+	b := &baton{ctx: ctx, holder: -1}
+	b.cond = sync.NewCond(&b.mu)
+	// Wake the waits at the end of the window; the goroutine ends with ctx.
+	go func() {
+		<-ctx.Done()
+		b.mu.Lock()
+		b.cond.Broadcast()
+		b.mu.Unlock()
+	}()
+	return b
+}
+
+func (b *baton) took(i int) {
+	b.mu.Lock()
+	b.holder = i
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+// waitOther returns once a goroutine other than i has taken the lock, or ctx has ended.
+func (b *baton) waitOther(i int) {
+	b.mu.Lock()
+	for b.holder == i && b.ctx.Err() == nil {
+		b.cond.Wait()
+	}
+	b.mu.Unlock()
+}
+
+// s2Mode is one way of running S2.
+type s2Mode struct {
+	name      string
+	cs        time.Duration
+	stepAside bool
+}
+
+// s2Modes are the S2 runs in one process: the first two are also run across processes.
+var s2Modes = [3]s2Mode{
+	{"empty critical section", 0, false},
+	{"1 ms critical section", time.Millisecond, false},
+	{"handoff: the releaser steps aside", time.Millisecond, true},
+}
+
 type s2Round struct {
 	acq        int64
 	elapsed    time.Duration
-	handoffs   []time.Duration
-	commands   map[string]int64 // calls during the window, by command
+	handoffs   []time.Duration  // unlock returned → next holder's lock returned, at least 0
+	fromCall   []time.Duration  // unlock called → next holder's lock returned
+	commands   map[string]int64 // calls during the window, by command, as the server counts them
+	sent       map[string]int64 // commands the clients sent during the window, by command
 	perWaiter  []int64
 	same       int64 // acquisitions by the waiter that held the lock just before
+	overtakes  int64 // acquisitions ahead of a waiter that had asked at least fifoMargin earlier
 	errors     int64
 	violations int64 // acquisitions that returned before the previous holder left
 }
@@ -185,7 +259,8 @@ type s2Round struct {
 // analyse orders the events of all waiters by acquisition and derives the round's numbers.
 func analyse(evs []event, waiters int, elapsed time.Duration, errs int64) s2Round {
 	slices.SortFunc(evs, func(a, b event) int { return cmp.Compare(a.Acq, b.Acq) })
-	r := s2Round{acq: int64(len(evs)), elapsed: elapsed, perWaiter: make([]int64, waiters), errors: errs}
+	r := s2Round{acq: int64(len(evs)), elapsed: elapsed, perWaiter: make([]int64, waiters), errors: errs,
+		overtakes: overtakes(evs)}
 	for k, e := range evs {
 		if e.Waiter >= 0 && e.Waiter < waiters {
 			r.perWaiter[e.Waiter]++
@@ -203,27 +278,65 @@ func analyse(evs []event, waiters int, elapsed time.Duration, errs int64) s2Roun
 		}
 		if prev.Rel != 0 {
 			r.handoffs = append(r.handoffs, time.Duration(max(e.Acq-prev.Rel, 0)))
+			r.fromCall = append(r.fromCall, time.Duration(e.Acq-prev.Leave))
 		}
 	}
 	return r
 }
 
+// fifoMargin is how much earlier a waiter must have asked for the lock than another for
+// the other's getting it first to count as overtaking. The times are the client's: a
+// fair lock orders waiters by when their first attempt reaches Redis, which is a round
+// trip after the call on a quiet machine, but on a loaded one a goroutine may wait
+// milliseconds to run (the handoff p99 above shows how long). The margin is far beyond
+// that, so that what is counted is an overtaking the lock allowed, not a scheduling delay.
+const fifoMargin = 20 * time.Millisecond
+
+// overtakes counts the acquisitions made while a waiter that had asked at least fifoMargin
+// earlier was still waiting: the FIFO violations of a lock that promises first come, first
+// served. evs must be sorted by acquisition.
+func overtakes(evs []event) int64 {
+	byAsk := slices.Clone(evs)
+	slices.SortFunc(byAsk, func(a, b event) int { return cmp.Compare(a.Ask, b.Ask) })
+	// For each acquisition B: did any event A with A.Ask < B.Ask-margin acquire after B?
+	// Walk B in order of Ask, keeping the latest acquisition among the asks far enough
+	// before it.
+	var n int64
+	latest := int64(math.MinInt64)
+	j := 0
+	for _, b := range byAsk {
+		for ; j < len(byAsk) && byAsk[j].Ask < b.Ask-int64(fifoMargin); j++ {
+			latest = max(latest, byAsk[j].Acq)
+		}
+		if latest > b.Acq {
+			n++
+		}
+	}
+	return n
+}
+
 // commandDelta returns after-before, less the one INFO call that read after.
 func commandDelta(before, after map[string]int64) map[string]int64 {
 	after["info"]--
+	return minus(after, before)
+}
+
+// minus returns after-before, by name.
+func minus(after, before map[string]int64) map[string]int64 {
 	for name, v := range before {
 		after[name] -= v
 	}
 	return after
 }
 
-func runS2(lib library, addr string, adm *admin, dur, cs time.Duration, round int) (s2Round, error) {
-	inst, err := lib.open(addr)
+func runS2(lib library, addr string, adm *admin, dur, cs time.Duration, stepAside bool, round int) (s2Round, error) {
+	sent := newSentCommands()
+	inst, err := lib.open(endpoint{addr: addr, sent: sent})
 	if err != nil {
 		return s2Round{}, err
 	}
 	defer inst.Close()
-	key := fmt.Sprintf("s2:%d:%v:%s", round, cs, lib.name)
+	key := fmt.Sprintf("s2:%d:%v:%v:%s", round, cs, stepAside, lib.name)
 	if err := warm(inst, key); err != nil {
 		return s2Round{}, err
 	}
@@ -236,15 +349,18 @@ func runS2(lib library, addr string, adm *admin, dur, cs time.Duration, round in
 	if err != nil {
 		return s2Round{}, err
 	}
+	s0 := sent.snapshot()
 	start := time.Now()
-	evs, errs := contend(handles, 0, start.Add(dur), cs)
+	evs, errs := contend(handles, 0, start.Add(dur), cs, stepAside)
 	elapsed := time.Since(start)
+	s1 := sent.snapshot()
 	c1, err := adm.commands(bg)
 	if err != nil {
 		return s2Round{}, err
 	}
 	r := analyse(evs, s2Waiters, elapsed, errs)
 	r.commands = commandDelta(c0, c1)
+	r.sent = minus(s1, s0)
 	return r, nil
 }
 

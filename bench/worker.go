@@ -33,8 +33,9 @@ type workerSpec struct {
 }
 
 type workerResult struct {
-	Events []event `json:"events"`
-	Errors int64   `json:"errors"`
+	Events []event          `json:"events"`
+	Errors int64            `json:"errors"`
+	Sent   map[string]int64 `json:"sent"` // commands sent during the window
 }
 
 // runWorker is the whole life of a worker process: contend as spec says, print the events.
@@ -47,7 +48,8 @@ func runWorker(spec string) error {
 	if w.Lib < 0 || w.Lib >= len(libs) {
 		return fmt.Errorf("worker: no library %d", w.Lib)
 	}
-	inst, err := libs[w.Lib].open(w.Addr)
+	sent := newSentCommands()
+	inst, err := libs[w.Lib].open(endpoint{addr: w.Addr, sent: sent})
 	if err != nil {
 		return err
 	}
@@ -60,8 +62,9 @@ func runWorker(spec string) error {
 		handles[i] = inst.Handle(w.Key)
 	}
 	time.Sleep(time.Until(time.Unix(0, w.Start)))
-	evs, errs := contend(handles, w.Base, time.Unix(0, w.End), time.Duration(w.CS))
-	return json.NewEncoder(os.Stdout).Encode(workerResult{Events: evs, Errors: errs})
+	s0 := sent.snapshot()
+	evs, errs := contend(handles, w.Base, time.Unix(0, w.End), time.Duration(w.CS), false)
+	return json.NewEncoder(os.Stdout).Encode(workerResult{Events: evs, Errors: errs, Sent: minus(sent.snapshot(), s0)})
 }
 
 // runS2Multi is S2 across mpProcs processes of mpWaiters waiters each, one client per process.
@@ -106,6 +109,7 @@ func runS2Multi(li int, addr string, adm *admin, dur, cs time.Duration, round in
 	var evs []event
 	var errs int64
 	var werr error
+	sent := map[string]int64{}
 	for p, pr := range procs {
 		if err := pr.cmd.Wait(); err != nil {
 			werr = errors.Join(werr, fmt.Errorf("worker %d: %w: %s", p, err, strings.TrimSpace(pr.stderr.String())))
@@ -118,6 +122,9 @@ func runS2Multi(li int, addr string, adm *admin, dur, cs time.Duration, round in
 		}
 		evs = append(evs, res.Events...)
 		errs += res.Errors
+		for name, n := range res.Sent {
+			sent[name] += n
+		}
 	}
 	if werr != nil {
 		return s2Round{}, werr
@@ -131,5 +138,6 @@ func runS2Multi(li int, addr string, adm *admin, dur, cs time.Duration, round in
 	}
 	r := analyse(evs, mpProcs*mpWaiters, dur, errs)
 	r.commands = commandDelta(c0, c1)
+	r.sent = sent
 	return r, nil
 }

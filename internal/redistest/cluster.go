@@ -160,7 +160,7 @@ func startClusterNode(t tb, bin string) *Server {
 	s := &Server{bin: bin, dir: t.TempDir()}
 	// Registered after t.TempDir so that it runs before the directory is
 	// removed (cleanups are LIFO).
-	t.Cleanup(func() { s.cleanupNode(t) })
+	t.Cleanup(func() { s.cleanup(t) })
 
 	var err error
 	for range startAttempts {
@@ -196,26 +196,6 @@ func startClusterNode(t tb, bin string) *Server {
 	}
 	t.Fatalf("redistest: start cluster node: %v", err)
 	return nil // not reached
-}
-
-// cleanupNode is Server.cleanup for a cluster node, whose owner may be the
-// binary-wide owner of the shared cluster rather than a test.
-func (s *Server) cleanupNode(t tb) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.proc
-	if p == nil {
-		return
-	}
-	s.proc = nil
-	if p.exited() {
-		t.Logf("redistest: redis-server on %s had exited before cleanup (%v); its output:\n%s",
-			s.addr, p.err, p.out.String())
-		return
-	}
-	if err := p.kill(); err != nil {
-		t.Errorf("redistest: cleanup: %v", err)
-	}
 }
 
 // twoFreePorts returns two distinct free loopback ports.

@@ -104,15 +104,16 @@ func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 func EachWithCluster(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
 	Each(t, fn)
-	t.Run(nameCluster, func(t *testing.T) {
-		fn(t, clusterBackend(t))
-	})
+	onCluster(t, fn)
 }
 
-func clusterBackend(t testing.TB) *Backend {
+// onCluster runs fn as the subtest "cluster" against the shared cluster.
+func onCluster(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
-	c := sharedCluster(t)
-	return &Backend{Name: nameCluster, Addr: c.nodes[0].Addr(), Cluster: c}
+	t.Run(nameCluster, func(t *testing.T) {
+		c := sharedCluster(t)
+		fn(t, &Backend{Name: nameCluster, Addr: c.nodes[0].Addr(), Cluster: c})
+	})
 }
 
 // Real runs fn only against a fresh real redis-server, for tests that need
@@ -134,9 +135,7 @@ func Real(t *testing.T, fn func(t *testing.T, b *Backend)) {
 func RealWithCluster(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
 	Real(t, fn)
-	t.Run(nameCluster, func(t *testing.T) {
-		fn(t, clusterBackend(t))
-	})
+	onCluster(t, fn)
 }
 
 func realBackend(t testing.TB) *Backend {

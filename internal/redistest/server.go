@@ -394,8 +394,9 @@ func (s *Server) Restart(t testing.TB) {
 
 // cleanup kills the server at the end of the test. A server that exited by
 // itself is logged, not failed, because a test may have shut it down on
-// purpose (SHUTDOWN, DEBUG SEGFAULT); the log helps when it was not.
-func (s *Server) cleanup(t testing.TB) {
+// purpose (SHUTDOWN, DEBUG SEGFAULT); the log helps when it was not. t is a
+// test, or the owner of the cluster a whole test binary shares.
+func (s *Server) cleanup(t tb) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.proc
