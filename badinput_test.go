@@ -155,6 +155,9 @@ func timeoutCtx(parent context.Context) context.Context {
 
 func keep[T any](_ T, err error) error { return err }
 
+// noop is a critical section that does nothing.
+func noop(context.Context) error { return nil }
+
 var rlockOps = []lockOp{
 	{"Lock", func(e *badEnv, n string) error { return keep(e.c.Lock(n).Lock(timeoutCtx(context.Background()))) }},
 	{"TryLock", func(e *badEnv, n string) error { return keep(e.c.Lock(n).TryLock(context.Background())) }},
@@ -162,6 +165,9 @@ var rlockOps = []lockOp{
 	{"ForceUnlock", func(e *badEnv, n string) error { return keep(e.c.Lock(n).ForceUnlock(context.Background())) }},
 	{"HoldCount", func(e *badEnv, n string) error { return keep(e.c.Lock(n).HoldCount(e.owned)) }},
 	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.Lock(n).IsLocked(context.Background())) }},
+	{"IsHeld", func(e *badEnv, n string) error { return keep(e.c.Lock(n).IsHeld(e.owned)) }},
+	{"TTL", func(e *badEnv, n string) error { return keep(e.c.Lock(n).TTL(e.owned)) }},
+	{"Do", func(e *badEnv, n string) error { return e.c.Lock(n).Do(timeoutCtx(context.Background()), noop) }},
 }
 
 var fairOps = []lockOp{
@@ -171,6 +177,9 @@ var fairOps = []lockOp{
 	{"ForceUnlock", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).ForceUnlock(context.Background())) }},
 	{"HoldCount", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).HoldCount(e.owned)) }},
 	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).IsLocked(context.Background())) }},
+	{"IsHeld", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).IsHeld(e.owned)) }},
+	{"TTL", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).TTL(e.owned)) }},
+	{"Do", func(e *badEnv, n string) error { return e.c.FairLock(n).Do(timeoutCtx(context.Background()), noop) }},
 }
 
 var rwOps = []lockOp{
@@ -184,6 +193,9 @@ var rwOps = []lockOp{
 	{"RHoldCount", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).RHoldCount(e.owned)) }},
 	{"HoldCount", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).HoldCount(e.owned)) }},
 	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).IsLocked(context.Background())) }},
+	{"TTL", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).TTL(e.owned)) }},
+	{"RDo", func(e *badEnv, n string) error { return e.c.RWLock(n).RDo(timeoutCtx(context.Background()), noop) }},
+	{"Do", func(e *badEnv, n string) error { return e.c.RWLock(n).Do(timeoutCtx(context.Background()), noop) }},
 }
 
 var kindOps = []struct {

@@ -156,7 +156,7 @@ func ExampleClient_Stats() {
 // WatchdogStats counts lease renewals: a hold kept past its lease is renewed, in one
 // script call per round.
 func ExampleClient_WatchdogStats() {
-	srv, err := embedded.Start(relock.WithWatchdogTimeout(150 * time.Millisecond))
+	srv, err := embedded.Start(relock.WithWatchdogTimeout(600 * time.Millisecond))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func ExampleClient_WatchdogStats() {
 	c := srv.Client()
 
 	held, _ := c.Lock("nightly").Lock(context.Background())
-	time.Sleep(400 * time.Millisecond) // well past the lease
+	time.Sleep(1500 * time.Millisecond) // well past the lease
 	st := c.WatchdogStats()
 	fmt.Println("still held:", held.Err() == nil, "renewed:", st.Renewed >= 2, "calls per round:", st.Calls/st.Ticks)
 	_ = c.Lock("nightly").Unlock(held)

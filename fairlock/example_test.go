@@ -24,7 +24,7 @@ func ExampleMutex() {
 		log.Fatal(err)
 	}
 	granted := make(chan string, 3)
-	for _, who := range []string{"first", "second", "third"} {
+	for i, who := range []string{"first", "second", "third"} {
 		go func() {
 			h, err := mu.Lock(context.Background())
 			if err != nil {
@@ -34,8 +34,11 @@ func ExampleMutex() {
 			granted <- who
 			_ = mu.Unlock(h)
 		}()
-		// Arrivals a moment apart, so that their order is known.
-		time.Sleep(50 * time.Millisecond)
+		// The next arrives only once this one is parked in the queue, so that their
+		// order is known.
+		for c.Stats().Waiting < i+1 {
+			time.Sleep(time.Millisecond)
+		}
 	}
 	if err := mu.Unlock(held); err != nil {
 		log.Fatal(err)

@@ -13,6 +13,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/watchdog"
 )
 
 // waitDone waits up to d for ctx to end and returns how long that took.
@@ -87,12 +88,24 @@ func TestRenewalBatching(t *testing.T) {
 			}
 		}
 		// The first round on a fresh server meets NOSCRIPT once and sends EVAL; Redis keeps
-		// the script from then on. Measure the rounds after it.
-		eventually(t, 5*time.Second, "no renewal round", func() bool { return c.WatchdogStats().Ticks > 0 })
-		time.Sleep(100 * time.Millisecond)
-		before, wd0 := stats.Calls(t), c.WatchdogStats()
+		// the script from then on. Measure the rounds after it, from just after one round
+		// has ended to just after another has: a round in flight at either end would be
+		// counted as sent but not as done.
+		afterRound := func() watchdog.Stats {
+			ticks := c.WatchdogStats().Ticks
+			var st watchdog.Stats
+			eventually(t, 5*time.Second, "no renewal round", func() bool {
+				st = c.WatchdogStats()
+				return st.Ticks > ticks
+			})
+			return st
+		}
+		afterRound()
+		wd0 := afterRound()
+		before := stats.Calls(t)
 		time.Sleep(2 * time.Second)
-		after, wd1 := stats.Calls(t), c.WatchdogStats()
+		wd1 := afterRound()
+		after := stats.Calls(t)
 
 		ticks := wd1.Ticks - wd0.Ticks
 		calls := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]
@@ -152,15 +165,23 @@ func TestLeaseLostWhenKeyGone(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			// Remove the key just after a renewal round (which also loads the renewal
+			// script, so no NOSCRIPT round trip follows).
+			ticks := c.WatchdogStats().Ticks
+			eventually(t, 5*time.Second, "no renewal round", func() bool { return c.WatchdogStats().Ticks > ticks })
 			remove(t, b, side)
+			// Rounds are counted as they are sent: the first one sent from here on must
+			// be the one that finds the loss. Counting rounds rather than time keeps the
+			// check exact on a machine too loaded to keep its periods.
+			sent := c.WatchdogStats().Batches
 			took := waitDone(t, held, 5*time.Second, way)
 			if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
 				t.Errorf("%s: cause %v; want ErrLeaseLost", way, cause)
 			}
-			t.Logf("%s: lease loss seen after %v (renewal period %v)", way, took.Round(time.Millisecond), timeout/3)
-			// One period plus a round trip; the second is slack for a loaded machine.
-			if took > timeout/3+time.Second {
-				t.Errorf("%s: lease loss seen after %v; want within a renewal period", way, took)
+			rounds := c.WatchdogStats().Batches - sent
+			t.Logf("%s: lease loss seen after %v and %d renewal round (period %v)", way, took.Round(time.Millisecond), rounds, timeout/3)
+			if rounds > 1 {
+				t.Errorf("%s: lease loss seen after %d renewal rounds; want the first round after the removal", way, rounds)
 			}
 			if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
 				t.Errorf("%s: Unlock after loss: %v; want ErrNotHeld", way, err)
@@ -263,6 +284,10 @@ func TestFixedLeaseNotRenewed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The key carries the 2s lease itself, not the watchdog's 600ms.
+		if p := pttl(t, side, "fixed"); p <= 1000 || p > 2000 {
+			t.Errorf("PTTL %dms just after a WithLease(2s) acquisition", p)
+		}
 		took := waitDone(t, held, 5*time.Second, "fixed lease")
 		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
 			t.Errorf("cause %v; want ErrLeaseLost", cause)
@@ -289,19 +314,21 @@ func TestFixedLeaseNotRenewed(t *testing.T) {
 // the unlock comes.
 func TestNoRenewalAfterUnlock(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(150*time.Millisecond)) // period 50ms
+		// Period 200ms: the unlocks below land at 12 points spread over a period. (A
+		// shorter lease would lapse whenever a loaded machine stalls the renewal.)
+		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
 		mu := c.Lock("released")
-		for i := 0; i < 20; i++ {
+		for i := 0; i < 12; i++ {
 			held, err := mu.Lock(context.Background())
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Duration(i*7%60) * time.Millisecond)
+			time.Sleep(time.Duration(i*71%240) * time.Millisecond)
 			if err := mu.Unlock(held); err != nil {
 				t.Fatal(err)
 			}
 			calls := c.WatchdogStats().Calls
-			time.Sleep(60 * time.Millisecond) // more than a period
+			time.Sleep(250 * time.Millisecond) // more than a period
 			if got := c.WatchdogStats().Calls; got != calls {
 				t.Fatalf("round %d: %d renewal calls sent after Unlock returned", i, got-calls)
 			}

@@ -499,7 +499,9 @@ func TestWriterPreference(t *testing.T) {
 // timeout keys, the writers' zset (the unlock latches expire by themselves).
 func TestNoKeysLeft(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithTimeout(100*time.Millisecond)) // latches live 1s
+		// A call timeout of 500ms keeps the unlock latches at their 1s floor, so the test
+		// can wait for them to expire, while leaving a loaded machine time to answer.
+		c := newClient(t, b, relock.WithTimeout(500*time.Millisecond))
 		side := b.Client(t)
 		mu := c.RWLock("tidy", rwlock.WithWriterPreference())
 		ctx := context.Background()
