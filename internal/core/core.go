@@ -100,5 +100,10 @@ func (c *Client) LeaseMs() string { return c.leaseMs }
 // ctx: it keeps ctx's values, drops its cancellation, and is bounded by the client's
 // timeout instead.
 func (c *Client) Detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), c.Timeout)
+	// A context that can never be cancelled has nothing to drop: skip the wrapper, which
+	// would cost an allocation on every call made with context.Background().
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	return context.WithTimeout(ctx, c.Timeout)
 }

@@ -140,18 +140,15 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 	if s.Fencing && m.kind != Read {
 		a.keys = m.keys[:m.nkeys+1]
 	}
-	// An entry of a fair waiter or a preferred writer lives two refresh periods: one
-	// missed refresh is not death.
-	entry := strconv.FormatInt(2*a.refresh.Milliseconds(), 10)
 	switch m.kind {
 	case Fair:
-		a.args = []string{a.leaseMs, owner, entry, flag(wait)}
+		a.args = []string{a.leaseMs, owner, a.entryMs(), flag(wait)}
 	case Read:
 		a.keys = []string{m.name, keys.Suffixed(m.name, owner) + ":rwlock_timeout", m.keys[1]}
 		a.args = []string{a.leaseMs, owner, owner + ":write", flag(s.WriterPreference)}
 	case Write:
 		a.preferred = wait && s.WriterPreference
-		a.args = []string{a.leaseMs, a.owner, owner, flag(a.preferred), entry}
+		a.args = []string{a.leaseMs, a.owner, owner, flag(a.preferred), a.entryMs()}
 	default:
 		a.args = []string{a.leaseMs, owner}
 	}
@@ -181,6 +178,12 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 		return ctx, m.fail(op, err)
 	}
 	return a.hold(held), nil
+}
+
+// entryMs is how long the queue entry of a fair waiter or a preferred writer lives without
+// a refresh: two refresh periods, so that one missed refresh is not taken for death.
+func (a *attempt) entryMs() string {
+	return strconv.FormatInt(2*a.refresh.Milliseconds(), 10)
 }
 
 func flag(b bool) string {
@@ -224,7 +227,8 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 		if m.c.SyncReplicas > 0 {
 			v, err = a.execSynced(dctx, script)
 		} else {
-			v, err = script.Exec(dctx, m.c.Redis, a.keys, a.args).AsIntSlice()
+			var buf [3]int64 // the longest reply: read it without allocating
+			v, err = ints(buf[:0], script.Exec(dctx, m.c.Redis, a.keys, a.args))
 		}
 		if err == nil {
 			return a.reply(v, sent)
@@ -288,6 +292,22 @@ func (a *attempt) execSynced(ctx context.Context, script *lua.Script) ([]int64, 
 		return nil, errors.Join(lockerr.ErrNotSynced, err)
 	}
 	return nil, lockerr.ErrNotSynced
+}
+
+// ints appends the integers of an array reply to dst, as AsIntSlice would return them.
+func ints(dst []int64, r rueidis.RedisResult) ([]int64, error) {
+	arr, err := r.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range arr {
+		n, err := e.AsInt64()
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, n)
+	}
+	return dst, nil
 }
 
 // reply reads the acquire script's reply.
