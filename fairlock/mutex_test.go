@@ -233,7 +233,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 // place and acquires in its turn.
 func TestLiveWaiterNeverEvicted(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const refresh = 100 * time.Millisecond
+		const refresh = 500 * time.Millisecond // the patient waiter's: its entry lives 1s
 		c := newClient(t, b)
 		side := b.Client(t)
 		mu := c.FairLock("patient", fairlock.WithRefreshPeriod(refresh))
@@ -241,35 +241,38 @@ func TestLiveWaiterNeverEvicted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		done := make(chan error, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_, err := mu.Lock(ctx)
-			done <- err
-		}()
-		eventually(t, 5*time.Second, "waiter not queued", func() bool { return len(queue(t, side, "patient")) == 1 })
-		waiter := queue(t, side, "patient")[0]
-		time.Sleep(3 * 2 * refresh)
-		if q := queue(t, side, "patient"); len(q) != 1 || q[0] != waiter {
-			t.Fatalf("after three eviction periods the queue is %v; want the waiter %s still in place", q, waiter)
+		granted := make(chan string, 2)
+		queueUp := func(who string, m *fairlock.Mutex) {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				held, err := m.Lock(ctx)
+				if err != nil {
+					t.Errorf("%s waiter: %v", who, err)
+					granted <- who + " failed"
+					return
+				}
+				granted <- who
+				_ = m.Unlock(held)
+			}()
 		}
-		// Another owner arriving now queues behind it.
-		late := make(chan error, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_, err := c.FairLock("patient").TryLock(ctx)
-			late <- err
-		}()
-		if err := <-late; !errors.Is(err, relock.ErrLocked) {
-			t.Errorf("TryLock while a waiter is queued: %v; want ErrLocked", err)
+		queueUp("patient", mu)
+		eventually(t, 5*time.Second, "patient waiter not queued", func() bool { return len(queue(t, side, "patient")) == 1 })
+		patient := queue(t, side, "patient")[0]
+		// A second waiter, with the default 5s refresh, behind it. Were the patient one
+		// evicted, its next refresh would queue it anew, behind this one.
+		queueUp("late", c.FairLock("patient"))
+		eventually(t, 5*time.Second, "late waiter not queued", func() bool { return len(queue(t, side, "patient")) == 2 })
+		late := queue(t, side, "patient")[1]
+		time.Sleep(3 * 2 * refresh)
+		if q := queue(t, side, "patient"); len(q) != 2 || q[0] != patient || q[1] != late {
+			t.Fatalf("after three eviction periods the queue is %v; want [%s %s]", q, patient, late)
 		}
 		if err := mu.Unlock(holder); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-done; err != nil {
-			t.Fatalf("the patient waiter: %v", err)
+		if first, second := <-granted, <-granted; first != "patient" || second != "late" {
+			t.Fatalf("granted to %s, then %s; want the patient waiter first", first, second)
 		}
 	})
 }
@@ -278,7 +281,7 @@ func TestLiveWaiterNeverEvicted(t *testing.T) {
 // two refresh periods of the holder's unlock.
 func TestKilledWaiterSkipped(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const refresh = 200 * time.Millisecond
+		const refresh = 200 * time.Millisecond // the worker's
 		c := newClient(t, b)
 		side := b.Client(t)
 		holder, err := c.FairLock("killed").Lock(context.Background())
@@ -297,11 +300,13 @@ func TestKilledWaiterSkipped(t *testing.T) {
 			t.Fatal(err)
 		}
 		eventually(t, 10*time.Second, "worker process not queued", func() bool { return len(queue(t, side, "killed")) == 1 })
+		// The waiter behind keeps the default refresh period of 5s: it must not need its
+		// own refresh to notice that the dead waiter's turn has passed.
 		behind := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
-			_, err := c.FairLock("killed", fairlock.WithRefreshPeriod(refresh)).Lock(ctx)
+			_, err := c.FairLock("killed").Lock(ctx)
 			behind <- err
 		}()
 		eventually(t, 5*time.Second, "second waiter not queued", func() bool { return len(queue(t, side, "killed")) == 2 })
@@ -320,8 +325,9 @@ func TestKilledWaiterSkipped(t *testing.T) {
 			t.Fatalf("waiter behind the killed one: %v", err)
 		}
 		took := time.Since(unlocked)
-		t.Logf("the waiter behind the killed one acquired %v after the unlock (refresh period %v)", took.Round(time.Millisecond), refresh)
-		// Two refresh periods, plus slack for a loaded machine.
+		t.Logf("the waiter behind the killed one acquired %v after the unlock (the killed one's refresh period %v)", took.Round(time.Millisecond), refresh)
+		// Two refresh periods, plus slack for a loaded machine; well short of the 5s
+		// the waiter behind would sleep if only its own refresh brought it back.
 		if took > 2*refresh+time.Second {
 			t.Errorf("acquired %v after the unlock; want within two refresh periods", took)
 		}

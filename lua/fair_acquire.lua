@@ -10,7 +10,12 @@
 -- ARGV[3] how long a waiter's entry lives without a refresh, in milliseconds
 -- ARGV[4] "1" to queue when the lock cannot be taken, "0" for a single attempt (TryLock)
 -- Returns {1, hold count, token} when the owner now holds the lock (token as for an
--- RLock), or {0, PTTL}: PTTL of the lock, -2 when it is free but another waiter is first.
+-- RLock), or {0, ms}: how long the caller may wait before it tries again. That is the
+-- lock's PTTL, or, when another waiter is first and its entry runs out sooner, the time
+-- until it does. Should that waiter be dead, no unlock message reaches anyone when its
+-- turn passes, so the waiter behind it comes back by itself the moment its entry runs
+-- out. (A live first waiter refreshes its entry every period, so this bound only comes
+-- into play when it is dead or has a shorter refresh period than the caller.)
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
@@ -21,8 +26,9 @@ local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
 -- Waiters at the head whose entries ran out are gone (a killed process): skip them.
 local head = redis.call('lindex', KEYS[2], 0)
+local deadline
 while head do
-  local deadline = redis.call('zscore', KEYS[3], head)
+  deadline = redis.call('zscore', KEYS[3], head)
   if deadline and tonumber(deadline) > now then
     break
   end
@@ -66,4 +72,11 @@ if ARGV[4] == '1' then
   redis.call('pexpire', KEYS[2], ARGV[3])
   redis.call('pexpire', KEYS[3], ARGV[3])
 end
-return {0, redis.call('pttl', KEYS[1])}
+local pttl = redis.call('pttl', KEYS[1])
+if head and head ~= ARGV[2] then
+  local left = tonumber(deadline) - now + 1
+  if pttl < 0 or left < pttl then
+    return {0, left}
+  end
+end
+return {0, pttl}
