@@ -487,7 +487,7 @@ func TestBadInput(t *testing.T) {
 // The fair lock holds like an rlock: re-entry, the watchdog, lease loss and fencing.
 func TestHoldsLikeRLock(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
+		c := newClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		side := b.Client(t)
 		mu := c.FairLock("held", fairlock.WithFencing())
 		held, err := mu.Lock(context.Background())
@@ -504,7 +504,7 @@ func TestHoldsLikeRLock(t *testing.T) {
 		if tok2, _ := mu.Token(held); !ok || tok2 != tok {
 			t.Errorf("tokens %d, %d (ok %v); want one token kept by the re-entry", tok, tok2, ok)
 		}
-		time.Sleep(time.Second) // longer than the lease: the watchdog keeps it
+		time.Sleep(2500 * time.Millisecond) // longer than the lease: the watchdog keeps it
 		if held.Err() != nil {
 			t.Fatalf("hold lost while renewed: %v", context.Cause(held))
 		}
@@ -516,6 +516,90 @@ func TestHoldsLikeRLock(t *testing.T) {
 		}
 		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
 			t.Errorf("cause %v; want ErrLeaseLost", context.Cause(held))
+		}
+	})
+}
+
+// A parked waiter costs one small command per refresh period, and nothing else: it
+// refreshes its queue entry, it does not poll.
+func TestWaiterRefreshCost(t *testing.T) {
+	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const refresh = 300 * time.Millisecond
+		c := newClient(t, b)
+		stats := b.Commands(t)
+		if _, err := c.FairLock("costly").Lock(context.Background(), fairlock.WithLease(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.FairLock("costly", fairlock.WithRefreshPeriod(refresh)).Lock(relock.NewOwner(ctx))
+			done <- err
+		}()
+		eventually(t, 5*time.Second, "waiter not parked", func() bool { return c.Stats().Waiting == 1 })
+		before, start := stats.Calls(t), time.Now()
+		time.Sleep(10 * refresh)
+		after, elapsed := stats.Calls(t), time.Since(start)
+		cancel()
+		if err := <-done; !errors.Is(err, context.Canceled) {
+			t.Errorf("waiter: %v; want context.Canceled", err)
+		}
+		// INFO commandstats counts the commands scripts run too, and the connections'
+		// PINGs and the replicas' REPLCONFs: what the client sent is the script calls.
+		calls := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]
+		periods := int64(elapsed / refresh)
+		t.Logf("%d script calls in %v (%d refresh periods)", calls, elapsed.Round(time.Millisecond), periods)
+		if calls < 1 {
+			t.Errorf("the waiter never refreshed its entry in %d periods", periods)
+		}
+		if calls > periods+1 {
+			t.Errorf("%d script calls in %d refresh periods; want one per period at most", calls, periods)
+		}
+	})
+}
+
+// ForceUnlock frees the lock whoever holds it and wakes the next waiter by its message,
+// not by its time bound; the hold that was removed learns it lost its lease.
+func TestForceUnlockWakesNext(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		holderClient := newClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
+		waiterClient := newClient(t, b)
+		side := b.Client(t)
+		held, err := holderClient.FairLock("forced").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			mu := waiterClient.FairLock("forced")
+			h, err := mu.Lock(ctx)
+			if err == nil {
+				err = mu.Unlock(h)
+			}
+			done <- err
+		}()
+		eventually(t, 5*time.Second, "waiter not parked", func() bool {
+			return waiterClient.Stats().Waiting == 1 && len(queue(t, side, "forced")) == 1
+		})
+		if ok, err := newClient(t, b).FairLock("forced").ForceUnlock(context.Background()); !ok || err != nil {
+			t.Fatalf("ForceUnlock = %v, %v; want true", ok, err)
+		}
+		if err := <-done; err != nil {
+			t.Fatalf("waiter after ForceUnlock: %v", err)
+		}
+		if st := waiterClient.Stats(); st.Woken != 1 || st.TimedOut != 0 {
+			t.Errorf("waiter's hub %+v; want one wake-up by message and none by time", st)
+		}
+		select {
+		case <-held.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the forced-out hold did not learn of its loss")
+		}
+		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+			t.Errorf("forced-out hold: cause %v; want ErrLeaseLost", context.Cause(held))
 		}
 	})
 }
