@@ -8,8 +8,9 @@
 -- ARGV[2] "read" or "write"
 -- ARGV[3] latch lifetime in milliseconds
 -- ARGV[4] the publish command
--- Returns nil when the owner holds no such hold, 0 when the lock is still held (by this
--- owner or by other readers), 1 when the lock is free.
+-- Returns nil when the owner holds no such hold, 0 when this owner still holds it, 1 when
+-- the lock is free, 2 when this hold is gone but others hold the lock (other readers, or
+-- this owner's read holds after its write hold: a downgrade).
 --
 -- Messages as Redisson's: "1" when the writer leaves and no reader remains (everyone may
 -- try: readers can all enter), "0" when the last reader leaves (one may try). When writers
@@ -52,14 +53,14 @@ if redis.call('hlen', KEYS[1]) > 1 then
   end
   if longest > 0 then
     redis.call('pexpire', KEYS[1], longest)
-    result = 0
+    result = 2
     if downgraded then
       -- The writer kept read holds: the lock is in read mode now, and waiting readers may
       -- join them at once (Redisson leaves them to their time bound).
       redis.call(ARGV[4], KEYS[2], '1')
     end
   elseif redis.call('hget', KEYS[1], 'mode') == 'write' then
-    result = 0
+    result = 2
   end
 end
 if result == 1 then

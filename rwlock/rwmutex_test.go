@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -116,7 +117,9 @@ func TestSharedReadersExclusiveWriter(t *testing.T) {
 }
 
 // 16 goroutines on 2 clients, 500 sections each, a fifth of them writes: whenever a writer
-// is inside, nobody else is. (miniredis runs every script in a fresh Lua interpreter, a
+// is inside, nobody else is. Each section stays open for a moment (see hold) and checks
+// the invariant on entry and again just before it leaves, so that an overlap has time to
+// happen and to be seen. (miniredis runs every script in a fresh Lua interpreter, a
 // millisecond or more a call: it gets 100 sections each.)
 func TestTorture(t *testing.T) {
 	const goroutines = 16
@@ -146,6 +149,10 @@ func TestTorture(t *testing.T) {
 						if writers.Add(1) != 1 || readers.Load() != 0 {
 							violations.Add(1)
 						}
+						hold()
+						if writers.Load() != 1 || readers.Load() != 0 {
+							violations.Add(1)
+						}
 						writes.Add(1)
 						writers.Add(-1)
 						if err := mu.Unlock(held); err != nil {
@@ -160,6 +167,10 @@ func TestTorture(t *testing.T) {
 						return
 					}
 					readers.Add(1)
+					if writers.Load() != 0 {
+						violations.Add(1)
+					}
+					hold()
 					if writers.Load() != 0 {
 						violations.Add(1)
 					}
@@ -178,6 +189,16 @@ func TestTorture(t *testing.T) {
 			t.Errorf("%d violations in %d sections; want 0 in %d", violations.Load(), reads.Load()+writes.Load(), goroutines*sections)
 		}
 	})
+}
+
+// hold keeps a critical section open for about 20µs of work, yielding the processor
+// between rounds so that other goroutines run meanwhile. It is bounded in rounds, so a
+// loaded machine makes it longer, never endless.
+func hold() {
+	start := time.Now()
+	for i := 0; i < 1000 && time.Since(start) < 20*time.Microsecond; i++ {
+		runtime.Gosched()
+	}
 }
 
 // A writer may take read holds and, after releasing the write hold, is a reader; a reader
@@ -212,8 +233,12 @@ func TestDowngradeAndUpgrade(t *testing.T) {
 			t.Error(err)
 		}
 
+		// "At once": a regression that waits instead ends with the context, not with the
+		// go test timeout.
+		upctx, cancel := context.WithTimeout(held, 5*time.Second)
+		defer cancel()
 		start := time.Now()
-		_, err = mu.Lock(held)
+		_, err = mu.Lock(upctx)
 		if !errors.Is(err, relock.ErrUpgrade) {
 			t.Fatalf("a reader asking for the write lock: %v; want ErrUpgrade", err)
 		}
@@ -236,16 +261,23 @@ func TestDowngradeAndUpgrade(t *testing.T) {
 // A reader whose key is deleted behind its back learns it from its context.
 func TestReaderLeaseLost(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
+		// A lease of 1.5s leaves a loaded machine a second to renew: renewals go out every
+		// 0.5s, and a hold is lost only when none succeeds for a whole lease.
+		const lease = 1500 * time.Millisecond
+		c := newClient(t, b, relock.WithWatchdogTimeout(lease))
 		side := b.Client(t)
 		mu := c.RWLock("fragile")
 		held, err := mu.RLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second) // past the lease: renewed
+		before := c.WatchdogStats()
+		time.Sleep(lease * 5 / 3) // past the lease: renewed
 		if held.Err() != nil {
 			t.Fatalf("read hold lost while renewed: %v", context.Cause(held))
+		}
+		if st := c.WatchdogStats(); st.Renewed == before.Renewed {
+			t.Fatalf("watchdog %+v: no renewal in %v", st, lease*5/3)
 		}
 		do(t, side, "DEL", "fragile")
 		select {
@@ -416,7 +448,9 @@ func TestRedissonLayout(t *testing.T) {
 }
 
 // With writer preference a waiting writer gets in while 8 readers re-acquire in a tight
-// loop, before any reader has made 10 more round trips.
+// loop, before any reader has made 10 more round trips. An anchor reader holds the lock
+// while the writer arrives, so that the writer surely waits: the readers' round trips are
+// counted from the moment its entry is seen in the writers' zset.
 func TestWriterPreference(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := newClient(t, b), newClient(t, b)
@@ -424,15 +458,25 @@ func TestWriterPreference(t *testing.T) {
 		stop := make(chan struct{})
 		var writerWaiting atomic.Bool
 		var sinceWriter [8]atomic.Int32
+		var loops atomic.Int64
 		var wg sync.WaitGroup
 		side := b.Client(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		// On every way out, the readers stop before the test ends.
+		var stopOnce sync.Once
+		halt := func() { stopOnce.Do(func() { close(stop) }) }
+		defer wg.Wait()
+		defer cancel()
+		defer halt()
+		anchor, err := c2.RWLock("preferred", pref).RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		for i := 0; i < 8; i++ {
 			mu := []*relock.Client{c1, c2}[i%2].RWLock("preferred", pref)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-				defer cancel()
 				for {
 					select {
 					case <-stop:
@@ -441,12 +485,17 @@ func TestWriterPreference(t *testing.T) {
 					}
 					held, err := mu.RLock(ctx)
 					if err != nil {
-						t.Error(err)
+						select {
+						case <-stop: // the test is over, or failed
+						default:
+							t.Error(err)
+						}
 						return
 					}
 					if writerWaiting.Load() {
 						sinceWriter[i].Add(2) // the acquisition and the release below
 					}
+					loops.Add(1)
 					if err := mu.RUnlock(held); err != nil {
 						t.Error(err)
 						return
@@ -454,49 +503,61 @@ func TestWriterPreference(t *testing.T) {
 				}
 			}()
 		}
-		time.Sleep(100 * time.Millisecond) // the readers are going
-		// The writer waits from the moment its entry is in the writers' zset: count the
-		// readers' round trips from then until it holds the lock.
-		acquired := make(chan struct{})
+		eventually(t, 10*time.Second, "the readers are not going", func() bool { return loops.Load() >= 8 })
+
+		type result struct {
+			held context.Context
+			err  error
+		}
+		wrote := make(chan result, 1)
 		go func() {
-			for {
-				select {
-				case <-acquired:
-					return
-				default:
-				}
-				if n, _ := do(t, side, "ZCARD", "relock_rwlock_writers:{preferred}").AsInt64(); n > 0 {
-					writerWaiting.Store(true)
-					return
-				}
-			}
+			held, err := c1.RWLock("preferred", pref).Lock(ctx)
+			wrote <- result{held, err}
 		}()
-		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		defer cancel()
-		held, err := c1.RWLock("preferred", pref).Lock(ctx)
+		// The writer waits from the moment its entry is in the writers' zset.
+		for start, n := time.Now(), int64(0); n == 0; {
+			if time.Since(start) > 10*time.Second {
+				t.Fatal("the writer never registered as waiting")
+			}
+			select {
+			case r := <-wrote:
+				t.Fatalf("the writer got in beside the anchor reader: %v", r.err)
+			default:
+			}
+			time.Sleep(time.Millisecond)
+			n, _ = do(t, side, "ZCARD", "relock_rwlock_writers:{preferred}").AsInt64()
+		}
+		writerWaiting.Store(true)
+		time.Sleep(20 * time.Millisecond) // the readers show whether they give way
+		if err := c2.RWLock("preferred").RUnlock(anchor); err != nil {
+			t.Fatal(err)
+		}
+		r := <-wrote
 		writerWaiting.Store(false)
-		close(acquired)
-		if err != nil {
-			t.Fatalf("the writer: %v", err)
+		if r.err != nil {
+			t.Fatalf("the writer: %v", r.err)
 		}
 		most := int32(0)
 		for i := range sinceWriter {
 			most = max(most, sinceWriter[i].Load())
 		}
-		t.Logf("most round trips by one reader while the writer waited: %d", most)
+		t.Logf("most round trips by one reader while the writer waited: %d (%d read sections in all)", most, loops.Load())
 		if most >= 10 {
 			t.Errorf("a reader made %d round trips while the writer waited; want fewer than 10", most)
 		}
-		if err := c1.RWLock("preferred").Unlock(held); err != nil {
+		if n, _ := do(t, side, "EXISTS", "relock_rwlock_writers:{preferred}").AsInt64(); n != 0 {
+			t.Error("the writers' zset is left after the only waiting writer got in")
+		}
+		halt()
+		if err := c1.RWLock("preferred").Unlock(r.held); err != nil {
 			t.Fatal(err)
 		}
-		close(stop)
-		wg.Wait()
 	})
 }
 
 // When every hold is released no key of the lock is left: the hash, the read holds'
-// timeout keys, the writers' zset (the unlock latches expire by themselves).
+// timeout keys, the writers' zset, which a writer that waited made (the unlock latches
+// expire by themselves).
 func TestNoKeysLeft(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		// A call timeout of 500ms keeps the unlock latches at their 1s floor, so the test
@@ -509,11 +570,10 @@ func TestNoKeysLeft(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		r1, err := c.RWLock("tidy").TryRLock(relock.NewOwner(ctx))
-		if !errors.Is(err, relock.ErrLocked) {
+		if _, err := c.RWLock("tidy").TryRLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
 			t.Fatalf("reader beside a writer: %v", err)
 		}
-		_ = r1
+		// The writer downgrades; another reader joins it.
 		if w, err = mu.RLock(w); err != nil {
 			t.Fatal(err)
 		}
@@ -524,10 +584,28 @@ func TestNoKeysLeft(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// A second writer waits, registered in the writers' zset.
+		wrote := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			h, err := mu.Lock(relock.NewOwner(wctx))
+			if err == nil {
+				err = mu.Unlock(h)
+			}
+			wrote <- err
+		}()
+		eventually(t, 10*time.Second, "the writer did not register as waiting", func() bool {
+			n, _ := do(t, side, "EXISTS", "relock_rwlock_writers:{tidy}").AsInt64()
+			return n == 1
+		})
 		for _, release := range []func() error{func() error { return mu.RUnlock(w) }, func() error { return mu.RUnlock(other) }} {
 			if err := release(); err != nil {
 				t.Fatal(err)
 			}
+		}
+		if err := <-wrote; err != nil {
+			t.Fatalf("the waiting writer: %v", err)
 		}
 		eventually(t, 5*time.Second, "keys left", func() bool {
 			if b.Cluster == nil {

@@ -71,6 +71,7 @@ type Hold struct {
 	count    int64  // the hold count as this client last learned it from Redis
 	token    int64
 	fenced   bool
+	parent   context.Context // what ctx derives from
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	deadline time.Time
@@ -162,7 +163,7 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1}
 	w.setDeadline(h, g.Sent.Add(g.Lease))
 	ctx, cancel := context.WithCancelCause(parent)
-	h.ctx, h.cancel = &holdContext{Context: ctx, w: w, h: h}, cancel
+	h.parent, h.ctx, h.cancel = parent, &holdContext{Context: ctx, w: w, h: h}, cancel
 	w.holds[k] = h
 	if h.deadline.Before(w.wakeAt) {
 		// A fixed lease that ends before the loop would look again.
@@ -240,6 +241,18 @@ func (h *Hold) end(cause error) {
 	for _, c := range h.extra {
 		c(cause)
 	}
+}
+
+// Outside returns the context that the owner's hold of name derives from, when ctx is
+// that hold's own context; otherwise it returns ctx. A hold taken with Outside's result
+// does not end when that hold does.
+func (w *Watchdog) Outside(ctx context.Context, name, owner string) context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.holds[holdKey{name, owner}]; h != nil && h.ctx == ctx {
+		return h.parent
+	}
+	return ctx
 }
 
 // Unlocked records that the owner released one of several holds: the lock is still held.

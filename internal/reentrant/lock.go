@@ -132,6 +132,11 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 		lease = m.c.Lease
 	}
 	held, owner := m.c.Owners.Ensure(ctx)
+	if m.kind == Read {
+		// A read hold taken with the context of the owner's write hold is the first step
+		// of a downgrade: it must outlive the write hold, so it does not derive from it.
+		held = m.c.Watchdog.Outside(held, m.name, owner+":write")
+	}
 	a := attempt{m: m, owner: m.field(owner), lease: lease, leaseMs: m.c.LeaseMs(), renew: s.Lease == 0, refresh: s.refresh()}
 	if !a.renew {
 		a.leaseMs = strconv.FormatInt(lease.Milliseconds(), 10)
@@ -423,8 +428,16 @@ func (a *attempt) leave(ctx context.Context) {
 
 // waitBound turns a holder's PTTL into how long a waiter may sleep before trying again. A
 // lock without expiry (not one relock or Redisson made) is looked at again every lease.
+//
+// A lock that is gone (-2) was free when the script looked, yet not free enough: for a
+// reader, a writer waits first, and its turn ends with a message. For the other kinds it
+// can only mean that the lock ran out between the script's look and its PTTL, which a
+// server whose clock moves during a script (miniredis) lets happen: try again at once.
 func (m *Lock) waitBound(pttl int64) time.Duration {
-	if pttl < 0 {
+	switch {
+	case pttl == -2 && m.kind != Read:
+		return time.Millisecond
+	case pttl < 0:
 		return m.c.Lease
 	}
 	return time.Duration(max(pttl, 1)) * time.Millisecond
@@ -444,7 +457,7 @@ func (m *Lock) Unlock(ctx context.Context) error {
 	defer cancel()
 	switch released, err := m.release(dctx, owner); {
 	case err == nil:
-		if released == 1 {
+		if released != 0 {
 			m.c.Watchdog.Released(m.name, owner)
 		} else {
 			m.c.Watchdog.Unlocked(m.name, owner)
@@ -460,8 +473,10 @@ func (m *Lock) Unlock(ctx context.Context) error {
 }
 
 // release runs the kind's unlock script for one hold of field, retrying lost replies with
-// one request id, and returns 1 when the lock is free, 0 when it is still held, and
-// ErrNotHeld when field holds nothing.
+// one request id, and returns 0 when field still holds the lock, 1 when the lock is free,
+// 2 when field's holds are gone but others hold the lock (a read-write lock's other
+// readers, or the owner's read holds after its write hold), and ErrNotHeld when field
+// holds nothing.
 func (m *Lock) release(ctx context.Context, field string) (int64, error) {
 	// The latch key, "redisson_unlock_latch:{name}:<request id>", built in one allocation
 	// (a stack buffer, unless the name is long).

@@ -1,0 +1,604 @@
+package rwlock_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/rwlock"
+)
+
+// readers returns the reader fields of the lock's hash (every field but mode and the
+// writers' "<owner>:write") with their counts.
+func readers(t *testing.T, rc rueidis.Client, name string) map[string]string {
+	t.Helper()
+	fields, err := do(t, rc, "HGETALL", name).AsStrMap()
+	if err != nil {
+		t.Fatalf("HGETALL %s: %v", name, err)
+	}
+	for f := range fields {
+		if f == "mode" || strings.HasSuffix(f, ":write") {
+			delete(fields, f)
+		}
+	}
+	return fields
+}
+
+// onlyReader returns the one reader field of the lock's hash: the reader's owner.
+func onlyReader(t *testing.T, rc rueidis.Client, name string) string {
+	t.Helper()
+	rs := readers(t, rc, name)
+	if len(rs) != 1 {
+		t.Fatalf("readers of %s: %v; want one", name, rs)
+	}
+	for f := range rs {
+		return f
+	}
+	return ""
+}
+
+func pttl(t *testing.T, rc rueidis.Client, key string) int64 {
+	t.Helper()
+	p, err := do(t, rc, "PTTL", key).AsInt64()
+	if err != nil {
+		t.Fatalf("PTTL %s: %v", key, err)
+	}
+	return p
+}
+
+// timeoutKey is the timeout key of read hold k of owner on lock name.
+func timeoutKey(name, owner string, k int) string {
+	return "{" + name + "}:" + owner + ":rwlock_timeout:" + strconv.Itoa(k)
+}
+
+// A reader re-enters: its count goes to 2, each hold has a timeout key of its own (:1 and
+// :2), and each release takes the newest one away. A re-entering reader never gives way
+// to a waiting writer, even under writer preference.
+func TestReadReentry(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		mu := c.RWLock("again", rwlock.WithWriterPreference())
+		r, err := mu.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := onlyReader(t, side, "again")
+
+		// A writer comes and waits (registered as waiting: writer preference).
+		wrote := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			w, err := mu.Lock(relock.NewOwner(wctx))
+			if err == nil {
+				err = mu.Unlock(w)
+			}
+			wrote <- err
+		}()
+		eventually(t, 10*time.Second, "the writer did not register as waiting", func() bool {
+			n, _ := do(t, side, "ZCARD", "relock_rwlock_writers:{again}").AsInt64()
+			return n == 1
+		})
+		if _, err := mu.TryRLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("a new reader while a writer waits: %v; want ErrLocked", err)
+		}
+
+		if r, err = mu.TryRLock(r); err != nil {
+			t.Fatalf("the reader re-entering while a writer waits: %v", err)
+		}
+		if n, err := mu.RHoldCount(r); n != 2 || err != nil {
+			t.Errorf("RHoldCount = %d, %v; want 2", n, err)
+		}
+		if n, err := mu.HoldCount(r); n != 0 || err != nil {
+			t.Errorf("HoldCount of a reader = %d, %v; want 0", n, err)
+		}
+		if n, _ := do(t, side, "HGET", "again", owner).AsInt64(); n != 2 {
+			t.Errorf("hash field %s = %d; want 2", owner, n)
+		}
+		for k := 1; k <= 2; k++ {
+			if p := pttl(t, side, timeoutKey("again", owner, k)); p <= 0 {
+				t.Errorf("timeout key :%d: PTTL %d; want > 0", k, p)
+			}
+		}
+		if p := pttl(t, side, timeoutKey("again", owner, 3)); p != -2 {
+			t.Errorf("timeout key :3: PTTL %d; want -2 (no such key)", p)
+		}
+
+		// Each release removes the newest hold's key.
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := mu.RHoldCount(r); n != 1 {
+			t.Errorf("RHoldCount after one release = %d; want 1", n)
+		}
+		if p := pttl(t, side, timeoutKey("again", owner, 2)); p != -2 {
+			t.Errorf("timeout key :2 after one release: PTTL %d; want -2 (deleted)", p)
+		}
+		if p := pttl(t, side, timeoutKey("again", owner, 1)); p <= 0 {
+			t.Errorf("timeout key :1 after one release: PTTL %d; want > 0", p)
+		}
+		select {
+		case err := <-wrote:
+			t.Fatalf("the writer finished while a read hold was left: %v", err)
+		default:
+		}
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-wrote; err != nil {
+			t.Fatalf("the writer after the reader left: %v", err)
+		}
+		if p := pttl(t, side, timeoutKey("again", owner, 1)); p != -2 {
+			t.Errorf("timeout key :1 after the last release: PTTL %d; want -2 (deleted)", p)
+		}
+		if err := mu.RUnlock(r); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("a third RUnlock: %v; want ErrNotHeld", err)
+		}
+	})
+}
+
+// The watchdog renews a reader's hash and the timeout key of every read hold: after 2.5
+// leases both of a re-entered reader's timeout keys are still there.
+func TestReadTimeoutKeysRenewed(t *testing.T) {
+	const lease = 1500 * time.Millisecond
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(lease))
+		side := b.Client(t)
+		mu := c.RWLock("renewed")
+		held, err := mu.RLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if held, err = mu.RLock(held); err != nil {
+			t.Fatal(err)
+		}
+		owner := onlyReader(t, side, "renewed")
+		before := c.WatchdogStats()
+		time.Sleep(lease * 5 / 2) // each key was set to expire after one lease
+		if held.Err() != nil {
+			t.Fatalf("read hold lost while renewed: %v", context.Cause(held))
+		}
+		after := c.WatchdogStats()
+		t.Logf("renewals meanwhile: %d in %d rounds", after.Renewed-before.Renewed, after.Ticks-before.Ticks)
+		for _, key := range []string{"renewed", timeoutKey("renewed", owner, 1), timeoutKey("renewed", owner, 2)} {
+			if p := pttl(t, side, key); p <= 0 || p > lease.Milliseconds() {
+				t.Errorf("%s: PTTL %d after 2.5 leases; want in (0, %d]", key, p, lease.Milliseconds())
+			}
+		}
+		for i := 0; i < 2; i++ {
+			if err := mu.RUnlock(held); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, _ := do(t, side, "EXISTS", "renewed", timeoutKey("renewed", owner, 1), timeoutKey("renewed", owner, 2)).AsInt64(); n != 0 {
+			t.Errorf("%d keys left after both holds were released", n)
+		}
+	})
+}
+
+// Do and RDo take the lock, run the function with the hold's context, and release the
+// lock whatever the function does: return nil, return an error, or panic.
+func TestDoAndRDo(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		mu := c.RWLock("done")
+		free := func(what string) {
+			t.Helper()
+			if locked, err := mu.IsLocked(ctx); locked || err != nil {
+				t.Errorf("after %s: IsLocked = %v, %v; want false", what, locked, err)
+			}
+		}
+
+		ran := false
+		err := mu.Do(ctx, func(ctx context.Context) error {
+			ran = true
+			if n, err := mu.HoldCount(ctx); n != 1 || err != nil {
+				t.Errorf("HoldCount inside Do = %d, %v; want 1", n, err)
+			}
+			if mode, _ := do(t, side, "HGET", "done", "mode").ToString(); mode != "write" {
+				t.Errorf("mode inside Do = %q; want write", mode)
+			}
+			if _, err := mu.TryRLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
+				t.Errorf("another reader inside Do: %v; want ErrLocked", err)
+			}
+			return nil
+		})
+		if err != nil || !ran {
+			t.Fatalf("Do = %v (ran %v)", err, ran)
+		}
+		free("Do")
+
+		ran = false
+		err = mu.RDo(ctx, func(ctx context.Context) error {
+			ran = true
+			if n, err := mu.RHoldCount(ctx); n != 1 || err != nil {
+				t.Errorf("RHoldCount inside RDo = %d, %v; want 1", n, err)
+			}
+			// Another owner reads at the same time; a writer may not enter.
+			if err := mu.RDo(relock.NewOwner(ctx), func(context.Context) error {
+				if rs := readers(t, side, "done"); len(rs) != 2 {
+					t.Errorf("readers inside two RDo = %v; want 2", rs)
+				}
+				return nil
+			}); err != nil {
+				t.Errorf("a second reader's RDo: %v", err)
+			}
+			if _, err := mu.TryLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
+				t.Errorf("a writer inside RDo: %v; want ErrLocked", err)
+			}
+			return nil
+		})
+		if err != nil || !ran {
+			t.Fatalf("RDo = %v (ran %v)", err, ran)
+		}
+		free("RDo")
+
+		// The function's error comes back, and the lock is released.
+		boom := errors.New("boom")
+		if err := mu.Do(ctx, func(context.Context) error { return boom }); !errors.Is(err, boom) {
+			t.Errorf("Do of a failing function = %v; want %v", err, boom)
+		}
+		free("a failing Do")
+		if err := mu.RDo(ctx, func(context.Context) error { return boom }); !errors.Is(err, boom) {
+			t.Errorf("RDo of a failing function = %v; want %v", err, boom)
+		}
+		free("a failing RDo")
+
+		// A panic goes on up, and the lock is released on its way.
+		for name, run := range map[string]func(context.Context, func(context.Context) error, ...rwlock.Option) error{"Do": mu.Do, "RDo": mu.RDo} {
+			func() {
+				defer func() {
+					if r := recover(); r != "panicked" {
+						t.Errorf("%s: recovered %v; want the function's panic", name, r)
+					}
+				}()
+				_ = run(ctx, func(context.Context) error { panic("panicked") })
+				t.Errorf("%s returned after its function panicked", name)
+			}()
+			free("a panicking " + name)
+		}
+
+		// A Do that cannot get the lock does not run its function.
+		r, err := mu.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ran = false
+		err = mu.Do(ctx, func(context.Context) error { ran = true; return nil }, rwlock.WithWaitTimeout(200*time.Millisecond))
+		if !errors.Is(err, context.DeadlineExceeded) || ran {
+			t.Errorf("Do while a reader holds = %v (ran %v); want DeadlineExceeded, not run", err, ran)
+		}
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TTL reports the lease of a hold in either mode, and ErrNotHeld to anyone who holds
+// nothing.
+func TestTTL(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const lease = 10 * time.Second // the watchdog timeout
+		c := newClient(t, b, relock.WithWatchdogTimeout(lease))
+		ctx := context.Background()
+		mu := c.RWLock("timed")
+		notHeld := func(ctx context.Context, who string) {
+			t.Helper()
+			if d, err := mu.TTL(ctx); !errors.Is(err, relock.ErrNotHeld) {
+				t.Errorf("TTL of %s = %v, %v; want ErrNotHeld", who, d, err)
+			}
+		}
+		within := func(ctx context.Context, who string, most time.Duration) {
+			t.Helper()
+			if d, err := mu.TTL(ctx); err != nil || d <= 0 || d > most {
+				t.Errorf("TTL of %s = %v, %v; want in (0, %v]", who, d, err, most)
+			}
+		}
+		notHeld(ctx, "a context without owner")
+
+		r, err := mu.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		within(r, "a reader", lease)
+		notHeld(relock.NewOwner(ctx), "another owner while a reader holds")
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		// A released hold's context is done: keep its owner, drop its end.
+		notHeld(context.WithoutCancel(r), "a reader that left")
+
+		w, err := mu.Lock(ctx, rwlock.WithLease(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		within(w, "a writer on a 5s lease", 5*time.Second)
+		notHeld(relock.NewOwner(ctx), "another owner while a writer holds")
+		if err := mu.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
+		notHeld(context.WithoutCancel(w), "a writer that left")
+
+		r, err = mu.RLock(ctx, rwlock.WithLease(4*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		within(r, "a reader on a 4s lease", 4*time.Second)
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// ForceUnlock deletes the lock in either mode, whoever holds it, and wakes every waiter at
+// once: they get in long before the holder's lease would have let them.
+func TestForceUnlock(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		// The holders' lease, and so the waiters' time bound, is the default 30s: waiters
+		// that get in within their 20s were woken.
+		c1, c2 := newClient(t, b), newClient(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		mu := c1.RWLock("forced")
+		if ok, err := mu.ForceUnlock(ctx); ok || err != nil {
+			t.Fatalf("ForceUnlock of no lock = %v, %v; want false", ok, err)
+		}
+		// wait starts n waiters on c2, readers or writers, and returns their outcomes.
+		wait := func(n int, write bool) chan error {
+			done := make(chan error, n)
+			for i := 0; i < n; i++ {
+				go func() {
+					wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+					defer cancel()
+					m := c2.RWLock("forced")
+					lock, unlock := m.RLock, m.RUnlock
+					if write {
+						lock, unlock = m.Lock, m.Unlock
+					}
+					h, err := lock(wctx)
+					if err == nil {
+						err = unlock(h)
+					}
+					done <- err
+				}()
+			}
+			return done
+		}
+		collect := func(done chan error, n int, what string) {
+			t.Helper()
+			for i := 0; i < n; i++ {
+				if err := <-done; err != nil {
+					t.Errorf("%s after ForceUnlock: %v", what, err)
+				}
+			}
+		}
+
+		// Write mode: two readers and a writer wait.
+		w, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		readersDone, writerDone := wait(2, false), wait(1, true)
+		eventually(t, 10*time.Second, "the waiters did not park", func() bool { return c2.Stats().Waiting == 3 })
+		if ok, err := c2.RWLock("forced").ForceUnlock(ctx); !ok || err != nil {
+			t.Fatalf("ForceUnlock of a write lock = %v, %v; want true", ok, err)
+		}
+		collect(readersDone, 2, "a waiting reader")
+		collect(writerDone, 1, "a waiting writer")
+		if err := mu.Unlock(w); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("the forced-out writer's Unlock: %v; want ErrNotHeld", err)
+		}
+		if !errors.Is(context.Cause(w), relock.ErrLeaseLost) {
+			t.Errorf("the forced-out writer's context: %v; want ErrLeaseLost", context.Cause(w))
+		}
+
+		// Read mode: two readers hold, a writer waits.
+		r1, err := mu.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := mu.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		writerDone = wait(1, true)
+		eventually(t, 10*time.Second, "the writer did not park", func() bool { return c2.Stats().Waiting == 1 })
+		if ok, err := mu.ForceUnlock(ctx); !ok || err != nil {
+			t.Fatalf("ForceUnlock of a read lock = %v, %v; want true", ok, err)
+		}
+		collect(writerDone, 1, "a waiting writer")
+		for _, r := range []context.Context{r1, r2} {
+			if err := mu.RUnlock(r); !errors.Is(err, relock.ErrNotHeld) {
+				t.Errorf("a forced-out reader's RUnlock: %v; want ErrNotHeld", err)
+			}
+		}
+		if st := c2.Stats(); st.TimedOut != 0 {
+			t.Errorf("waiters' stats %+v: a wait ran to its time bound", st)
+		}
+		if n, _ := do(t, side, "EXISTS", "forced").AsInt64(); n != 0 {
+			t.Error("the lock is left after everyone left")
+		}
+	})
+}
+
+// Writers of a lock taken WithFencing get a token that grows with every first-level write
+// acquisition, by any client; re-entry and read holds taken by the writer keep it; readers
+// and locks without fencing get none.
+func TestWriterFencing(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c1, c2 := newClient(t, b), newClient(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		fenced := []*rwlock.RWMutex{c1.RWLock("fenced", rwlock.WithFencing()), c2.RWLock("fenced", rwlock.WithFencing())}
+		counter := func() int64 {
+			n, _ := do(t, side, "GET", "redisson_lock_token:{fenced}").AsInt64()
+			return n
+		}
+		var last int64
+		var tokens []int64
+		for i := 0; i < 4; i++ {
+			mu := fenced[i%2]
+			w, err := mu.Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, ok := mu.Token(w)
+			if !ok || tok <= last {
+				t.Fatalf("write %d: token %d (%v); want one above %d", i, tok, ok, last)
+			}
+			tokens = append(tokens, tok)
+			if n := counter(); n != tok {
+				t.Errorf("write %d: counter %d; want the token %d", i, n, tok)
+			}
+			again, err := mu.Lock(w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n, _ := mu.HoldCount(again); n != 2 {
+				t.Errorf("write %d: HoldCount after re-entry = %d; want 2", i, n)
+			}
+			if got, ok := mu.Token(again); !ok || got != tok {
+				t.Errorf("write %d: token after re-entry %d (%v); want %d", i, got, ok, tok)
+			}
+			read, err := mu.RLock(again)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, ok := mu.Token(read); !ok || got != tok {
+				t.Errorf("write %d: token beside the writer's read hold %d (%v); want %d", i, got, ok, tok)
+			}
+			if n := counter(); n != tok {
+				t.Errorf("write %d: counter %d after re-entry; want %d", i, n, tok)
+			}
+			for _, release := range []func() error{func() error { return mu.RUnlock(read) }, func() error { return mu.Unlock(again) }, func() error { return mu.Unlock(w) }} {
+				if err := release(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if got, ok := mu.Token(w); ok {
+				t.Errorf("write %d: token %d after release; want none", i, got)
+			}
+			last = tok
+		}
+		t.Logf("tokens %v", tokens)
+
+		// Readers carry no token and do not move the counter.
+		r, err := fenced[0].RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok, ok := fenced[0].Token(r); ok {
+			t.Errorf("a reader's token %d; want none", tok)
+		}
+		if err := fenced[0].RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		// Nor does a writer of the lock without fencing, which has no token.
+		plain := c1.RWLock("fenced")
+		w, err := plain.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok, ok := plain.Token(w); ok {
+			t.Errorf("token %d without fencing; want none", tok)
+		}
+		if err := plain.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
+		if n := counter(); n != last {
+			t.Errorf("counter %d after a reader and an unfenced writer; want %d", n, last)
+		}
+		// Fencing as an option of one call.
+		w, err = plain.Lock(ctx, rwlock.WithFencing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok, ok := plain.Token(w); !ok || tok != last+1 {
+			t.Errorf("token of a call WithFencing %d (%v); want %d", tok, ok, last+1)
+		}
+		if err := plain.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// After a downgrade (Lock, RLock with the write hold's context, Unlock), the read hold is
+// alive in Redis and renewed, but the context RLock returned must stay live too.
+func TestDowngradedReaderKeepsItsContext(t *testing.T) {
+	const lease = 1500 * time.Millisecond
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(lease))
+		mu := c.RWLock("downgraded")
+		w, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := mu.RLock(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("right after the downgrade: read ctx err %v, watchdog %+v", r.Err(), c.WatchdogStats())
+		time.Sleep(lease * 5 / 3) // a few renewal rounds
+		n, _ := mu.RHoldCount(context.WithoutCancel(r))
+		t.Logf("after %v: read holds in Redis %d; read ctx cause %v; watchdog %+v", lease*5/3, n, context.Cause(r), c.WatchdogStats())
+		if n != 1 {
+			t.Fatalf("read holds %d; want 1", n)
+		}
+		if r.Err() != nil {
+			t.Errorf("the downgraded reader's context ended (cause %v) while its read hold is held and renewed", context.Cause(r))
+		}
+		_ = mu.RUnlock(r)
+	})
+}
+
+// A reader that releases its last hold while other readers remain must be forgotten by
+// the watchdog at once, as when it was the last reader: its context ends with
+// context.Canceled and no renewal is sent for it any more.
+func TestReaderReleasedBesideOthers(t *testing.T) {
+	const lease = 1500 * time.Millisecond
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b, relock.WithWatchdogTimeout(lease))
+		mu := c.RWLock("beside")
+		ctx := context.Background()
+		r1, err := mu.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := mu.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.RUnlock(r1); err != nil {
+			t.Fatal(err)
+		}
+		st := c.WatchdogStats()
+		t.Logf("after r1's RUnlock: r1 ctx err %v; watchdog %+v", r1.Err(), st)
+		if st.Holds != 1 {
+			t.Errorf("watchdog knows %d holds after r1 released; want 1 (r2)", st.Holds)
+		}
+		if !errors.Is(r1.Err(), context.Canceled) {
+			t.Errorf("r1's context after its RUnlock: %v; want context.Canceled", r1.Err())
+		}
+		time.Sleep(lease * 5 / 3)
+		st = c.WatchdogStats()
+		t.Logf("later: r1 cause %v; watchdog %+v", context.Cause(r1), st)
+		if st.Lost != 0 {
+			t.Errorf("watchdog counted %d lost holds; want 0 (r1 was released, not lost)", st.Lost)
+		}
+		_ = mu.RUnlock(r2)
+	})
+}
