@@ -20,6 +20,16 @@ func TestMain(m *testing.M) {
 	os.Exit(redistest.Main(m))
 }
 
+// exampleWait polls cond until it holds: the examples wait on state they can observe, not
+// on a sleep that a busy machine could outlast, and give up loudly after 30s.
+func exampleWait(what string, cond func() bool) {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			log.Fatalf("not within 30s: %s", what)
+		}
+	}
+}
+
 // The basic use: one Client per process, a Mutex per lock name, and the owner carried in
 // the context that Lock returns. (The embedded Redis stands in for a real deployment: in a
 // service, pass relock.New a rueidis client.)
@@ -143,9 +153,7 @@ func ExampleClient_Stats() {
 			_ = mu.Unlock(h)
 		}
 	}()
-	for c.Stats().Waiting == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	exampleWait("the waiter parked", func() bool { return c.Stats().Waiting == 1 })
 	_ = mu.Unlock(held)
 	<-done
 	st := c.Stats()
@@ -156,7 +164,8 @@ func ExampleClient_Stats() {
 // WatchdogStats counts lease renewals: a hold kept past its lease is renewed, in one
 // script call per round.
 func ExampleClient_WatchdogStats() {
-	srv, err := embedded.Start(relock.WithWatchdogTimeout(600 * time.Millisecond))
+	// A short lease, renewed every 500ms, with a second of room for a late round.
+	srv, err := embedded.Start(relock.WithWatchdogTimeout(1500 * time.Millisecond))
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -164,9 +173,59 @@ func ExampleClient_WatchdogStats() {
 	c := srv.Client()
 
 	held, _ := c.Lock("nightly").Lock(context.Background())
-	time.Sleep(1500 * time.Millisecond) // well past the lease
-	st := c.WatchdogStats()
-	fmt.Println("still held:", held.Err() == nil, "renewed:", st.Renewed >= 2, "calls per round:", st.Calls/st.Ticks)
+	// Wait for the renewals themselves rather than for a stretch of time: on a busy
+	// machine a round may come late, never early.
+	exampleWait("two renewals", func() bool { return c.WatchdogStats().Renewed >= 2 })
+	ttl, _ := c.Lock("nightly").TTL(held)
+	fmt.Println("still held past its first lease:", held.Err() == nil && ttl > 0)
 	_ = c.Lock("nightly").Unlock(held)
-	// Output: still held: true renewed: true calls per round: 1
+	// No round runs after the unlock, but the last one's count lands just after it.
+	exampleWait("the last round counted", func() bool {
+		st := c.WatchdogStats()
+		return st.Ticks >= st.Renewed
+	})
+	st := c.WatchdogStats()
+	fmt.Println("renewed:", st.Renewed >= 2, "calls per round:", st.Calls/st.Ticks, "holds left:", st.Holds)
+	// Output:
+	// still held past its first lease: true
+	// renewed: true calls per round: 1 holds left: 0
+}
+
+// Options come from a service's configuration and are checked once, by New: a value out
+// of range fails there, not at the first lock.
+func ExampleOption() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+
+	opts := []relock.Option{
+		relock.WithWatchdogTimeout(5 * time.Second), // lease of holds without WithLease
+		relock.WithTimeout(time.Second),             // bound of an acquire attempt and of Unlock
+	}
+	c, err := relock.New(srv.Redis(), opts...)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	mu := c.Lock("orders:42")
+	held, err := mu.Lock(context.Background())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ttl, _ := mu.TTL(held)
+	fmt.Println("lease is the watchdog timeout:", ttl > 4*time.Second && ttl <= 5*time.Second)
+	fmt.Println("unlock:", mu.Unlock(held))
+
+	_, err = relock.New(srv.Redis(), append(opts, relock.WithWatchdogTimeout(0))...)
+	fmt.Println("zero watchdog timeout refused:", errors.Is(err, relock.ErrInvalidLease))
+	_, err = relock.New(srv.Redis(), relock.WithSyncReplicas(0, time.Second))
+	fmt.Println("zero replicas refused:", errors.Is(err, relock.ErrInvalidOption))
+	// Output:
+	// lease is the watchdog timeout: true
+	// unlock: <nil>
+	// zero watchdog timeout refused: true
+	// zero replicas refused: true
 }

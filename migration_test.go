@@ -5,12 +5,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"log"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/embedded"
@@ -98,12 +104,44 @@ var migrationAPI = map[string]any{
 var (
 	migrationCode = regexp.MustCompile("`([^`]*)`")
 	migrationName = regexp.MustCompile(`^(relock|rlock|fairlock|rwlock)\.[A-Z][A-Za-z]*(\.[A-Z][A-Za-z]*)?$`)
+	// migrationCall finds a call of an exported function or method: "mu.TryLock(".
+	migrationCall = regexp.MustCompile(`\b([A-Za-z_]\w*)\.([A-Z]\w*)\(`)
+	// migrationQualified finds a relock name used as a value: "relock.ErrLocked".
+	migrationQualified = regexp.MustCompile(`\b(relock|rlock|fairlock|rwlock)\.([A-Z]\w*)\b`)
 )
 
-// migrationDocNames reads the guide's tables whose last column is "relock API" and returns
-// the names in that column, with the line each was found on. A row must name at least one
-// API or say "—"; every backticked entry must look like a qualified Go name.
-func migrationDocNames(t *testing.T) (names map[string]int, rows int) {
+// migrationReceivers maps what the tables' code calls methods on to the type or package
+// of the API it calls: the variables the guide's conventions name (c, mu, fm, rw) and
+// the packages. Calls on the standard library's packages and on contexts map to "", and
+// are not relock APIs. A receiver missing here fails the test, so that a new one is
+// classified rather than skipped.
+var migrationReceivers = map[string]string{
+	"c":        "relock.Client",
+	"mu":       "rlock.Mutex",
+	"fm":       "fairlock.Mutex",
+	"rw":       "rwlock.RWMutex",
+	"relock":   "relock",
+	"rlock":    "rlock",
+	"fairlock": "fairlock",
+	"rwlock":   "rwlock",
+	"context":  "",
+	"errors":   "",
+	"time":     "",
+	"held":     "", // a hold's context: Done, Err
+}
+
+// migrationRow is one mapping row of the guide's tables.
+type migrationRow struct {
+	line  int
+	code  string   // the backticked code of the relock column
+	notes string   // the backticked code of the other columns but the Redisson one
+	apis  []string // the names in the relock API column
+}
+
+// migrationDocRows reads the guide's tables whose last column is "relock API". A row must
+// name at least one API or say "—"; every backticked entry of that column must look like
+// a qualified Go name.
+func migrationDocRows(t *testing.T) []migrationRow {
 	t.Helper()
 	f, err := os.Open(migrationDoc)
 	if err != nil {
@@ -111,8 +149,15 @@ func migrationDocNames(t *testing.T) (names map[string]int, rows int) {
 	}
 	defer f.Close()
 
-	names = map[string]int{}
+	var rows []migrationRow
 	inTable, header := false, false
+	spans := func(cell string) string {
+		var code []string
+		for _, m := range migrationCode.FindAllStringSubmatch(cell, -1) {
+			code = append(code, m[1])
+		}
+		return strings.Join(code, "\n")
+	}
 	sc := bufio.NewScanner(f)
 	for n := 1; sc.Scan(); n++ {
 		line := strings.TrimSpace(sc.Text())
@@ -126,13 +171,20 @@ func migrationDocNames(t *testing.T) (names map[string]int, rows int) {
 		case !inTable:
 			// A table's header row: check it only if it is one of ours.
 			inTable, header = true, last == "relock API"
+			if header && (len(cells) != 4 || strings.TrimSpace(cells[1]) != "relock") {
+				t.Fatalf("%s:%d: a mapping table's columns are the Redisson name, relock, notes and relock API: %q", migrationDoc, n, line)
+			}
 			continue
 		case !header:
 			continue
 		case strings.Trim(line, "|-: ") == "":
 			continue // the separator row
 		}
-		rows++
+		if len(cells) != 4 {
+			t.Errorf("%s:%d: %d cells, want 4: %q", migrationDoc, n, len(cells), line)
+			continue
+		}
+		row := migrationRow{line: n, code: spans(cells[1]), notes: spans(cells[2])}
 		found := migrationCode.FindAllStringSubmatch(last, -1)
 		if len(found) == 0 && last != "—" {
 			t.Errorf("%s:%d: the relock API column holds neither a backticked name nor —: %q", migrationDoc, n, last)
@@ -142,24 +194,76 @@ func migrationDocNames(t *testing.T) (names map[string]int, rows int) {
 				t.Errorf("%s:%d: %q is not a qualified name such as `rlock.Mutex.TryLock`", migrationDoc, n, m[1])
 				continue
 			}
-			if _, ok := names[m[1]]; !ok {
-				names[m[1]] = n
-			}
+			row.apis = append(row.apis, m[1])
 		}
+		rows = append(rows, row)
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return names, rows
+	return rows
 }
 
-// TestMigrationDocAPI checks the migration guide against the code: every relock name in a
-// table's "relock API" column must be in migrationAPI (and so exist, or this file would
-// not compile), and every entry of migrationAPI must be used by the guide.
+// migrationCalls returns the relock APIs that code calls, as "package.Func" or
+// "package.Type.Method", and the receivers it does not know.
+func migrationCalls(code string) (apis, unknown []string) {
+	for _, m := range migrationCall.FindAllStringSubmatch(code, -1) {
+		owner, ok := migrationReceivers[m[1]]
+		switch {
+		case !ok:
+			unknown = append(unknown, m[1]+"."+m[2])
+		case owner != "":
+			apis = append(apis, owner+"."+m[2])
+		}
+	}
+	return apis, unknown
+}
+
+// TestMigrationDocAPI checks the migration guide's tables against the code and against
+// themselves: every relock name in a table's "relock API" column must be in migrationAPI
+// (and so exist, or this file would not compile), and every entry of migrationAPI must be
+// used by the guide; within a row, every relock function or method that the relock column
+// calls must be among the row's APIs, and every API the row names must be used in its
+// code or notes, so that the column neither misses nor invents what the code does.
 func TestMigrationDocAPI(t *testing.T) {
-	names, rows := migrationDocNames(t)
-	if rows < 50 {
-		t.Fatalf("found %d mapping rows in %s; the tables or their \"relock API\" header are missing", rows, migrationDoc)
+	rows := migrationDocRows(t)
+	if len(rows) < 50 {
+		t.Fatalf("found %d mapping rows in %s; the tables or their \"relock API\" header are missing", len(rows), migrationDoc)
+	}
+	names := map[string]int{}
+	for _, row := range rows {
+		for _, name := range row.apis {
+			if _, ok := names[name]; !ok {
+				names[name] = row.line
+			}
+		}
+
+		calls, unknown := migrationCalls(row.code)
+		for _, u := range unknown {
+			t.Errorf("%s:%d: the relock column calls %s( on a receiver that migrationReceivers does not know", migrationDoc, row.line, u)
+		}
+		for _, call := range calls {
+			if !slices.Contains(row.apis, call) {
+				t.Errorf("%s:%d: the relock column calls %s, which the row's relock API column does not name %v", migrationDoc, row.line, call, row.apis)
+			}
+		}
+
+		used := map[string]bool{}
+		noteCalls, unknown := migrationCalls(row.notes)
+		for _, u := range unknown {
+			t.Errorf("%s:%d: the notes call %s( on a receiver that migrationReceivers does not know", migrationDoc, row.line, u)
+		}
+		for _, api := range append(calls, noteCalls...) {
+			used[api] = true
+		}
+		for _, m := range migrationQualified.FindAllStringSubmatch(row.code+"\n"+row.notes, -1) {
+			used[m[0]] = true
+		}
+		for _, api := range row.apis {
+			if !used[api] {
+				t.Errorf("%s:%d: the row names %s, which neither its relock code nor its notes use", migrationDoc, row.line, api)
+			}
+		}
 	}
 	for name, line := range names {
 		if _, ok := migrationAPI[name]; !ok {
@@ -174,7 +278,113 @@ func TestMigrationDocAPI(t *testing.T) {
 			t.Errorf("migrationAPI lists %s, which %s does not name", name, migrationDoc)
 		}
 	}
-	t.Logf("%d mapping rows name %d relock APIs", rows, len(names))
+	t.Logf("%d mapping rows name %d relock APIs", len(rows), len(names))
+}
+
+// migrationExamples parses this file and returns the source of each Example function's
+// body, by name.
+func migrationExamples(t *testing.T) map[string]string {
+	t.Helper()
+	const self = "migration_test.go"
+	src, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, self, src, parser.ParseComments)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bodies := map[string]string{}
+	for _, d := range f.Decls {
+		if fn, ok := d.(*ast.FuncDecl); ok && strings.HasPrefix(fn.Name.Name, "Example") && fn.Body != nil {
+			bodies[fn.Name.Name] = string(src[fset.Position(fn.Body.Lbrace).Offset+1 : fset.Position(fn.Body.Rbrace).Offset])
+		}
+	}
+	return bodies
+}
+
+// codeLines returns the lines of code with their indentation and inner runs of spaces
+// dropped (gofmt aligns comments differently in a function body), blank lines left out.
+func codeLines(code string) []string {
+	var lines []string
+	for l := range strings.Lines(code) {
+		if l = strings.Join(strings.Fields(l), " "); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// TestMigrationDocCode keeps the guide's Go code compiling: every ```go block must be the
+// body, or a run of lines of the body, of an Example function in this file, which the
+// compiler checks with the rest of the tests (and go test runs when it has an Output
+// comment). Every Example the guide names must exist here too.
+func TestMigrationDocCode(t *testing.T) {
+	doc, err := os.ReadFile(migrationDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples := migrationExamples(t)
+
+	blocks := 0
+	rest := string(doc)
+	for {
+		_, after, ok := strings.Cut(rest, "```go\n")
+		if !ok {
+			break
+		}
+		block, tail, ok := strings.Cut(after, "```")
+		if !ok {
+			t.Fatalf("%s: a ```go block is not closed", migrationDoc)
+		}
+		rest = tail
+		blocks++
+		want := codeLines(block)
+		found := false
+		for _, body := range examples {
+			got := codeLines(body)
+			for i := 0; i+len(want) <= len(got) && !found; i++ {
+				found = slices.Equal(got[i:i+len(want)], want)
+			}
+		}
+		if !found {
+			t.Errorf("%s: this ```go block is not the code of an Example in migration_test.go, so nothing shows it compiles:\n%s", migrationDoc, block)
+		}
+	}
+	if blocks == 0 {
+		t.Errorf("%s has no ```go block; the test would check nothing", migrationDoc)
+	}
+
+	for _, name := range regexp.MustCompile("`(Example\\w+)`").FindAllStringSubmatch(string(doc), -1) {
+		if _, ok := examples[name[1]]; !ok {
+			t.Errorf("%s names %s, which migration_test.go does not define", migrationDoc, name[1])
+		}
+	}
+}
+
+// The guide's first block, kept compiling here. It needs a Redis at redis:6379, so it has
+// no output to check: go test compiles it without running it.
+func ExampleNew_migrationClient() {
+	ctx := context.Background()
+
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{"redis:6379"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer rc.Close() // after c.Close: deferred calls run last first
+	c, err := relock.New(rc, relock.WithWatchdogTimeout(30*time.Second))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer c.Close()
+
+	mu := c.Lock("orders:42") // redisson.getLock("orders:42")
+	held, err := mu.Lock(ctx) // lock.lock()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer mu.Unlock(held) // lock.unlock() in a finally block
 }
 
 // tryLock(waitTime, leaseTime, unit): the wait is a context deadline and the lease an
@@ -298,9 +508,7 @@ func ExampleClient_migrationLockInterruptibly() {
 		_, err := mu.Lock(ctx)
 		errc <- err
 	}()
-	for c.Stats().Waiting == 0 {
-		time.Sleep(time.Millisecond)
-	}
+	exampleWait("the waiter parked", func() bool { return c.Stats().Waiting == 1 })
 	interrupt() // Thread.interrupt()
 	err = <-errc
 	fmt.Println("waiter interrupted:", errors.Is(err, context.Canceled))

@@ -6,12 +6,30 @@ import (
 	"log"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock/embedded"
 	"github.com/relock-go/relock/pubsub"
 )
 
+// waitUntil polls cond, which the hub's goroutine makes true: the examples wait on what
+// they can observe, never on a fixed sleep.
+func waitUntil(what string, cond func() bool) {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			log.Fatalf("not within 30s: %s", what)
+		}
+	}
+}
+
+func publishMessage(rc rueidis.Client, channel, message string) {
+	if err := rc.Do(context.Background(), rc.B().Publish().Channel(channel).Message(message).Build()).Error(); err != nil {
+		log.Fatal(err)
+	}
+}
+
 // A waiter's protocol with the hub: subscribe, wait for the confirmation, try, then wait
-// for a wake-up (bounded, here by a second). Lock packages follow it; this shows it bare.
+// for a wake-up (bounded, here by ten seconds). Lock packages follow it; this shows it bare.
 func ExampleHub() {
 	srv, err := embedded.Start()
 	if err != nil {
@@ -27,13 +45,112 @@ func ExampleHub() {
 		log.Fatal(err)
 	}
 	defer sub.Release()
-	if err := sub.Ready(context.Background(), time.Second); err != nil {
+	// Ready returns at the confirmation; the bound only matters when the server is slow
+	// to confirm, and then the message below could be missed.
+	if err := sub.Ready(context.Background(), 10*time.Second); err != nil {
 		log.Fatal(err)
 	}
 	// An unlock elsewhere publishes "0" on the lock's channel.
 	rc.Do(context.Background(), rc.B().Publish().Channel("redisson_lock__channel:{report}").Message(pubsub.WakeOne).Build())
-	err = sub.Wait(context.Background(), time.Second)
+	err = sub.Wait(context.Background(), 10*time.Second)
 	st := hub.Stats()
 	fmt.Println("woken:", err == nil, "by a message:", st.Woken == 1, "timed out:", st.TimedOut)
 	// Output: woken: true by a message: true timed out: 0
+}
+
+// Two subscribers of one channel share one subscription. Wake-ups are counted as permits:
+// one that arrives while nobody is parked is kept for a subscriber that is between two
+// attempts, and WakeAll (a read unlock) wakes every parked waiter at once.
+func ExampleSub() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rc := srv.Redis()
+	hub := pubsub.New(rc, false)
+	defer hub.Close()
+	ctx := context.Background()
+	const channel = "redisson_rwlock:{config}"
+
+	a, err := hub.Subscribe(channel)
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := hub.Subscribe(channel)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range []*pubsub.Sub{a, b} {
+		if err := s.Ready(ctx, 10*time.Second); err != nil {
+			log.Fatal(err)
+		}
+	}
+	fmt.Println("subscriptions:", hub.Stats().Channels)
+
+	// Nobody is parked when this unlock's message arrives: it is kept, and a's next wait
+	// takes it at once.
+	publishMessage(rc, channel, pubsub.WakeOne)
+	waitUntil("the message", func() bool { return hub.Stats().Messages == 1 })
+	fmt.Println("a's wait takes the kept wake-up:", a.Wait(ctx, 10*time.Second) == nil)
+
+	woken := make(chan error, 2)
+	for _, s := range []*pubsub.Sub{a, b} {
+		go func() { woken <- s.Wait(ctx, 10*time.Second) }()
+	}
+	waitUntil("both parked", func() bool { return hub.Stats().Waiting == 2 })
+	publishMessage(rc, channel, pubsub.WakeAll)
+	first, second := <-woken, <-woken
+	fmt.Println("both woken:", first == nil && second == nil)
+
+	a.Release()
+	b.Release()
+	waitUntil("the unsubscription", func() bool { return hub.Stats().Channels == 0 })
+	st := hub.Stats()
+	fmt.Println("woken:", st.Woken, "timed out:", st.TimedOut, "subscriptions left:", st.Channels)
+	// Output:
+	// subscriptions: 1
+	// a's wait takes the kept wake-up: true
+	// both woken: true
+	// woken: 3 timed out: 0 subscriptions left: 0
+}
+
+// Stats tells why waits ended: a wake-up message, or the time bound (in a lock package the
+// holder's remaining lease), which is all a waiter has when a message is lost.
+func ExampleStats() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rc := srv.Redis()
+	hub := pubsub.New(rc, false)
+	defer hub.Close()
+	ctx := context.Background()
+	const channel = "redisson_lock__channel:{report}"
+
+	sub, err := hub.Subscribe(channel)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer sub.Release()
+	if err := sub.Ready(ctx, 10*time.Second); err != nil {
+		log.Fatal(err)
+	}
+
+	// No unlock comes: the wait ends at its bound.
+	if err := sub.Wait(ctx, 20*time.Millisecond); err != nil {
+		log.Fatal(err)
+	}
+	// An unlock's message ends the next one.
+	done := make(chan error, 1)
+	go func() { done <- sub.Wait(ctx, 10*time.Second) }()
+	waitUntil("the waiter parked", func() bool { return hub.Stats().Waiting == 1 })
+	publishMessage(rc, channel, pubsub.WakeOne)
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	st := hub.Stats()
+	fmt.Printf("messages %d, woken %d, timed out %d, waiting %d\n", st.Messages, st.Woken, st.TimedOut, st.Waiting)
+	// Output: messages 1, woken 1, timed out 1, waiting 0
 }

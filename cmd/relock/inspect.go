@@ -25,7 +25,14 @@ type Report struct {
 	Mode   string       `json:"mode,omitempty"` // rwlock: "read" or "write"
 	Owners []Owner      `json:"owners"`
 	Queue  []QueueEntry `json:"queue,omitempty"` // fairlock: waiters in order
-	Token  *int64       `json:"fencingToken,omitempty"`
+	// Writers are an rwlock's waiting writers under writer preference, which new readers
+	// give way to. Without writer preference a waiting writer leaves no trace in the keys.
+	Writers []QueueEntry `json:"writersWaiting,omitempty"`
+	// Subscribers counts the connections subscribed to an rlock's or rwlock's wake-up
+	// channel: one per client (relock's or Redisson's) with waiters parked on the lock.
+	// Such waiters keep nothing in the lock's keys, so this is the only trace they leave.
+	Subscribers int64  `json:"subscribers"`
+	Token       *int64 `json:"fencingToken,omitempty"`
 }
 
 // Owner is one holder of a lock.
@@ -37,11 +44,11 @@ type Owner struct {
 	ReadTTLsMs []int64 `json:"readTtlsMs,omitempty"`
 }
 
-// QueueEntry is one waiter of a fair lock.
+// QueueEntry is one waiter of a fair lock, or a waiting writer of an rwlock.
 type QueueEntry struct {
 	Owner string `json:"owner"`
 	// ExpiresInMs is how long the entry lives without its waiter refreshing it, by the
-	// Redis clock; at or below 0 the waiter is taken for dead and skipped.
+	// Redis clock; at or below 0 the waiter is taken for dead and ignored.
 	ExpiresInMs int64 `json:"expiresInMs"`
 }
 
@@ -73,6 +80,14 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 	switch typ {
 	case "none":
 		r.Kind = "none"
+		// Between a writer's turn coming and its taking the lock, the waiting writers are
+		// all that is left of an rwlock.
+		if r.Writers, err = waitingWriters(ctx, rc, name); err != nil {
+			return nil, err
+		}
+		if len(r.Writers) > 0 {
+			r.Kind = "rwlock"
+		}
 	case "hash":
 		r.Locked = true
 		fields, err := do(rc.B().Hgetall().Key(name).Build()).AsStrMap()
@@ -100,6 +115,16 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 			}
 			r.Owners = append(r.Owners, o)
 		}
+		channel := keys.LockChannel(name)
+		if r.Kind == "rwlock" {
+			channel = keys.Prefixed("redisson_rwlock", name)
+			if r.Writers, err = waitingWriters(ctx, rc, name); err != nil {
+				return nil, err
+			}
+		}
+		if r.Subscribers, err = subscribers(ctx, rc, channel); err != nil {
+			return nil, err
+		}
 	default:
 		r.Kind, r.KeyTyp = "foreign", typ
 		return r, nil
@@ -125,6 +150,63 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 		}
 	}
 	return r, nil
+}
+
+// waitingWriters reads an rwlock's zset of waiting writers ("<owner>:write" → deadline in
+// Redis time), in the order of their deadlines.
+func waitingWriters(ctx context.Context, rc rueidis.Client, name string) ([]QueueEntry, error) {
+	zs, err := rc.Do(ctx, rc.B().Zrange().Key(keys.Prefixed("relock_rwlock_writers", name)).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil || len(zs) == 0 {
+		return nil, err
+	}
+	now, err := redisNowMs(ctx, rc)
+	if err != nil {
+		return nil, err
+	}
+	ws := make([]QueueEntry, len(zs))
+	for i, z := range zs {
+		owner, _ := strings.CutSuffix(z.Member, ":write")
+		ws[i] = QueueEntry{Owner: owner, ExpiresInMs: int64(z.Score) - now}
+	}
+	return ws, nil
+}
+
+// subscribers counts the connections subscribed to channel. Sharded subscriptions (a
+// cluster on Redis 7 or newer) live on the node that owns the channel's slot, where the
+// command is routed; classic ones on whichever node the client chose, so in a cluster
+// every node is asked. A server without sharded pub/sub (older ones, miniredis) refuses
+// SHARDNUMSUB, which then counts nothing.
+func subscribers(ctx context.Context, rc rueidis.Client, channel string) (int64, error) {
+	var n int64
+	sharded, err := numsub(rc.Do(ctx, rc.B().PubsubShardnumsub().Channel(channel).Build()))
+	if _, refused := rueidis.IsRedisErr(err); err != nil && !refused {
+		return 0, err
+	}
+	n += sharded
+	if rc.Mode() != rueidis.ClientModeCluster {
+		classic, err := numsub(rc.Do(ctx, rc.B().PubsubNumsub().Channel(channel).Build()))
+		return n + classic, err
+	}
+	// A node that does not answer (a failed replica the topology still lists) costs its
+	// count, not the whole view: an operator looks at locks most when a cluster is unwell.
+	for _, node := range rc.Nodes() {
+		if classic, err := numsub(node.Do(ctx, node.B().PubsubNumsub().Channel(channel).Build())); err == nil {
+			n += classic
+		}
+	}
+	return n, nil
+}
+
+// numsub reads the count of a one-channel NUMSUB or SHARDNUMSUB reply: [channel, count].
+func numsub(res rueidis.RedisResult) (int64, error) {
+	reply, err := res.ToArray()
+	if err != nil {
+		return 0, err
+	}
+	if len(reply) != 2 {
+		return 0, fmt.Errorf("NUMSUB: %d elements in the reply, want 2", len(reply))
+	}
+	return reply[1].AsInt64()
 }
 
 // redisNowMs is the server's clock in milliseconds: queue deadlines are in Redis time.
@@ -158,7 +240,7 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 	case r.Kind == "foreign":
 		fmt.Fprintf(w, "%s: not a lock (the key holds a %s)\n", r.Name, r.KeyTyp)
 		return nil
-	case !r.Locked && len(r.Queue) == 0:
+	case !r.Locked && len(r.Queue) == 0 && len(r.Writers) == 0:
 		fmt.Fprintf(w, "%s: free\n", r.Name)
 	default:
 		state := "held"
@@ -198,6 +280,16 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 			state = "dead (entry expired), will be skipped"
 		}
 		fmt.Fprintf(w, "  queue %-2d %-44s %s\n", i+1, q.Owner, state)
+	}
+	for _, q := range r.Writers {
+		state := "waits (new readers give way), entry expires in " + ms(q.ExpiresInMs)
+		if q.ExpiresInMs <= 0 {
+			state = "dead (entry expired), ignored"
+		}
+		fmt.Fprintf(w, "  writer   %-44s %s\n", q.Owner, state)
+	}
+	if r.Subscribers > 0 {
+		fmt.Fprintf(w, "  waiting clients  %d (subscribed to the lock's wake-up channel)\n", r.Subscribers)
 	}
 	if r.Token != nil {
 		fmt.Fprintf(w, "  fencing token  %d (last handed out)\n", *r.Token)

@@ -1,8 +1,9 @@
 // Command relock shows and operates relock's distributed locks.
 //
 //	relock demo [--redis host:port]        the demo, on an embedded Redis or a real one
-//	relock inspect [flags] NAME             a lock's kind, holders, mode, queue and leases
+//	relock inspect [flags] NAME             a lock's kind, holders, mode, waiters and leases
 //	relock watch [flags] NAME               the same, refreshed until interrupted
+//	                                        (--interval between views, --count views)
 //	relock unlock --force [-y] [flags] NAME release a lock whoever holds it; wakes waiters
 //
 // Connection flags: --redis (comma-separated seeds), --cluster, --sentinel-master,
@@ -24,8 +25,9 @@ const usage = `usage: relock <command> [flags]
 
 commands:
   demo      workers contend for locks on an embedded Redis (no setup), or --redis host:port
-  inspect   show a lock: kind, holders and hold counts, mode and readers, fair queue, leases
-  watch     inspect, refreshed until interrupted
+  inspect   show a lock: kind, holders and hold counts, mode and readers, fair queue,
+            waiting writers and clients, leases
+  watch     inspect, refreshed every --interval (1s) until interrupted, or for --count views
   unlock    --force: release a lock whoever holds it, and wake its waiters
 
 connection (inspect, watch, unlock): --redis host:port, --cluster, --sentinel-master NAME,

@@ -4,29 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 )
 
-// buildRelock builds the command into a temporary folder.
-func buildRelock(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "relock")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 // The demo runs on its embedded Redis with nothing else on the machine: here with an
 // empty PATH, so no redis-server could be found even if one were installed.
 func TestDemoNeedsNoServer(t *testing.T) {
-	bin := buildRelock(t)
+	bin := relockBinary(t)
 	cmd := exec.Command(bin, "demo", "--workers", "6", "--rounds", "10")
 	cmd.Env = []string{"PATH=" + t.TempDir()}
 	var stdout, stderr bytes.Buffer
@@ -68,6 +55,7 @@ func TestUsageErrors(t *testing.T) {
 		{"inspect"},
 		{"inspect", "a", "b"},
 		{"watch", "--interval", "1ns", "x"},
+		{"watch", "--count", "-1", "x"},
 		{"unlock", "x"},
 		{"unlock", "--force"},
 		{"inspect", "--no-such-flag", "x"},
@@ -84,7 +72,7 @@ func TestUsageErrors(t *testing.T) {
 }
 
 func TestUsageExitStatus(t *testing.T) {
-	bin := buildRelock(t)
+	bin := relockBinary(t)
 	err := exec.Command(bin, "demo", "--no-such-flag").Run()
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 2 {
@@ -93,5 +81,4 @@ func TestUsageExitStatus(t *testing.T) {
 	if err := exec.Command(bin, "demo", "--redis", "127.0.0.1:1").Run(); !errors.As(err, &exit) || exit.ExitCode() != 1 {
 		t.Errorf("unreachable server: %v; want status 1", err)
 	}
-	_ = os.Remove(bin)
 }

@@ -65,6 +65,10 @@ func (c *connFlags) connect(getenv func(string) string) (rueidis.Client, error) 
 	return rc, nil
 }
 
+// clearScreen clears the terminal and moves the cursor home, so that each of watch's views
+// replaces the last instead of scrolling.
+const clearScreen = "\033[H\033[2J"
+
 // lockArgs parses an operator command: its flags and exactly one lock name.
 func lockArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
 	fs.SetOutput(stderr)
@@ -127,10 +131,17 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	for n := 1; ; n++ {
 		r, err := inspectLock(ctx, rc, name)
 		if err != nil {
+			if ctx.Err() != nil {
+				// Interrupted while reading: the way watch is meant to end, not a failure.
+				return nil
+			}
 			return err
 		}
-		// Clear the screen and go home, so the view refreshes in place.
-		fmt.Fprintf(stdout, "\033[H\033[2J%s  (every %v; interrupt to stop)\n\n", time.Now().Format(time.TimeOnly), *every)
+		if *count > 0 {
+			fmt.Fprintf(stdout, "%s%s  (view %d of %d, every %v)\n\n", clearScreen, time.Now().Format(time.TimeOnly), n, *count, *every)
+		} else {
+			fmt.Fprintf(stdout, "%s%s  (every %v; interrupt to stop)\n\n", clearScreen, time.Now().Format(time.TimeOnly), *every)
+		}
 		if err := r.print(stdout, false); err != nil {
 			return err
 		}

@@ -4,113 +4,381 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/rwlock"
 )
+
+func TestMain(m *testing.M) {
+	// Main also stops the Redis Cluster of the "cluster" subtests and checks for leaked
+	// goroutines, which the in-process runs of the command would show.
+	code := redistest.Main(m)
+	relockBin.remove()
+	os.Exit(code)
+}
+
+// relockBin is the command built once for the tests that run it as a process: building
+// it takes seconds on a loaded machine.
+var relockBin builtBinary
+
+type builtBinary struct {
+	once sync.Once
+	dir  string
+	path string
+	err  error
+}
+
+// relockBinary returns the built command, building it on first use.
+func relockBinary(t *testing.T) string {
+	t.Helper()
+	b := &relockBin
+	b.once.Do(func() {
+		if b.dir, b.err = os.MkdirTemp("", "relock-cmd-test-"); b.err != nil {
+			return
+		}
+		b.path = filepath.Join(b.dir, "relock")
+		if out, err := exec.Command("go", "build", "-o", b.path, ".").CombinedOutput(); err != nil {
+			b.err = errors.New("go build: " + err.Error() + "\n" + string(out))
+		}
+	})
+	if b.err != nil {
+		t.Fatal(b.err)
+	}
+	return b.path
+}
+
+func (b *builtBinary) remove() {
+	if b.dir != "" {
+		_ = os.RemoveAll(b.dir)
+	}
+}
+
+// runBinary runs the built command with env as its whole environment, so that a
+// REDIS_URL or REDIS_PASSWORD of the machine's cannot change what a test sees, and
+// returns its output and exit status.
+func runBinary(t *testing.T, env []string, args ...string) (stdout, stderr string, status int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, relockBinary(t), args...)
+	cmd.Env = append([]string{}, env...) // never nil, which would pass on the test's own
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+	case errors.As(err, &exit):
+		status = exit.ExitCode()
+	default:
+		t.Fatalf("relock %q: %v", args, err)
+	}
+	return o.String(), e.String(), status
+}
 
 // relockCmd runs the command in process against addr.
 func relockCmd(t *testing.T, addr, stdin string, args ...string) (string, error) {
 	t.Helper()
+	return runEnv(t, nil, stdin, append(args[:1:1], append([]string{"--redis", addr}, args[1:]...)...)...)
+}
+
+// runEnv runs the command in process with env as its environment.
+func runEnv(t *testing.T, env map[string]string, stdin string, args ...string) (string, error) {
+	t.Helper()
 	var stdout, stderr bytes.Buffer
-	env := func(string) string { return "" }
-	err := run(context.Background(), append(args[:1:1], append([]string{"--redis", addr}, args[1:]...)...), env, strings.NewReader(stdin), &stdout, &stderr)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := run(ctx, args, func(k string) string { return env[k] }, strings.NewReader(stdin), &stdout, &stderr)
 	return stdout.String() + stderr.String(), err
+}
+
+// inspectJSON runs inspect --json in process and decodes its report.
+func inspectJSON(t *testing.T, addr, name string) Report {
+	t.Helper()
+	out, err := relockCmd(t, addr, "", "inspect", "--json", name)
+	if err != nil {
+		t.Fatalf("inspect --json %s: %v\n%s", name, err, out)
+	}
+	var r Report
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("inspect --json %s: %v\n%s", name, err, out)
+	}
+	return r
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal(what)
 		}
 	}
 }
 
-func TestInspect(t *testing.T) {
+// async runs f in a goroutine; await collects its result.
+func async(f func() error) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- f() }()
+	return ch
+}
+
+func await(t *testing.T, what string, ch <-chan error) {
+	t.Helper()
+	select {
+	case err := <-ch:
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s: not done after 30s", what)
+	}
+}
+
+// channelSubs counts a channel's classic subscribers, as the server sees them.
+func channelSubs(t *testing.T, b *redistest.Backend, channel string) int64 {
+	t.Helper()
+	reply, err := b.Server.Do(t, "PUBSUB", "NUMSUB", channel).ToArray()
+	if err != nil || len(reply) != 2 {
+		t.Fatalf("PUBSUB NUMSUB %s: %v %v", channel, reply, err)
+	}
+	n, _ := reply[1].AsInt64()
+	return n
+}
+
+func newClient(t *testing.T, b *redistest.Backend) *relock.Client {
+	t.Helper()
+	c, err := relock.New(b.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+func TestInspectRLock(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c, err := relock.New(b.Client(t))
+		c := newClient(t, b)
+		ctx := context.Background()
+		id := regexp.QuoteMeta(c.ID())
+
+		// One owner holding twice, with fencing.
+		mu := c.Lock("orders", rlock.WithFencing())
+		held, err := mu.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer c.Close()
-		ctx := context.Background()
-
-		// rlock: one owner holding twice, with fencing.
-		mu := c.Lock("orders", rlock.WithFencing())
-		held, _ := mu.Lock(ctx)
-		held, _ = mu.Lock(held)
+		if held, err = mu.Lock(held); err != nil {
+			t.Fatal(err)
+		}
 		out, err := relockCmd(t, b.Addr, "", "inspect", "orders")
 		if err != nil {
 			t.Fatal(err, out)
 		}
-		if !regexp.MustCompile(`orders: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(c.ID()) + `:\d+ +holds ×2\n  fencing token  1`).MatchString(out) {
+		if !regexp.MustCompile(`^orders: rlock, held, lease .* left\n  ` + id + `:\d+ +holds ×2\n  fencing token  1 \(last handed out\)\n$`).MatchString(out) {
 			t.Errorf("inspect of an rlock:\n%s", out)
 		}
-		out, err = relockCmd(t, b.Addr, "", "inspect", "--json", "orders")
+		r := inspectJSON(t, b.Addr, "orders")
+		if r.Kind != "rlock" || !r.Locked || len(r.Owners) != 1 || r.Owners[0].Holds != 2 || r.TTLMs <= 0 || r.Token == nil || *r.Token != 1 || r.Subscribers != 0 {
+			t.Errorf("JSON report %+v", r)
+		}
+		holder := r.Owners[0].Owner
+
+		// Another owner waits: it is no holder, but its client's subscription shows.
+		waiter := async(func() error {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			h, err := mu.Lock(wctx)
+			if err != nil {
+				return err
+			}
+			return mu.Unlock(h)
+		})
+		waitFor(t, "the waiter is not parked on the lock's channel", func() bool {
+			return c.Stats().Waiting == 1 && channelSubs(t, b, "redisson_lock__channel:{orders}") == 1
+		})
+		out, _ = relockCmd(t, b.Addr, "", "inspect", "orders")
+		if !regexp.MustCompile(`^orders: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(holder) + ` +holds ×2\n  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n  fencing token  1 \(last handed out\)\n$`).MatchString(out) {
+			t.Errorf("inspect of an rlock with a waiter:\n%s", out)
+		}
+		r = inspectJSON(t, b.Addr, "orders")
+		if len(r.Owners) != 1 || r.Owners[0].Owner != holder || r.Owners[0].Holds != 2 || r.Subscribers != 1 || !r.Locked {
+			t.Errorf("JSON report with a waiter %+v", r)
+		}
+
+		// The waiter gets the lock after the holder's last unlock and leaves it free.
+		_ = mu.Unlock(held)
+		_ = mu.Unlock(held)
+		await(t, "the waiter", waiter)
+		waitFor(t, "the waiter's client is still subscribed", func() bool {
+			return channelSubs(t, b, "redisson_lock__channel:{orders}") == 0
+		})
+		out, _ = relockCmd(t, b.Addr, "", "inspect", "orders")
+		if out != "orders: free\n  fencing token  2 (last handed out)\n" {
+			t.Errorf("inspect after the waiter came and went: %q", out)
+		}
+	})
+}
+
+func TestInspectRWLock(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		ctx := context.Background()
+		id := regexp.QuoteMeta(c.ID())
+
+		// Two readers, and a writer waiting for them. Without writer preference the
+		// waiting writer leaves nothing in the lock's keys: only its client's subscription
+		// to the lock's channel shows.
+		rw := c.RWLock("config")
+		r1, err := rw.RLock(relock.NewOwner(ctx))
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r Report
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatalf("JSON: %v\n%s", err, out)
+		r2, err := rw.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if r.Kind != "rlock" || !r.Locked || len(r.Owners) != 1 || r.Owners[0].Holds != 2 || r.TTLMs <= 0 || r.Token == nil || *r.Token != 1 {
-			t.Errorf("JSON report %+v", r)
-		}
-
-		// rwlock: two readers, and a writer waiting.
-		rw := c.RWLock("config")
-		r1, _ := rw.RLock(relock.NewOwner(ctx))
-		r2, _ := rw.RLock(relock.NewOwner(ctx))
-		go func() {
-			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		writer := async(func() error {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			if h, err := rw.Lock(wctx); err == nil {
-				_ = rw.Unlock(h)
+			h, err := rw.Lock(wctx)
+			if err != nil {
+				return err
 			}
-		}()
-		out, _ = relockCmd(t, b.Addr, "", "inspect", "config")
-		if !strings.Contains(out, "config: rwlock, held (read mode)") || strings.Count(out, "reads ×1  (leases ") != 2 {
-			t.Errorf("inspect of an rwlock:\n%s", out)
+			return rw.Unlock(h)
+		})
+		waitFor(t, "the writer is not parked on the lock's channel", func() bool {
+			return c.Stats().Waiting == 1 && channelSubs(t, b, "redisson_rwlock:{config}") == 1
+		})
+		out, _ := relockCmd(t, b.Addr, "", "inspect", "config")
+		if !regexp.MustCompile(`^config: rwlock, held \(read mode\), lease .* left\n(  ` + id + `:\d+ +reads ×1  \(leases \d[^,\n]*\)\n){2}  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n$`).MatchString(out) {
+			t.Errorf("inspect of an rwlock with a waiting writer:\n%s", out)
+		}
+		r := inspectJSON(t, b.Addr, "config")
+		if r.Kind != "rwlock" || r.Mode != "read" || !r.Locked || r.TTLMs <= 0 || len(r.Owners) != 2 || r.Subscribers != 1 || len(r.Writers) != 0 || r.Token != nil {
+			t.Errorf("JSON report of an rwlock %+v", r)
+		}
+		for _, o := range r.Owners {
+			if o.Write || o.Holds != 1 || len(o.ReadTTLsMs) != 1 || o.ReadTTLsMs[0] <= 0 || !strings.HasPrefix(o.Owner, c.ID()+":") {
+				t.Errorf("JSON report of an rwlock reader %+v", o)
+			}
 		}
 		_ = rw.RUnlock(r1)
 		_ = rw.RUnlock(r2)
+		await(t, "the writer", writer)
 
-		// fairlock: a holder and two waiters in order.
+		// Under writer preference the waiting writer registers, and inspect names it.
+		pref := c.RWLock("prefs", rwlock.WithWriterPreference())
+		reader, err := pref.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrote := make(chan context.Context, 1)
+		release := make(chan struct{})
+		writer = async(func() error {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			h, err := pref.Lock(wctx)
+			if err != nil {
+				return err
+			}
+			wrote <- h
+			<-release
+			return pref.Unlock(h)
+		})
+		defer close(release)
+		waitFor(t, "the writer did not register as waiting", func() bool {
+			if c.Stats().Waiting != 1 || channelSubs(t, b, "redisson_rwlock:{prefs}") != 1 {
+				return false
+			}
+			n, _ := b.Server.Do(t, "ZCARD", "relock_rwlock_writers:{prefs}").AsInt64()
+			return n == 1
+		})
+		r = inspectJSON(t, b.Addr, "prefs")
+		if r.Kind != "rwlock" || r.Mode != "read" || len(r.Owners) != 1 || len(r.Writers) != 1 || r.Subscribers != 1 {
+			t.Fatalf("JSON report of an rwlock with a registered writer %+v", r)
+		}
+		waiting := r.Writers[0]
+		if !strings.HasPrefix(waiting.Owner, c.ID()+":") || waiting.Owner == r.Owners[0].Owner || waiting.ExpiresInMs <= 0 {
+			t.Errorf("the waiting writer %+v (the reader is %s)", waiting, r.Owners[0].Owner)
+		}
+		out, _ = relockCmd(t, b.Addr, "", "inspect", "prefs")
+		if !regexp.MustCompile(`^prefs: rwlock, held \(read mode\), lease .* left\n  ` + id + `:\d+ +reads ×1  \(leases [^\n]*\)\n  writer   ` + regexp.QuoteMeta(waiting.Owner) + ` +waits \(new readers give way\), entry expires in [^\n]+\n  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n$`).MatchString(out) {
+			t.Errorf("inspect of an rwlock with a registered writer:\n%s", out)
+		}
+
+		// The writer shown waiting is the one that then holds the lock.
+		_ = pref.RUnlock(reader)
+		select {
+		case <-wrote:
+		case err := <-writer:
+			t.Fatalf("the writer: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the writer did not get the lock")
+		}
+		r = inspectJSON(t, b.Addr, "prefs")
+		if r.Mode != "write" || len(r.Owners) != 1 || !r.Owners[0].Write || r.Owners[0].Owner != waiting.Owner || len(r.Writers) != 0 {
+			t.Errorf("JSON report after the writer's turn %+v; the waiting writer was %s", r, waiting.Owner)
+		}
+		out, _ = relockCmd(t, b.Addr, "", "inspect", "prefs")
+		if !regexp.MustCompile(`^prefs: rwlock, held \(write mode\), lease .* left\n  ` + regexp.QuoteMeta(waiting.Owner) + ` +writes ×1\n$`).MatchString(out) {
+			t.Errorf("inspect of a write-held rwlock:\n%s", out)
+		}
+		release <- struct{}{}
+		await(t, "the writer", writer)
+	})
+}
+
+func TestInspectFairLockAndOthers(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		ctx := context.Background()
+
+		// A holder and two waiters in order.
 		fl := c.FairLock("jobs")
-		fh, _ := fl.Lock(ctx)
-		for i := 0; i < 2; i++ {
-			go func() {
-				wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		fh, err := fl.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var waiters []<-chan error
+		for i := range 2 {
+			waiters = append(waiters, async(func() error {
+				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 				defer cancel()
-				if h, err := fl.Lock(wctx); err == nil {
-					_ = fl.Unlock(h)
+				h, err := fl.Lock(wctx)
+				if err != nil {
+					return err
 				}
-			}()
+				return fl.Unlock(h)
+			}))
 			waitFor(t, "waiter not queued", func() bool {
 				r, err := inspectLock(ctx, b.Client(t), "jobs")
 				return err == nil && len(r.Queue) == i+1
 			})
 		}
-		out, _ = relockCmd(t, b.Addr, "", "inspect", "--json", "jobs")
-		if err := json.Unmarshal([]byte(out), &r); err != nil {
-			t.Fatal(err)
-		}
+		r := inspectJSON(t, b.Addr, "jobs")
 		if r.Kind != "fairlock" || len(r.Queue) != 2 || r.Queue[0].ExpiresInMs <= 0 || r.Queue[0].Owner == r.Queue[1].Owner {
 			t.Errorf("JSON report of a fair lock %+v", r)
 		}
-		out, _ = relockCmd(t, b.Addr, "", "inspect", "jobs")
+		out, _ := relockCmd(t, b.Addr, "", "inspect", "jobs")
 		if !strings.Contains(out, "queue 1 ") || !strings.Contains(out, "queue 2 ") || !strings.Contains(out, "live, entry expires in") {
 			t.Errorf("inspect of a fair lock:\n%s", out)
 		}
 		_ = fl.Unlock(fh)
+		for _, w := range waiters {
+			await(t, "a fair waiter", w)
+		}
 
 		// Free and foreign keys.
 		if out, _ = relockCmd(t, b.Addr, "", "inspect", "nothing"); out != "nothing: free\n" {
@@ -120,28 +388,130 @@ func TestInspect(t *testing.T) {
 		if out, _ = relockCmd(t, b.Addr, "", "inspect", "plain"); !strings.Contains(out, "not a lock (the key holds a string)") {
 			t.Errorf("inspect of a string: %q", out)
 		}
-		_ = mu.Unlock(held)
-		_ = mu.Unlock(held)
+	})
+}
+
+// syncBuffer is a bytes.Buffer that a running command writes while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// views splits watch's output into its views, each of which starts by clearing the screen.
+func views(out string) []string {
+	v := strings.Split(out, clearScreen)
+	return v[1:]
+}
+
+// watch shows the lock as it is at each refresh: the holder, then the lock free once it is
+// unlocked; --count ends it by itself.
+func TestWatch(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		ctx := context.Background()
+		mu := c.Lock("nightly")
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		holder := regexp.MustCompile(`\nnightly: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(c.ID()) + `:\d+ +holds ×1\n`)
+
+		out, err := relockCmd(t, b.Addr, "", "watch", "--count", "3", "--interval", "10ms", "nightly")
+		if err != nil {
+			t.Fatalf("watch --count 3: %v\n%s", err, out)
+		}
+		vs := views(out)
+		if len(vs) != 3 {
+			t.Fatalf("watch --count 3 showed %d views:\n%q", len(vs), out)
+		}
+		for i, v := range vs {
+			if !strings.Contains(v, fmt.Sprintf("(view %d of 3, every 10ms)", i+1)) || !holder.MatchString(v) {
+				t.Errorf("view %d of watch --count 3:\n%s", i+1, v)
+			}
+		}
+
+		// A watch left running shows the unlock in a later view, and stops when
+		// interrupted (here its context ends).
+		var buf syncBuffer
+		wctx, stop := context.WithTimeout(ctx, time.Minute)
+		defer stop()
+		done := async(func() error {
+			return run(wctx, []string{"watch", "--redis", b.Addr, "--interval", "20ms", "nightly"},
+				func(string) string { return "" }, strings.NewReader(""), &buf, &buf)
+		})
+		waitFor(t, "no view shows the holder", func() bool { return holder.MatchString(buf.String()) })
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, "no view shows the lock free after the unlock", func() bool {
+			return strings.Contains(buf.String(), "\nnightly: free\n")
+		})
+		stop()
+		await(t, "watch after its interrupt", done)
+
+		vs = views(buf.String())
+		free := -1
+		for i, v := range vs {
+			switch {
+			case holder.MatchString(v):
+				if free >= 0 {
+					t.Errorf("view %d shows the holder after view %d showed the lock free", i+1, free+1)
+				}
+			case strings.HasSuffix(v, "\nnightly: free\n"):
+				if free < 0 {
+					free = i
+				}
+			default:
+				t.Errorf("view %d shows neither the holder nor the lock free:\n%q", i+1, v)
+			}
+			if !strings.Contains(v, "(every 20ms; interrupt to stop)") {
+				t.Errorf("view %d has no header:\n%q", i+1, v)
+			}
+		}
+		if free < 1 {
+			t.Errorf("want views of the holder, then of the lock free; the first free view is %d of %d", free+1, len(vs))
+		}
+
+		// An interrupt that lands while a view is being read ends watch as quietly as one
+		// that lands between views: here it has come before the first read.
+		cancelled, cancel := context.WithCancel(ctx)
+		cancel()
+		var quiet bytes.Buffer
+		err = run(cancelled, []string{"watch", "--redis", b.Addr, "nightly"}, func(string) string { return "" }, strings.NewReader(""), &quiet, &quiet)
+		if err != nil || quiet.Len() != 0 {
+			t.Errorf("watch interrupted during its first read: %v, output %q; want no error and no view", err, quiet.String())
+		}
 	})
 }
 
 // unlock --force frees a held lock and its waiter proceeds; without -y it asks first.
 func TestForceUnlock(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c, err := relock.New(b.Client(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := newClient(t, b)
 		ctx := context.Background()
 		if _, err := c.Lock("stuck").Lock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		got := make(chan error, 1)
 		go func() {
-			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 			defer cancel()
-			_, err := c.Lock("stuck").Lock(wctx)
+			h, err := c.Lock("stuck").Lock(wctx)
+			if err == nil {
+				err = c.Lock("stuck").Unlock(h)
+			}
 			got <- err
 		}()
 		waitFor(t, "waiter not waiting", func() bool { return c.Stats().Waiting == 1 })
@@ -154,18 +524,16 @@ func TestForceUnlock(t *testing.T) {
 			t.Fatal("declining the confirmation unlocked the lock")
 		}
 
-		bin := buildRelock(t)
-		cmd := exec.Command(bin, "unlock", "--force", "-y", "--redis", b.Addr, "stuck")
-		outb, err := cmd.CombinedOutput()
-		if err != nil || !strings.Contains(string(outb), "force-unlocked") {
-			t.Fatalf("relock unlock --force -y: %v\n%s", err, outb)
+		stdout, stderr, status := runBinary(t, nil, "unlock", "--force", "-y", "--redis", b.Addr, "stuck")
+		if status != 0 || !strings.Contains(stdout, "force-unlocked") {
+			t.Fatalf("relock unlock --force -y: status %d\n%s%s", status, stdout, stderr)
 		}
 		select {
 		case err := <-got:
 			if err != nil {
 				t.Fatalf("the waiter after the force unlock: %v", err)
 			}
-		case <-time.After(15 * time.Second):
+		case <-time.After(25 * time.Second):
 			t.Fatal("the waiter did not proceed after the force unlock")
 		}
 		if st := c.Stats(); st.TimedOut != 0 {

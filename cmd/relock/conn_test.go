@@ -1,0 +1,351 @@
+package main
+
+import (
+	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/json"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// holderRE matches inspect's text view of name held once by an owner of c.
+func holderRE(c *relock.Client, name string) *regexp.Regexp {
+	return regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(c.ID()) + `:\d+ +holds ×1\n$`)
+}
+
+// holdLock takes name with c for the rest of the test.
+func holdLock(t *testing.T, c *relock.Client, name string) {
+	t.Helper()
+	held, err := c.Lock(name).Lock(context.Background())
+	if err != nil {
+		t.Fatalf("lock %s: %v", name, err)
+	}
+	t.Cleanup(func() { _ = c.Lock(name).Unlock(held) })
+}
+
+// REDIS_URL replaces every connection flag, --redis included.
+func TestRedisURL(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		holdLock(t, c, "orders")
+
+		stdout, stderr, status := runBinary(t, []string{"REDIS_URL=redis://" + b.Addr}, "inspect", "--redis", "127.0.0.1:1", "orders")
+		if status != 0 || !holderRE(c, "orders").MatchString(stdout) {
+			t.Errorf("REDIS_URL=redis://%s relock inspect: status %d\n%s%s", b.Addr, status, stdout, stderr)
+		}
+		stdout, stderr, status = runBinary(t, []string{"REDIS_URL=redis://" + b.Addr + "/0"}, "watch", "--count", "1", "--interval", "10ms", "orders")
+		if status != 0 || !strings.Contains(stdout, "holds ×1") {
+			t.Errorf("REDIS_URL relock watch: status %d\n%s%s", status, stdout, stderr)
+		}
+		_, stderr, status = runBinary(t, []string{"REDIS_URL=http://" + b.Addr}, "inspect", "orders")
+		if status != 1 || !strings.HasPrefix(stderr, "relock: REDIS_URL: ") {
+			t.Errorf("a REDIS_URL that is no Redis URL: status %d, stderr %q; want status 1 and a message naming REDIS_URL", status, stderr)
+		}
+	})
+}
+
+// --user and REDIS_PASSWORD log in as an ACL user, and so does a REDIS_URL with
+// credentials; a wrong or missing password fails with status 1 and the server's reason.
+func TestACLUser(t *testing.T) {
+	s := redistest.StartServer(t)
+	// The default user is switched off, so that a command that did not log in as ops
+	// cannot pass by falling back on it.
+	for _, cmd := range [][]string{
+		{"ACL", "SETUSER", "ops", "on", ">s3cret", "~*", "&*", "+@all"},
+		{"ACL", "SETUSER", "default", "off"},
+	} {
+		if err := s.Do(t, cmd...).Error(); err != nil {
+			t.Fatalf("%q: %v", cmd, err)
+		}
+	}
+	rc, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress:       []string{s.Addr()},
+		Username:          "ops",
+		Password:          "s3cret",
+		DisableCache:      true,
+		ForceSingleClient: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	c, err := relock.New(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	holdLock(t, c, "orders")
+	holder := holderRE(c, "orders")
+
+	out, err := runEnv(t, map[string]string{"REDIS_PASSWORD": "s3cret"}, "", "inspect", "--redis", s.Addr(), "--user", "ops", "orders")
+	if err != nil || !holder.MatchString(out) {
+		t.Errorf("inspect --user ops with REDIS_PASSWORD: %v\n%s", err, out)
+	}
+	stdout, stderr, status := runBinary(t, []string{"REDIS_PASSWORD=s3cret"}, "inspect", "--redis", s.Addr(), "--user", "ops", "orders")
+	if status != 0 || !holder.MatchString(stdout) {
+		t.Errorf("relock inspect --user ops with REDIS_PASSWORD in the environment: status %d\n%s%s", status, stdout, stderr)
+	}
+	stdout, stderr, status = runBinary(t, []string{"REDIS_URL=redis://ops:s3cret@" + s.Addr()}, "inspect", "orders")
+	if status != 0 || !holder.MatchString(stdout) {
+		t.Errorf("relock inspect with credentials in REDIS_URL: status %d\n%s%s", status, stdout, stderr)
+	}
+
+	for _, tc := range []struct {
+		what string
+		env  []string
+		args []string
+	}{
+		{"a wrong password", []string{"REDIS_PASSWORD=wrong"}, []string{"--user", "ops"}},
+		{"no password", nil, []string{"--user", "ops"}},
+		{"the password without the user", []string{"REDIS_PASSWORD=s3cret"}, nil},
+	} {
+		args := append(append([]string{"inspect", "--redis", s.Addr()}, tc.args...), "orders")
+		stdout, stderr, status := runBinary(t, tc.env, args...)
+		if status != 1 || !strings.HasPrefix(stderr, "relock: connecting to "+s.Addr()+": ") ||
+			!regexp.MustCompile(`WRONGPASS|NOAUTH`).MatchString(stderr) || stdout != "" {
+			t.Errorf("%s: status %d, stdout %q, stderr %q; want status 1 and the server's refusal", tc.what, status, stdout, stderr)
+		}
+	}
+
+	// unlock --force makes a relock client of its own (a subscriber connection included) on
+	// the same credentials.
+	stdout, stderr, status = runBinary(t, []string{"REDIS_PASSWORD=s3cret"}, "unlock", "--force", "-y", "--redis", s.Addr(), "--user", "ops", "orders")
+	if status != 0 || !strings.Contains(stdout, "orders force-unlocked") {
+		t.Errorf("relock unlock --force --user ops: status %d\n%s%s", status, stdout, stderr)
+	}
+	if locked, err := c.Lock("orders").IsLocked(context.Background()); err != nil || locked {
+		t.Errorf("after unlock --force: locked %v, %v", locked, err)
+	}
+}
+
+// --tls connects to a TLS port and checks the server's certificate against the system's
+// roots, which SSL_CERT_FILE stands in for here; rediss:// in REDIS_URL does the same.
+func TestTLS(t *testing.T) {
+	dir := t.TempDir()
+	caFile := writeTestCerts(t, dir)
+	tlsPort := freeTestPort(t)
+	s := redistest.StartServer(t,
+		"--tls-port", strconv.Itoa(tlsPort),
+		"--tls-cert-file", filepath.Join(dir, "server.pem"),
+		"--tls-key-file", filepath.Join(dir, "server-key.pem"),
+		"--tls-ca-cert-file", caFile,
+		"--tls-auth-clients", "no",
+	)
+	c, err := relock.New(rueidisClient(t, s.Addr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	holdLock(t, c, "orders")
+	holder := holderRE(c, "orders")
+	tlsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
+	trustCA := []string{"SSL_CERT_FILE=" + caFile, "SSL_CERT_DIR=" + dir}
+
+	stdout, stderr, status := runBinary(t, trustCA, "inspect", "--tls", "--redis", tlsAddr, "orders")
+	if status != 0 || !holder.MatchString(stdout) {
+		t.Errorf("relock inspect --tls: status %d\n%s%s", status, stdout, stderr)
+	}
+	stdout, stderr, status = runBinary(t, append(trustCA, "REDIS_URL=rediss://"+tlsAddr), "inspect", "orders")
+	if status != 0 || !holder.MatchString(stdout) {
+		t.Errorf("relock inspect with REDIS_URL=rediss://: status %d\n%s%s", status, stdout, stderr)
+	}
+	// An empty folder of roots: the test's CA is not trusted, and nothing else is.
+	untrusted := []string{"SSL_CERT_FILE=" + filepath.Join(dir, "none.pem"), "SSL_CERT_DIR=" + t.TempDir()}
+	stdout, stderr, status = runBinary(t, untrusted, "inspect", "--tls", "--redis", tlsAddr, "orders")
+	if status != 1 || !strings.Contains(stderr, "x509: ") || stdout != "" {
+		t.Errorf("relock inspect --tls with an untrusted certificate: status %d, stdout %q, stderr %q; want status 1 and the certificate error", status, stdout, stderr)
+	}
+}
+
+func rueidisClient(t *testing.T, addr string) rueidis.Client {
+	t.Helper()
+	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// freeTestPort returns a loopback port that was free a moment ago.
+func freeTestPort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// writeTestCerts writes a throwaway CA (ca.pem) and a certificate for 127.0.0.1 signed by
+// it (server.pem, server-key.pem) into dir, and returns the CA's file. They live an hour:
+// long enough for the test, useless after it.
+func writeTestCerts(t *testing.T, dir string) string {
+	t.Helper()
+	now := time.Now()
+	caKey, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caTmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "relock test CA"},
+		NotBefore:             now.Add(-time.Hour),
+		NotAfter:              now.Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, &caKey.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, err := x509.ParseCertificate(caDER)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.CreateCertificate(rand.Reader, &x509.Certificate{
+		SerialNumber: big.NewInt(2),
+		Subject:      pkix.Name{CommonName: "127.0.0.1"},
+		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1)},
+		NotBefore:    now.Add(-time.Hour),
+		NotAfter:     now.Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, err := x509.MarshalPKCS8PrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, typ string, der []byte) string {
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: der}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	write("server.pem", "CERTIFICATE", der)
+	write("server-key.pem", "PRIVATE KEY", keyDER)
+	return write("ca.pem", "CERTIFICATE", caDER)
+}
+
+// inspect reads locks the same way on a single server, on miniredis and, with --cluster,
+// on a Redis Cluster, whichever master holds the lock; it counts a waiting client wherever
+// it subscribed (sharded pub/sub on the cluster, classic elsewhere).
+func TestInspectBackends(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		ctx := context.Background()
+		conn := []string{"--redis", b.Addr}
+		names := []string{"shard"}
+		if b.Cluster != nil {
+			conn = []string{"--cluster", "--redis", strings.Join(b.Cluster.Addrs(), ",")}
+			names = namesOnEveryMaster(t, b.Cluster)
+		}
+		inspect := func(args ...string) (string, error) {
+			t.Helper()
+			return runEnv(t, nil, "", append(append([]string{"inspect"}, conn...), args...)...)
+		}
+
+		// The first lock gets a waiter, whose wait ends when the lock is released.
+		first := c.Lock(names[0])
+		held, err := first.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names[1:] {
+			holdLock(t, c, name)
+		}
+		for _, name := range names {
+			if out, err := inspect(name); err != nil || !holderRE(c, name).MatchString(out) {
+				t.Errorf("inspect %s: %v\n%s", name, err, out)
+			}
+		}
+
+		waiter := async(func() error {
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			defer cancel()
+			h, err := first.Lock(wctx)
+			if err != nil {
+				return err
+			}
+			return first.Unlock(h)
+		})
+		channel := keys.LockChannel(names[0])
+		waitFor(t, "the waiter's subscription is not on the server", func() bool {
+			if c.Stats().Waiting != 1 {
+				return false
+			}
+			switch {
+			case b.Cluster != nil:
+				n, _ := numsub(b.Cluster.MasterOf(keys.Slot(channel)).Do(t, "PUBSUB", "SHARDNUMSUB", channel))
+				return n == 1
+			case b.Mini != nil:
+				return b.Mini.PubSubNumSub(channel)[channel] == 1
+			default:
+				return channelSubs(t, b, channel) == 1
+			}
+		})
+		out, err := inspect("--json", names[0])
+		var r Report
+		if err == nil {
+			err = json.Unmarshal([]byte(out), &r)
+		}
+		if err != nil || r.Subscribers != 1 || len(r.Owners) != 1 || r.Owners[0].Holds != 1 || !strings.HasPrefix(r.Owners[0].Owner, c.ID()+":") {
+			t.Errorf("inspect --json %s with a waiting client: %v\n%s", names[0], err, out)
+		}
+		out, err = inspect(names[0])
+		if err != nil || !strings.Contains(out, "\n  waiting clients  1 (") {
+			t.Errorf("inspect %s with a waiting client: %v\n%s", names[0], err, out)
+		}
+		if err := first.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		await(t, "the waiter", waiter)
+	})
+}
+
+// namesOnEveryMaster returns lock names that the cluster's masters serve, one each.
+func namesOnEveryMaster(t *testing.T, cl *redistest.Cluster) []string {
+	t.Helper()
+	masters := len(cl.Masters())
+	seen := map[string]bool{}
+	var names []string
+	for i := 0; i < 1000 && len(names) < masters; i++ {
+		name := "shard-" + strconv.Itoa(i)
+		if addr := cl.MasterOf(keys.Slot(name)).Addr(); !seen[addr] {
+			seen[addr] = true
+			names = append(names, name)
+		}
+	}
+	if len(names) < masters {
+		t.Fatalf("found names on %d of %d masters", len(names), masters)
+	}
+	return names
+}

@@ -1,0 +1,192 @@
+package watchdog_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/embedded"
+	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/watchdog"
+)
+
+// waitUntil polls cond, which the example's goroutines or the watchdog make true: the
+// examples wait on what they can observe, never on a fixed sleep.
+func waitUntil(what string, cond func() bool) {
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			log.Fatalf("not within 30s: %s", what)
+		}
+	}
+}
+
+// acquire runs the reentrant lock's acquire script for owner, as rlock does, and returns
+// the grant for the watchdog. fencing adds the lock's token counter.
+func acquire(rc rueidis.Client, name, owner string, lease time.Duration, fencing bool) watchdog.Grant {
+	keys := []string{name}
+	if fencing {
+		keys = append(keys, "redisson_lock_token:{"+name+"}")
+	}
+	sent := time.Now() // before the request: the local deadline must not lie past Redis's
+	reply, err := lua.RLockAcquire().Exec(context.Background(), rc, keys,
+		[]string{strconv.FormatInt(lease.Milliseconds(), 10), owner}).AsIntSlice()
+	if err != nil || reply[0] != 1 {
+		log.Fatalf("acquire %s for %s: %v %v", name, owner, reply, err)
+	}
+	return watchdog.Grant{Name: name, Owner: owner, Count: reply[1], Token: reply[2], Fenced: fencing,
+		Sent: sent, Lease: lease}
+}
+
+// A lock package's use of the watchdog, done by hand: the acquire script grants the lock,
+// Acquired hands the hold over, and the watchdog renews it until it is lost. Here its key
+// is deleted, as an operator's force unlock would, and the next renewal finds the owner
+// gone: the hold's context ends with the cause the holder can act on.
+func ExampleWatchdog() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rc := srv.Redis()
+	ctx := context.Background()
+
+	const lease = 1500 * time.Millisecond // renewed every 500ms
+	w := watchdog.New(rc, lease)
+	defer w.Close()
+
+	g := acquire(rc, "orders", "client-a:1", lease, false)
+	g.Renew = true
+	held := w.Acquired(ctx, g)
+
+	waitUntil("a renewal", func() bool { return w.Stats().Renewed > 0 })
+	fmt.Println("renewed, still held:", held.Err() == nil)
+
+	if err := rc.Do(ctx, rc.B().Del().Key("orders").Build()).Error(); err != nil {
+		log.Fatal(err)
+	}
+	<-held.Done()
+	fmt.Println("cause:", context.Cause(held))
+	st := w.Stats()
+	fmt.Println("holds:", st.Holds, "lost:", st.Lost)
+	// Output:
+	// renewed, still held: true
+	// cause: lease lost
+	// holds: 0 lost: 1
+}
+
+// A Grant with a fixed lease (Renew false) is never renewed: its hold ends by itself at the
+// local deadline, counted from when the acquiring request was sent, so the holder stops
+// no later than Redis lets the key expire. A fenced grant keeps its token for the holder.
+func ExampleGrant() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rc := srv.Redis()
+
+	w := watchdog.New(rc, 30*time.Second)
+	defer w.Close()
+
+	g := acquire(rc, "ledger", "client-a:1", 300*time.Millisecond, true)
+	held := w.Acquired(context.Background(), g)
+	token, ok := w.Token("ledger", "client-a:1")
+	fmt.Println("token:", token, ok)
+
+	<-held.Done()
+	fmt.Println("cause:", context.Cause(held))
+	st := w.Stats()
+	fmt.Println("renewal calls:", st.Calls, "lost:", st.Lost)
+	// Output:
+	// token: 1 true
+	// cause: lease lost
+	// renewal calls: 0 lost: 1
+}
+
+// A Hold is the client's record of one owner's hold, kept in step with what the scripts
+// answer: a re-entry joins it (and, from the hold's context, gets that context back), an
+// unlock that leaves the lock held lowers its count, and the last unlock ends it and
+// cancels its context.
+func ExampleHold() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rc := srv.Redis()
+	ctx := context.Background()
+	const owner = "client-a:1"
+
+	w := watchdog.New(rc, 30*time.Second)
+	defer w.Close()
+	lock := func(parent context.Context) context.Context {
+		g := acquire(rc, "orders", owner, 30*time.Second, false)
+		g.Renew = true
+		return w.Acquired(parent, g)
+	}
+	unlock := func(requestID string) int64 {
+		n, err := lua.RLockUnlock().Exec(ctx, rc,
+			[]string{"orders", "redisson_lock__channel:{orders}", "redisson_unlock_latch:{orders}:" + requestID},
+			[]string{"0", owner, "6000", "publish"}).AsInt64()
+		if err != nil {
+			log.Fatal(err)
+		}
+		return n
+	}
+
+	held := lock(ctx)
+	again := lock(held)
+	fmt.Println("re-entry gets the same context:", again == held, "count:", w.Count("orders", owner))
+
+	if unlock("req-1") == 0 { // still held
+		w.Unlocked("orders", owner)
+	}
+	fmt.Println("after one unlock:", w.Count("orders", owner), "context live:", held.Err() == nil)
+
+	if unlock("req-2") == 1 { // released
+		w.Released("orders", owner)
+	}
+	fmt.Println("after the last unlock:", w.Count("orders", owner), "context:", held.Err())
+	// Output:
+	// re-entry gets the same context: true count: 2
+	// after one unlock: 1 context live: true
+	// after the last unlock: 0 context: context canceled
+}
+
+// Stats shows the batching: one renewal round renews 150 holds with two script calls of
+// at most 100 locks each, sent together in one round trip.
+func ExampleStats() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	rc := srv.Redis()
+	ctx := context.Background()
+
+	// A fresh server has not seen the renewal script: its first round would answer
+	// NOSCRIPT and be sent again as EVAL, two more calls. Loading it keeps rounds alike.
+	if err := rc.Do(ctx, rc.B().ScriptLoad().Script(lua.RLockRenew().Source).Build()).Error(); err != nil {
+		log.Fatal(err)
+	}
+	const lease = 3 * time.Second // renewed every second
+	w := watchdog.New(rc, lease)
+	for i := range 150 {
+		g := acquire(rc, "job:"+strconv.Itoa(i), "client-a:1", lease, false)
+		g.Renew = true
+		w.Acquired(ctx, g)
+	}
+	waitUntil("a round of renewals", func() bool { return w.Stats().Renewed >= 150 })
+	holds := w.Stats().Holds
+	w.Close() // the counters stop moving
+	st := w.Stats()
+	fmt.Println("holds:", holds)
+	fmt.Println("script calls per round:", st.Calls/st.Ticks, "round trips per round:", st.Batches/st.Ticks)
+	// Output:
+	// holds: 150
+	// script calls per round: 2 round trips per round: 1
+}
