@@ -599,7 +599,7 @@ func ExampleClient_migrationReadWriteLock() {
 // (here by forceUnlock) ends its context with ErrLeaseLost at the next renewal, and its
 // unlock then fails with ErrNotHeld, as Redisson's would with IllegalMonitorStateException.
 func ExampleClient_migrationLeaseLost() {
-	srv, err := embedded.Start(relock.WithWatchdogTimeout(150 * time.Millisecond))
+	srv, err := embedded.Start(relock.WithWatchdogTimeout(900 * time.Millisecond))
 	if err != nil {
 		log.Fatal(err)
 	}
