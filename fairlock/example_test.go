@@ -36,7 +36,7 @@ func ExampleMutex() {
 		}()
 		// The next arrives only once this one is parked in the queue, so that their
 		// order is known.
-		for c.Stats().Waiting < i+1 {
+		for end := time.Now().Add(30 * time.Second); c.Stats().Waiting < i+1 && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
 		}
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log"
+	"time"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/embedded"
+	"github.com/relock-go/relock/rwlock"
 )
 
 // Readers share the lock; a writer may also read (downgrade), but a reader may not write.
@@ -39,4 +41,41 @@ func ExampleRWMutex() {
 	// writer while reading: true
 	// reader upgrading: true
 	// read holds after the downgrade: 1
+}
+
+// With writer preference a waiting writer holds new readers back, so that a steady stream
+// of readers cannot keep it out forever.
+func ExampleWithWriterPreference() {
+	srv, err := embedded.Start()
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Close()
+	c := srv.Client()
+	rw := c.RWLock("catalog", rwlock.WithWriterPreference()) // readers and writers alike
+	ctx := context.Background()
+
+	reader, err := rw.RLock(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		w, err := rw.Lock(relock.NewOwner(ctx)) // waits for the reader, registered
+		if err == nil {
+			err = rw.Unlock(w)
+		}
+		wrote <- err
+	}()
+	// The writer is parked, and so registered (bounded, should it fail instead).
+	for end := time.Now().Add(30 * time.Second); c.Stats().Waiting == 0 && time.Now().Before(end); {
+		time.Sleep(time.Millisecond)
+	}
+	_, err = rw.TryRLock(relock.NewOwner(ctx))
+	fmt.Println("new reader gives way:", errors.Is(err, relock.ErrLocked))
+	_ = rw.RUnlock(reader)
+	fmt.Println("writer:", <-wrote)
+	// Output:
+	// new reader gives way: true
+	// writer: <nil>
 }
