@@ -183,6 +183,13 @@ func TestLeaseLostWhenKeyGone(t *testing.T) {
 			if rounds > 1 {
 				t.Errorf("%s: lease loss seen after %d renewal rounds; want the first round after the removal", way, rounds)
 			}
+			// Queries with the ended hold's context answer for its owner.
+			if _, err := mu.TTL(held); !errors.Is(err, relock.ErrNotHeld) {
+				t.Errorf("%s: TTL after loss: %v; want ErrNotHeld", way, err)
+			}
+			if n, err := mu.HoldCount(held); n != 0 || err != nil {
+				t.Errorf("%s: HoldCount after loss = %d, %v; want 0", way, n, err)
+			}
 			if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
 				t.Errorf("%s: Unlock after loss: %v; want ErrNotHeld", way, err)
 			}

@@ -94,6 +94,11 @@ func (m *Mutex) Token(ctx context.Context) (int64, bool) { return m.l.Token(ctx)
 
 // HoldCount returns how many times the owner ctx carries holds the lock: 0 when it does
 // not hold it or ctx carries no owner.
+//
+// HoldCount, IsHeld, IsLocked and TTL, like Unlock, use ctx only to find the owner: asked
+// with the context of a hold that has ended (released, or its lease lost) they answer for
+// that owner rather than fail with the context's error. Their one call to Redis is bounded
+// by the client's timeout.
 func (m *Mutex) HoldCount(ctx context.Context) (int, error) { return m.l.HoldCount(ctx) }
 
 // IsHeld reports whether the owner ctx carries holds the lock.

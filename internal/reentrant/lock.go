@@ -613,7 +613,11 @@ func (m *Lock) state(ctx context.Context, op string) (state, error) {
 	if owner, ok := m.c.Owners.Of(ctx); ok {
 		field = m.field(owner)
 	}
-	v, err := lua.RLockState().Exec(ctx, m.c.Redis, []string{m.name}, []string{field}).AsIntSlice()
+	// As Unlock, a query uses ctx only to find the owner: asked with the context of a hold
+	// that has ended, it must answer "not held", not the context's error.
+	dctx, cancel := m.c.Detached(ctx)
+	defer cancel()
+	v, err := lua.RLockState().Exec(dctx, m.c.Redis, []string{m.name}, []string{field}).AsIntSlice()
 	if err == nil && len(v) != 3 {
 		err = errors.New("unexpected reply from the state script")
 	}
