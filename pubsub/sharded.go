@@ -2,21 +2,42 @@ package pubsub
 
 import (
 	"context"
+	"errors"
+	"net"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/keys"
+)
+
+const (
+	// routeTimeout bounds the CLUSTER SLOTS query that finds a channel's shard and the
+	// ROLE query that checks it, and the SUNSUBSCRIBE sent when a receiver lets go.
+	routeTimeout = time.Second
+	// subscribeTimeout bounds a subscription attempt until it is confirmed and checked. A
+	// node client keeps redialling its one address, so an attempt aimed at a node that has
+	// died would otherwise never end; once it ends, the channel's node is looked up again.
+	subscribeTimeout = 3 * time.Second
+	// learnTimeout bounds the wait for the client to connect to a master it did not know,
+	// polled every learnPoll. rueidis refreshes its slot map within a second of a
+	// redirection.
+	learnTimeout = 3 * time.Second
+	learnPoll    = 20 * time.Millisecond
 )
 
 // runSharded is run's counterpart for sharded pub/sub (Redis Cluster, Redis 7+): classic
 // PUBLISH is broadcast to every node of a cluster, SPUBLISH only reaches the shard that
 // owns the channel's slot. Each wanted channel gets a receiver that subscribes it with
-// SSUBSCRIBE on that shard's node (rueidis routes by slot) and subscribes again after a
-// failover, a slot move or a dropped connection.
+// SSUBSCRIBE on that shard's master and subscribes again after a failover, a slot move or
+// a dropped connection.
 func (h *Hub) runSharded() {
 	defer close(h.done)
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	r := newRouter(h.rc)
 	for {
 		h.mu.Lock()
 		for name, c := range h.chans {
@@ -26,7 +47,7 @@ func (h *Hub) runSharded() {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					h.receive(ctx, name, c)
+					h.receive(ctx, name, c, r)
 				}()
 			} else if c.refs == 0 && c.stop != nil {
 				c.stop() // the receiver removes the channel once it has let go
@@ -42,37 +63,11 @@ func (h *Hub) runSharded() {
 }
 
 // receive keeps one channel subscribed until ctx ends.
-func (h *Hub) receive(ctx context.Context, name string, c *channel) {
+func (h *Hub) receive(ctx context.Context, name string, c *channel, r *router) {
 	delay := minBackoff
 	for ctx.Err() == nil {
 		start := time.Now()
-		rctx := rueidis.WithOnSubscriptionHook(ctx, func(s rueidis.PubSubSubscription) {
-			if s.Channel != name {
-				return
-			}
-			h.mu.Lock()
-			defer h.mu.Unlock()
-			switch s.Kind {
-			case "ssubscribe":
-				h.confirm(c)
-			case "sunsubscribe":
-				// The slot moved or the shard failed over: Receive returns, and the
-				// channel is subscribed again where it lives now.
-				c.lost = true
-				c.unconfirm()
-			}
-		})
-		rctx = rueidis.WithOnReceiveReturnHook(rctx, func(err error, cc rueidis.CommandClient) error {
-			if ctx.Err() != nil {
-				// Released or closed: rueidis keeps the node's connection subscribed
-				// unless told, and that connection carries other traffic too.
-				uctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				_ = cc.Do(uctx, cc.B().Sunsubscribe().Channel(name).Build()).Error()
-				cancel()
-			}
-			return err
-		})
-		_ = h.rc.Receive(rctx, h.rc.B().Ssubscribe().Channel(name).Build(), h.onMessage)
+		gen := h.subscribeOnce(ctx, name, c, r)
 		if ctx.Err() != nil {
 			break
 		}
@@ -80,6 +75,9 @@ func (h *Hub) receive(ctx context.Context, name string, c *channel) {
 		c.lost = true
 		c.unconfirm()
 		h.mu.Unlock()
+		// The subscription ended while wanted: the shard may have moved, so the next
+		// attempt asks the cluster where it lives now.
+		r.forget(gen)
 		h.reconnects.Add(1)
 		if time.Since(start) > maxBackoff {
 			delay = minBackoff
@@ -101,4 +99,219 @@ func (h *Hub) receive(ctx context.Context, name string, c *channel) {
 	} else {
 		delete(h.chans, name)
 	}
+}
+
+// subscribeOnce subscribes name and receives its messages until the subscription ends: the
+// server dropped it (slot moved, failover), the connection broke, the node turned out not
+// to be the shard's master, or ctx ended.
+//
+// The subscription goes to the master that the cluster itself names, not to where the
+// rueidis client routes the slot: after a failover the client's slot map still points at
+// the old master for a while, and that node, now a replica of the new one, accepts
+// SSUBSCRIBE. The new master forwards its shard's messages only to the replicas it knows
+// of, which it learns by gossip up to a second later, so an unlock published meanwhile
+// would be lost and its waiters would sleep until the lock's TTL ran out. Hence also the
+// ROLE check before the subscription counts as confirmed.
+//
+// It returns the generation of the slot map it routed by, for router.forget.
+func (h *Hub) subscribeOnce(ctx context.Context, name string, c *channel, r *router) uint64 {
+	node, checked, gen := r.route(ctx, name)
+	actx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	bound := time.AfterFunc(subscribeTimeout, cancel)
+	defer bound.Stop()
+	var checks sync.WaitGroup
+	defer checks.Wait()
+
+	rctx := rueidis.WithOnSubscriptionHook(actx, func(s rueidis.PubSubSubscription) {
+		if s.Channel != name {
+			return
+		}
+		switch s.Kind {
+		case "ssubscribe":
+			if !checked {
+				bound.Stop()
+				h.mu.Lock()
+				h.confirm(c)
+				h.mu.Unlock()
+				return
+			}
+			// The hook runs on the connection's reader: the check must not block it.
+			checks.Add(1)
+			go func() {
+				defer checks.Done()
+				h.check(actx, cancel, node, c, bound)
+			}()
+		case "sunsubscribe":
+			// The slot moved or the shard failed over: Receive returns, and the channel
+			// is subscribed again where it lives now.
+			h.mu.Lock()
+			c.lost = true
+			c.unconfirm()
+			h.mu.Unlock()
+		}
+	})
+	rctx = rueidis.WithOnReceiveReturnHook(rctx, func(err error, cc rueidis.CommandClient) error {
+		// Ended by us (released, closed, or the node was not the master): rueidis keeps
+		// the node's connection subscribed unless told, and that connection carries other
+		// traffic too.
+		leaving := actx.Err() != nil
+		// Ended by the server or the connection: no retry on this node, whose role may
+		// have changed; the next attempt looks the shard up again.
+		cancel()
+		if leaving {
+			uctx, ucancel := context.WithTimeout(context.Background(), routeTimeout)
+			_ = cc.Do(uctx, cc.B().Sunsubscribe().Channel(name).Build()).Error()
+			ucancel()
+		}
+		return err
+	})
+	_ = node.Receive(rctx, node.B().Ssubscribe().Channel(name).Build(), h.onMessage)
+	cancel()
+	return gen
+}
+
+// check confirms a subscription unless node answers ROLE as anything but a master. Asked
+// after the SSUBSCRIBE confirmation, the answer covers the subscription: a node that was a
+// master then and is demoted later drops its shard's subscriptions, which ends the
+// attempt. A node that is not a master ends the attempt at once. A node that does not
+// answer (ROLE forbidden by an ACL, say) is trusted, as the cluster named it the master.
+func (h *Hub) check(ctx context.Context, cancel context.CancelFunc, node rueidis.Client, c *channel, bound *time.Timer) {
+	qctx, qcancel := context.WithTimeout(ctx, routeTimeout)
+	role, err := node.Do(qctx, node.B().Role().Build()).ToArray()
+	qcancel()
+	if err == nil && len(role) > 0 {
+		if kind, _ := role[0].ToString(); kind != "master" {
+			cancel()
+			return
+		}
+	}
+	bound.Stop()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if ctx.Err() == nil { // not ended meanwhile
+		h.confirm(c)
+	}
+}
+
+// router finds the master of a channel's shard from the cluster's own slot map, which it
+// keeps until a subscription ends unexpectedly.
+type router struct {
+	rc      rueidis.Client
+	cluster bool // otherwise rc has one master and routes by itself
+	mu      sync.Mutex
+	ranges  []slotRange // nil: not known, or forgotten
+	gen     uint64      // counts the slot maps fetched
+}
+
+// slotRange is one entry of CLUSTER SLOTS: slots start to end are served by master.
+type slotRange struct {
+	start, end uint16
+	master     string
+}
+
+func newRouter(rc rueidis.Client) *router {
+	return &router{rc: rc, cluster: rc.Mode() == rueidis.ClientModeCluster}
+}
+
+// route returns the client to subscribe channel on, whether it is a single node that must
+// be checked to be a master, and the generation of the slot map it used. When the shard's node cannot be found (not a cluster, no
+// answer, an address the client does not know), it returns the client itself, which
+// routes by its own slot map: the best there is then.
+func (r *router) route(ctx context.Context, channel string) (rueidis.Client, bool, uint64) {
+	if !r.cluster {
+		return r.rc, false, 0
+	}
+	addr, gen := r.master(ctx, keys.Slot(channel))
+	if addr == "" {
+		return r.rc, false, gen
+	}
+	if node, ok := r.rc.Nodes()[addr]; ok {
+		return node, true, gen
+	}
+	// A master the client has no connection to: a promoted replica, which the client
+	// learns of when it refreshes its slot map. A redirection starts that refresh, and a
+	// read of the channel's name as a key gets one from the slot's old node.
+	lctx, cancel := context.WithTimeout(ctx, learnTimeout)
+	defer cancel()
+	_ = r.rc.Do(lctx, r.rc.B().Exists().Key(channel).Build()).Error()
+	t := time.NewTicker(learnPoll)
+	defer t.Stop()
+	for {
+		if node, ok := r.rc.Nodes()[addr]; ok {
+			return node, true, gen
+		}
+		select {
+		case <-t.C:
+		case <-lctx.Done():
+			return r.rc, false, gen
+		}
+	}
+}
+
+// master returns the address of the master serving slot, asking the cluster when the slot
+// map is not known ("" when that fails), and the generation of the map.
+func (r *router) master(ctx context.Context, slot uint16) (string, uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ranges == nil {
+		qctx, cancel := context.WithTimeout(ctx, routeTimeout)
+		reply, err := r.rc.Do(qctx, r.rc.B().ClusterSlots().Build()).ToArray()
+		cancel()
+		if err == nil {
+			r.ranges, err = parseSlots(reply)
+		}
+		if err != nil {
+			r.ranges = nil
+			return "", r.gen
+		}
+		r.gen++
+	}
+	for _, s := range r.ranges {
+		if s.start <= slot && slot <= s.end {
+			return s.master, r.gen
+		}
+	}
+	return "", r.gen
+}
+
+// forget drops the slot map of generation gen, so that the next route asks the cluster
+// again. A failover ends the subscriptions of all the shard's channels at once; a map
+// fetched since the first of them noticed is kept, rather than fetched again by each.
+func (r *router) forget(gen uint64) {
+	r.mu.Lock()
+	if r.gen == gen {
+		r.ranges = nil
+	}
+	r.mu.Unlock()
+}
+
+// parseSlots reads a CLUSTER SLOTS reply: entries [start, end, [host, port, ...], replicas...].
+// A master whose endpoint is unknown ("" or "?") is left out, so its slots route as the
+// client does.
+func parseSlots(reply []rueidis.RedisMessage) ([]slotRange, error) {
+	ranges := make([]slotRange, 0, len(reply))
+	for _, e := range reply {
+		f, err := e.ToArray()
+		if err != nil || len(f) < 3 {
+			return nil, errors.New("pubsub: malformed CLUSTER SLOTS entry")
+		}
+		start, err1 := f[0].AsInt64()
+		end, err2 := f[1].AsInt64()
+		node, err3 := f[2].ToArray()
+		if err := errors.Join(err1, err2, err3); err != nil || len(node) < 2 {
+			return nil, errors.New("pubsub: malformed CLUSTER SLOTS entry")
+		}
+		host, err1 := node[0].ToString()
+		port, err2 := node[1].AsInt64()
+		if errors.Join(err1, err2) != nil {
+			return nil, errors.New("pubsub: malformed CLUSTER SLOTS node")
+		}
+		if host == "" || host == "?" {
+			continue
+		}
+		ranges = append(ranges, slotRange{start: uint16(start), end: uint16(end),
+			master: net.JoinHostPort(host, strconv.FormatInt(port, 10))})
+	}
+	return ranges, nil
 }
