@@ -3,7 +3,9 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
@@ -91,4 +93,38 @@ func TestUnlockReplyLost(t *testing.T) {
 			t.Errorf("third unlock: %v; want ErrNotHeld", err)
 		}
 	})
+}
+
+// While the server refuses commands unrun until it is ready (LOADING after a restart,
+// CLUSTERDOWN or TRYAGAIN in a failover), Lock and Unlock try again within the client's
+// timeout instead of failing: the refusal says the script never ran.
+func TestRetryWhileServerNotReady(t *testing.T) {
+	for _, refusal := range []string{"LOADING Redis is loading the dataset in memory", "CLUSTERDOWN The cluster is down", "TRYAGAIN Multiple keys request during rehashing of slot"} {
+		t.Run(strings.Fields(refusal)[0], func(t *testing.T) {
+			b := redistest.Mini(t)
+			c := newClient(t, b)
+			side := b.Client(t)
+			mu := c.Lock("not-ready")
+			// Refuse for a while, fewer than the client's 3s timeout.
+			refuseFor := func() {
+				b.Mini.SetError(refusal)
+				time.AfterFunc(300*time.Millisecond, func() { b.Mini.SetError("") })
+			}
+			refuseFor()
+			held, err := mu.Lock(context.Background())
+			if err != nil {
+				t.Fatalf("Lock while the server said %q: %v", refusal, err)
+			}
+			if n, _ := do(t, side, "HGET", "not-ready", mustOwner(t, side, "not-ready")).AsInt64(); n != 1 {
+				t.Errorf("hold count %d after the retried acquisition; want 1", n)
+			}
+			refuseFor()
+			if err := mu.Unlock(held); err != nil {
+				t.Fatalf("Unlock while the server said %q: %v", refusal, err)
+			}
+			if n, _ := do(t, side, "EXISTS", "not-ready").AsInt64(); n != 0 {
+				t.Errorf("the lock is still there after the retried unlock")
+			}
+		})
+	}
 }

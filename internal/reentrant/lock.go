@@ -652,9 +652,14 @@ func (m *Lock) fail(op string, err error) error {
 
 // retryable reports whether a call may be sent again: the request may not have reached
 // Redis or its reply was lost. A Redis error is an answer, not a failure to get one, and
-// so is a verdict of relock's own (ErrNotSynced).
+// so is a verdict of relock's own (ErrNotSynced); except the answers that say the command
+// was refused unrun until the server or the cluster is ready (CLUSTERDOWN and TRYAGAIN
+// during a failover, LOADING after a restart).
 func retryable(err error) bool {
-	if _, ok := rueidis.IsRedisErr(err); ok || errors.Is(err, lockerr.ErrNotSynced) {
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		return re.IsClusterDown() || re.IsTryAgain() || re.IsLoading()
+	}
+	if errors.Is(err, lockerr.ErrNotSynced) {
 		return false
 	}
 	return !errors.Is(err, rueidis.ErrClosing) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
