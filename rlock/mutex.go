@@ -40,7 +40,10 @@ func (m *Mutex) Name() string { return m.l.Name() }
 // soon as the client learns the hold is gone (a renewal found the owner's field missing,
 // renewals could not reach Redis before the lease ran out, or a fixed lease ran out), and
 // with context.Canceled at the Unlock that releases it. Do work that must stop with the
-// lock under it; keep ctx for work after the lock.
+// lock under it; keep ctx for work after the lock. Since it derives from ctx, a hold
+// taken with the context of another hold ends when that one does: release nested locks
+// in the reverse order of taking them. (A read-write lock's downgrade is the exception:
+// see rwlock.RWMutex.RLock.)
 //
 // While waiting Lock sends nothing to Redis: it is woken by the unlock message, or at
 // the latest when the holder's lease runs out. When ctx ends first, Lock returns ctx

@@ -75,7 +75,9 @@ func (m *RWMutex) Name() string { return m.w.Name() }
 // RLock takes a read hold, waiting while a writer holds the lock (or, with writer
 // preference, while a writer waits), and returns the hold's context; see rlock.Mutex.Lock
 // for when it ends. The owner in ctx may take read holds again (re-entry), and may take
-// them while it holds the write lock.
+// them while it holds the write lock. A read hold taken with the write hold's own context
+// is the first step of a downgrade: its context derives from what the write hold's
+// derives from, not from the write hold's, so that it lives on after Unlock.
 func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (context.Context, error) {
 	return m.r.Lock(ctx, opts...)
 }
