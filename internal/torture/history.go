@@ -1,5 +1,6 @@
-// Package torture holds the fault-injection torture test of relock's reentrant mutex and
-// the history checkers it uses. The test itself is in torture_test.go.
+// Package torture holds the fault-injection torture test of relock's locks (the reentrant
+// mutex, the fair lock and the read-write lock) and the history checkers it uses. The test
+// itself is in torture_test.go.
 package torture
 
 import (
@@ -19,6 +20,9 @@ const (
 	WriteNone     = ""
 )
 
+// ModeRead marks a read hold of a read-write lock; every other record is exclusive.
+const ModeRead = "read"
+
 // Record is one line of a worker's history: one attempt to enter the critical section.
 // Times are time.Now().UnixNano(), comparable across the processes of one machine.
 type Record struct {
@@ -27,12 +31,15 @@ type Record struct {
 	Client   string `json:"client,omitempty"`
 	PID      int    `json:"pid,omitempty"`
 	Worker   string `json:"w"`
+	Lock     string `json:"lock,omitempty"` // which lock: records of different locks never conflict
+	Mode     string `json:"mode,omitempty"` // ModeRead for a read hold, "" for an exclusive one
 	G        int    `json:"g"`
 	I        int    `json:"i"`
-	Call     int64  `json:"call"` // Lock called
-	Acq      int64  `json:"acq"`  // Lock returned
-	End      int64  `json:"end"`  // section ended (after the liveness check)
-	Rel      int64  `json:"rel"`  // Unlock returned
+	Call     int64  `json:"call"`  // Lock called
+	Acq      int64  `json:"acq"`   // Lock returned
+	Check    int64  `json:"check"` // just before the liveness check
+	End      int64  `json:"end"`   // section ended (after the liveness check)
+	Rel      int64  `json:"rel"`   // Unlock returned
 	LockErr  string `json:"lockErr,omitempty"`
 	Token    int64  `json:"token"`           // fencing token of the hold
 	Live     bool   `json:"live"`            // the hold's context was live at End
@@ -48,10 +55,28 @@ type Record struct {
 // Held reports whether the record is an acquisition.
 func (r Record) Held() bool { return !r.Hello && !r.Done && r.LockErr == "" && r.Acq != 0 }
 
+// Read reports whether the record is a read hold, which other read holds may overlap.
+func (r Record) Read() bool { return r.Mode == ModeRead }
+
 func (r Record) String() string {
-	return fmt.Sprintf("%s/g%d/i%d token=%d acq=%s end=%s live=%v write=%s cause=%q",
-		r.Worker, r.G, r.I, r.Token, time.Unix(0, r.Acq).Format("15:04:05.000000"),
+	mode := ""
+	if r.Read() {
+		mode = "(read)"
+	}
+	return fmt.Sprintf("%s%s %s/g%d/i%d token=%d acq=%s end=%s live=%v write=%s cause=%q",
+		r.Lock, mode, r.Worker, r.G, r.I, r.Token, time.Unix(0, r.Acq).Format("15:04:05.000000"),
 		time.Unix(0, r.End).Format("15:04:05.000000"), r.Live, r.Write, r.Cause)
+}
+
+// OfLock returns the records of history that belong to lock.
+func OfLock(history []Record, lock string) []Record {
+	var rs []Record
+	for _, r := range history {
+		if r.Lock == lock {
+			rs = append(rs, r)
+		}
+	}
+	return rs
 }
 
 // Holds returns the acquisitions of history.
@@ -65,27 +90,42 @@ func Holds(history []Record) []Record {
 	return hs
 }
 
-// Overlaps returns the pairs of sections that ended with a live context and overlap in
-// time: [Acq, End] intersects. Each section is compared with the live one before it that
-// ends last, so a section is counted at most once.
+// Overlaps returns the pairs of sections of one lock that ended with a live context,
+// overlap in time ([Acq, End] intersects) and may not: two exclusive sections, or a read
+// section and an exclusive one (two read sections may overlap). Each section is compared
+// with the conflicting live section that started before it and ends last, so a section is
+// counted at most once, and every conflicting pair makes its later section count.
 func Overlaps(history []Record) [][2]Record {
-	var live []Record
+	byLock := map[string][]Record{}
+	var locks []string
 	for _, r := range Holds(history) {
-		if r.Live {
-			live = append(live, r)
+		if !r.Live {
+			continue
 		}
+		if _, ok := byLock[r.Lock]; !ok {
+			locks = append(locks, r.Lock)
+		}
+		byLock[r.Lock] = append(byLock[r.Lock], r)
 	}
-	sort.Slice(live, func(i, j int) bool { return live[i].Acq < live[j].Acq })
-	var prevFar Record
 	var out [][2]Record
-	for i := 1; i < len(live); i++ {
-		far := live[i-1] // of live[:i], the one that ends last
-		if i > 1 && prevFar.End > far.End {
-			far = prevFar
-		}
-		prevFar = far
-		if live[i].Acq <= far.End {
-			out = append(out, [2]Record{far, live[i]})
+	for _, l := range locks {
+		live := byLock[l]
+		sort.Slice(live, func(i, j int) bool { return live[i].Acq < live[j].Acq })
+		anyFar, writeFar := -1, -1 // of the sections so far, the one that ends last; the exclusive one
+		for i, r := range live {
+			far := anyFar // an exclusive section conflicts with every other
+			if r.Read() {
+				far = writeFar // a read section only with exclusive ones
+			}
+			if far >= 0 && r.Acq <= live[far].End {
+				out = append(out, [2]Record{live[far], r})
+			}
+			if anyFar < 0 || r.End > live[anyFar].End {
+				anyFar = i
+			}
+			if !r.Read() && (writeFar < 0 || r.End > live[writeFar].End) {
+				writeFar = i
+			}
 		}
 	}
 	return out
@@ -151,9 +191,15 @@ var LockModel = porcupine.Model{
 	},
 }
 
-// Operations turns the acquisitions of history into porcupine operations on LockModel.
+// Operations turns the exclusive acquisitions of history, which must be one lock's, into
+// porcupine operations on LockModel; read holds are left out.
 func Operations(history []Record) []porcupine.Operation {
-	hs := Holds(history)
+	var hs []Record
+	for _, h := range Holds(history) {
+		if !h.Read() {
+			hs = append(hs, h)
+		}
+	}
 	end := int64(math.MaxInt64 / 2)
 	var ops []porcupine.Operation
 	for i, h := range hs {
@@ -175,7 +221,8 @@ func Operations(history []Record) []porcupine.Operation {
 	return ops
 }
 
-// CheckLinearizable runs porcupine on history, bounded by timeout.
+// CheckLinearizable runs porcupine on the exclusive sections of history, which must be one
+// lock's, bounded by timeout.
 func CheckLinearizable(history []Record, timeout time.Duration) porcupine.CheckResult {
 	return porcupine.CheckOperationsTimeout(LockModel, Operations(history), timeout)
 }
@@ -184,6 +231,7 @@ func CheckLinearizable(history []Record, timeout time.Duration) porcupine.CheckR
 type Fencing struct {
 	Accepted     int   // writes the resource accepted, as recorded
 	Rejected     int   // writes the resource turned away
+	Errors       int   // writes whose outcome is unknown (no reply in time): they may count
 	Counter      int64 // the counter's final value
 	LostUpdates  int   // accepted writes the counter does not count, or counted twice
 	Unrecorded   int64 // counter increments no record accounts for (killed writers)
@@ -192,7 +240,8 @@ type Fencing struct {
 	Unsuperseded []Record // rejected writes for which no higher token was ever handed out
 }
 
-// CheckFencing compares history with the counter's final value.
+// CheckFencing compares history, which must be one lock's, with the final value of the
+// counter its exclusive sections write (read sections write nothing).
 func CheckFencing(history []Record, counter int64) Fencing {
 	f := Fencing{Counter: counter}
 	var acc []Record
@@ -210,6 +259,8 @@ func CheckFencing(history []Record, counter int64) Fencing {
 				f.LostUpdates++
 			}
 			seen[r.Count] = true
+		case WriteError:
+			f.Errors++
 		case WriteRejected:
 			f.Rejected++
 			if r.Live {

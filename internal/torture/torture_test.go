@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,7 +24,7 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 )
 
-var long = flag.Bool("torture.long", false, "run the torture test long (≥ 20,000 acquisitions)")
+var long = flag.Bool("torture.long", false, "run the torture test long (≥ 20,000 acquisitions in the mixed-faults run)")
 
 func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) != "" {
@@ -32,6 +33,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
+// envKeep names a directory in which each run keeps its workers' histories and output,
+// for a look after a failure; by default they go with the test's temporary directory.
+const envKeep = "RELOCK_TORTURE_KEEP"
+
+// lockName is the base name of the torture's locks; each kind has its own (lockKey).
 const lockName = "torture"
 
 // fault is one kind of fault the parent injects.
@@ -52,68 +58,140 @@ var allFaults = []fault{faultKill, faultStop, faultBlackhole, faultPubSub, fault
 const pastLease = watchdogTimeout + 500*time.Millisecond
 
 type config struct {
-	workers, goroutines, iters int
-	faults                     []fault       // drawn at random, one per period
-	period                     time.Duration // between the end of a fault and the next
-	maxFaults                  int           // per run; twice as many in the mixed run
-	deadline                   time.Duration // every worker must be done by then
+	workers    int
+	goroutines int           // per kind of lock, in each worker
+	iters      int           // per goroutine
+	faults     []fault       // drawn in shuffled rounds, each fault once per round, one per period
+	period     time.Duration // between the end of a fault and the next
+	maxFaults  int           // per run
+	deadline   time.Duration // every worker must be done by then
+	// minAcquisitions, when set, is how many acquisitions (of every kind) the run must
+	// reach, or fail: the long mode's promise.
+	minAcquisitions int
+}
+
+// kindSummary is what one run (or all of them) found on one kind of lock.
+type kindSummary struct {
+	acquisitions, reads, overlaps, lostUpdates, staleRejected int
 }
 
 // summary is what one run (or all of them) found.
 type summary struct {
-	acquisitions, faults, overlaps, lostUpdates, hangs, staleRejected int
+	faults, hangs, workerErrors int
+	kinds                       map[string]*kindSummary
+}
+
+func (s *summary) kind(k string) *kindSummary {
+	if s.kinds == nil {
+		s.kinds = map[string]*kindSummary{}
+	}
+	if s.kinds[k] == nil {
+		s.kinds[k] = &kindSummary{}
+	}
+	return s.kinds[k]
+}
+
+// total adds up the kinds.
+func (s *summary) total() kindSummary {
+	var t kindSummary
+	for _, k := range s.kinds {
+		t.acquisitions += k.acquisitions
+		t.reads += k.reads
+		t.overlaps += k.overlaps
+		t.lostUpdates += k.lostUpdates
+		t.staleRejected += k.staleRejected
+	}
+	return t
 }
 
 func (s *summary) add(o summary) {
-	s.acquisitions += o.acquisitions
 	s.faults += o.faults
-	s.overlaps += o.overlaps
-	s.lostUpdates += o.lostUpdates
 	s.hangs += o.hangs
-	s.staleRejected += o.staleRejected
+	s.workerErrors += o.workerErrors
+	for name, k := range o.kinds {
+		m := s.kind(name)
+		m.acquisitions += k.acquisitions
+		m.reads += k.reads
+		m.overlaps += k.overlaps
+		m.lostUpdates += k.lostUpdates
+		m.staleRejected += k.staleRejected
+	}
 }
 
+// String is the summary line: totals first, then each kind of lock.
 func (s summary) String() string {
-	return fmt.Sprintf("torture: acquisitions=%d faults=%d overlaps=%d lost-updates=%d hangs=%d stale-writes-rejected=%d",
-		s.acquisitions, s.faults, s.overlaps, s.lostUpdates, s.hangs, s.staleRejected)
+	t := s.total()
+	var b strings.Builder
+	fmt.Fprintf(&b, "torture: acquisitions=%d faults=%d overlaps=%d lost-updates=%d hangs=%d stale-writes-rejected=%d worker-errors=%d",
+		t.acquisitions, s.faults, t.overlaps, t.lostUpdates, s.hangs, t.staleRejected, s.workerErrors)
+	for _, name := range kinds {
+		k := s.kinds[name]
+		if k == nil {
+			k = &kindSummary{}
+		}
+		fmt.Fprintf(&b, " | %s: acquisitions=%d", name, k.acquisitions)
+		if name == kindRW {
+			fmt.Fprintf(&b, " (reads=%d writes=%d)", k.reads, k.acquisitions-k.reads)
+		}
+		fmt.Fprintf(&b, " overlaps=%d lost-updates=%d stale-writes-rejected=%d", k.overlaps, k.lostUpdates, k.staleRejected)
+	}
+	return b.String()
 }
 
 // TestTorture runs the workers once without faults, once with each fault alone and once
-// with all of them mixed, and checks every history.
+// with all of them mixed, and checks every history. Each worker takes the three kinds of
+// lock at once, each kind on its own lock.
 func TestTorture(t *testing.T) {
-	cfg := config{workers: 3, goroutines: 4, iters: 60, period: time.Second, maxFaults: 3, deadline: 90 * time.Second}
+	// Short mode (CI, with -race): about a minute. The mixed run is longer, so that each
+	// fault lands at least once before the workers are done.
+	cfg := config{workers: 3, goroutines: 3, iters: 60, period: time.Second, maxFaults: 3, deadline: 90 * time.Second}
+	mixed := cfg
+	mixed.iters, mixed.maxFaults = 120, 2*len(allFaults)
 	if *long {
-		cfg = config{workers: 4, goroutines: 5, iters: 200, period: time.Second, maxFaults: 15, deadline: 10 * time.Minute}
+		// Long mode: about 5 minutes. The deadlines add up to 15 minutes, which bounds a
+		// run whose workers hang.
+		cfg = config{workers: 4, goroutines: 4, iters: 200, period: time.Second, maxFaults: 10, deadline: 90 * time.Second}
+		// The mixed run alone must reach 20,000 acquisitions under every fault. Its faults
+		// come one a period, each fault once in each round of len(allFaults), for as long
+		// as the workers run (a kill starts a replacement with every iteration to do) or
+		// until maxFaults. Some 15% of the Lock calls fail (a call in flight when Redis
+		// stalls ends after relock.WithTimeout), so 4×4×600 iterations per kind and the
+		// replacements' make some 50,000 acquisitions, in about two and a half minutes.
+		mixed = config{workers: 4, goroutines: 4, iters: 600, period: time.Second, maxFaults: 10 * len(allFaults),
+			deadline: 4*time.Minute + 30*time.Second, minAcquisitions: 20000}
 	}
 	runs := []struct {
-		name   string
-		faults []fault
-	}{{"none", nil}}
+		name string
+		cfg  config
+	}{{"none", cfg}}
 	for _, f := range allFaults {
+		c := cfg
+		c.faults = []fault{f}
 		runs = append(runs, struct {
-			name   string
-			faults []fault
-		}{string(f), []fault{f}})
+			name string
+			cfg  config
+		}{string(f), c})
 	}
+	mixed.faults = allFaults
 	runs = append(runs, struct {
-		name   string
-		faults []fault
-	}{"mixed", allFaults})
+		name string
+		cfg  config
+	}{"mixed", mixed})
 	start := time.Now()
 	var total summary
+	ran := 0
 	for _, r := range runs {
 		t.Run(r.name, func(t *testing.T) {
-			c := cfg
-			c.faults = r.faults
-			if len(r.faults) > 1 {
-				c.maxFaults *= 2
-			}
-			s := run(t, c)
+			ran++
+			s := run(t, r.cfg)
 			t.Log(s)
+			if n := s.total().acquisitions; n < r.cfg.minAcquisitions {
+				t.Errorf("%d acquisitions, want at least %d", n, r.cfg.minAcquisitions)
+			}
 			total.add(s)
 		})
 	}
-	t.Logf("%d runs in %v", len(runs), time.Since(start).Round(time.Millisecond))
+	t.Logf("%d runs in %v", ran, time.Since(start).Round(time.Millisecond))
 	t.Log(total)
 	fmt.Printf("%s\n", total)
 }
@@ -126,7 +204,9 @@ type worker struct {
 	history string
 	done    chan struct{}
 	err     error
-	killed  bool
+	killed  bool   // by a kill fault
+	hung    bool   // still running at the deadline, and killed then
+	client  string // its relock client's id, from its first record
 }
 
 func (w *worker) exited() bool {
@@ -148,6 +228,8 @@ type harness struct {
 	next     int
 	kills    int
 	injected int
+	byFault  map[fault]int
+	deck     []fault // the rest of this round of faults
 	pauses   []pause
 }
 
@@ -208,29 +290,89 @@ func (h *harness) running() []*worker {
 	return ws
 }
 
-// holder returns the running worker that holds the lock now, or a random running one.
+// clientOf returns the relock client id of w, once its first record is written.
+func (h *harness) clientOf(w *worker) string {
+	if w.client == "" {
+		for _, r := range readHistory(h.t, w.history, 1) {
+			if r.Hello {
+				w.client = r.Client
+			}
+		}
+	}
+	return w.client
+}
+
+// holder returns a running worker that holds one of the locks, preferably in a long
+// section, so that the fault lands inside it: it looks at the locks' owners every 10ms for
+// up to holderWait, and returns the worker of an owner seen twice in a row (one hold that
+// lasted 10ms: sections are shorter but for the long ones). Failing that, it returns the
+// worker of the last owner seen, or a random running worker.
 func (h *harness) holder() *worker {
+	const holderWait = time.Second
 	ws := h.running()
 	if len(ws) == 0 {
 		return nil
 	}
-	if owners, err := h.lock.Do(h.t, "HKEYS", lockName).AsStrSlice(); err == nil && len(owners) > 0 {
-		client, _, _ := strings.Cut(owners[0], ":")
+	workerOf := func(field string) *worker {
+		client, _, _ := strings.Cut(field, ":")
 		for _, w := range ws {
-			for _, r := range readHistory(h.t, w.history, 1) {
-				if r.Hello && r.Client == client {
-					return w
-				}
+			if h.clientOf(w) == client {
+				return w
 			}
 		}
+		return nil
+	}
+	var last *worker
+	seen := map[string]bool{}
+	for end := time.Now().Add(holderWait); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		now := map[string]bool{}
+		for _, i := range rand.Perm(len(kinds)) {
+			fields, err := h.lock.Do(h.t, "HKEYS", lockKey(lockName, kinds[i])).AsStrSlice()
+			if err != nil {
+				continue
+			}
+			for _, f := range fields {
+				if f == "mode" { // the read-write lock's
+					continue
+				}
+				w := workerOf(f)
+				if w == nil {
+					continue
+				}
+				if seen[f] {
+					return w
+				}
+				now[f], last = true, w
+			}
+		}
+		seen = now
+	}
+	if last != nil {
+		return last
 	}
 	return ws[rand.IntN(len(ws))]
+}
+
+// nextFault draws the next fault: the faults of the run in shuffled rounds, so that a run
+// of n rounds injects each of them n times.
+func (h *harness) nextFault() fault {
+	if len(h.deck) == 0 {
+		h.deck = append(h.deck, h.cfg.faults...)
+		rand.Shuffle(len(h.deck), func(i, j int) { h.deck[i], h.deck[j] = h.deck[j], h.deck[i] })
+	}
+	f := h.deck[0]
+	h.deck = h.deck[1:]
+	return f
 }
 
 // inject runs one fault to its end.
 func (h *harness) inject(f fault) {
 	t := h.t
 	h.injected++
+	if h.byFault == nil {
+		h.byFault = map[fault]int{}
+	}
+	h.byFault[f]++
 	switch f {
 	case faultKill:
 		w := h.holder()
@@ -272,14 +414,19 @@ func (h *harness) inject(f fault) {
 		// a documented window, not a bug. The run therefore does what an operator must:
 		// keep the restarted server away from clients past the lease (every proxy
 		// blackholed, so every old hold's context ends on its local deadline first) and
-		// set the fencing counter back above every token handed out.
+		// set each lock's fencing counter back above every token handed out.
 		began := time.Now()
 		for _, w := range h.workers {
 			w.proxy.Blackhole()
 		}
-		tok, _ := h.lock.Do(t, "GET", "redisson_lock_token:{"+lockName+"}").AsInt64()
+		toks := map[string]int64{}
+		for _, k := range kinds {
+			toks[k], _ = h.lock.Do(t, "GET", tokenCounter(k)).AsInt64()
+		}
 		h.lock.Restart(t)
-		h.lock.Do(t, "SET", "redisson_lock_token:{"+lockName+"}", strconv.FormatInt(tok+1000, 10))
+		for _, k := range kinds {
+			h.lock.Do(t, "SET", tokenCounter(k), strconv.FormatInt(toks[k]+1000, 10))
+		}
 		time.Sleep(time.Until(began.Add(pastLease)))
 		for _, w := range h.workers {
 			w.proxy.Unblackhole()
@@ -289,162 +436,251 @@ func (h *harness) inject(f fault) {
 	}
 }
 
+// tokenCounter is the fencing counter of the lock of kind, on the lock server.
+func tokenCounter(kind string) string { return "redisson_lock_token:{" + lockKey(lockName, kind) + "}" }
+
 // run starts the servers and workers, injects faults until every worker is done or the
-// deadline passes, and checks the merged history.
+// deadline passes, and checks the merged history, lock by lock.
 func run(t *testing.T, cfg config) summary {
-	h := &harness{t: t, cfg: cfg, lock: redistest.StartServer(t), res: redistest.StartServer(t), dir: t.TempDir()}
+	dir := t.TempDir()
+	if keep := os.Getenv(envKeep); keep != "" {
+		dir = filepath.Join(keep, strings.ReplaceAll(t.Name(), "/", "_")+"-"+strconv.FormatInt(time.Now().UnixNano(), 36))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("histories and worker output kept in %s", dir)
+	}
+	h := &harness{t: t, cfg: cfg, lock: redistest.StartServer(t), res: redistest.StartServer(t), dir: dir}
 	for range cfg.workers {
 		h.start()
 	}
-	deadline := time.Now().Add(cfg.deadline)
+	began := time.Now()
+	deadline := began.Add(cfg.deadline)
 	nextFault := time.Now().Add(cfg.period)
 	for len(h.running()) > 0 && time.Now().Before(deadline) {
 		if len(cfg.faults) > 0 && h.injected < cfg.maxFaults && time.Now().After(nextFault) {
-			h.inject(cfg.faults[rand.IntN(len(cfg.faults))])
+			h.inject(h.nextFault())
 			nextFault = time.Now().Add(cfg.period)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+	t.Logf("workers done in %v", time.Since(began).Round(time.Millisecond))
 
-	var s summary
-	s.faults = h.injected
+	s := summary{faults: h.injected}
 	for _, w := range h.running() { // past the deadline: hung
-		s.hangs++
-		t.Errorf("worker %s still running at the %v deadline", w.id, cfg.deadline)
+		w.hung = true
 		_ = w.cmd.Process.Signal(syscall.SIGCONT)
 		_ = w.cmd.Process.Kill()
 		<-w.done
 	}
 
+	// Every worker that was not killed by a fault counts once: as a hang when it did not
+	// finish its iterations (still running at the deadline, or exited early), as a worker
+	// error when it finished them but exited with an error (a goroutine leak, a data race).
 	var history []Record
 	for _, w := range h.workers {
 		rs := readHistory(t, w.history, -1)
 		history = append(history, rs...)
-		done := len(rs) > 0 && rs[len(rs)-1].Done
 		if w.killed {
 			continue
 		}
-		if !done || w.err != nil {
-			if done || s.hangs == 0 {
-				s.hangs++
+		done := len(rs) > 0 && rs[len(rs)-1].Done
+		out := func() string { b, _ := os.ReadFile(filepath.Join(h.dir, w.id+".out")); return string(b) }
+		switch {
+		case w.hung:
+			s.hangs++
+			t.Errorf("worker %s still running at the %v deadline (unfinished goroutines per kind: %v); output:\n%s",
+				w.id, cfg.deadline, unfinished(rs, cfg), out())
+		case !done:
+			s.hangs++
+			t.Errorf("worker %s did not finish its iterations (exit: %v; unfinished goroutines per kind: %v); output:\n%s",
+				w.id, w.err, unfinished(rs, cfg), out())
+		case w.err != nil:
+			s.workerErrors++
+			t.Errorf("worker %s finished its iterations but exited with %v; output:\n%s", w.id, w.err, out())
+		}
+	}
+	for _, p := range h.pauses {
+		n := 0
+		for _, r := range history {
+			if r.Held() && r.Worker == p.worker && r.Acq <= p.stop && r.Check >= p.cont {
+				n++
 			}
-			out, _ := os.ReadFile(filepath.Join(h.dir, w.id+".out"))
-			t.Errorf("worker %s did not finish its iterations (exit: %v); output:\n%s", w.id, w.err, out)
 		}
+		t.Logf("SIGSTOP of %s for %v froze %d sections while held", p.worker, time.Duration(p.cont-p.stop).Round(time.Millisecond), n)
 	}
-	paused := excusePauses(history, h.pauses)
-	holds := Holds(history)
-	s.acquisitions = len(holds)
-	attempts, lost := 0, 0
-	for _, r := range history {
-		if !r.Hello && !r.Done {
-			attempts++
-		}
+	for _, r := range pausedLive(history, h.pauses) {
+		t.Errorf("section frozen by SIGSTOP past its lease found its context live after SIGCONT: %v", r)
 	}
-	for _, r := range holds {
-		if !r.Live {
-			lost++
-		}
-	}
-	t.Logf("%d attempts, %d acquisitions (%d ended with the lease lost), %d faults, %d workers killed",
-		attempts, len(holds), lost, h.injected, h.kills)
-	for _, r := range paused {
-		// A hold's context checks its local deadline in Err, so a section that resumes
-		// after its lease ran out sees it ended, whatever goroutine runs first.
-		t.Errorf("section paused by SIGSTOP found its context live after its lease ran out: %v", r)
-	}
+	t.Logf("%d faults %v, %d workers killed", h.injected, h.byFault, h.kills)
 
-	ov := Overlaps(history)
-	s.overlaps = len(ov)
-	for i, p := range ov {
-		if i == 5 {
-			break
+	for _, kind := range kinds {
+		k := s.kind(kind)
+		hk := OfLock(history, kind)
+		holds := Holds(hk)
+		k.acquisitions = len(holds)
+		attempts, lost := 0, 0
+		for _, r := range hk {
+			if !r.Hello && !r.Done {
+				attempts++
+			}
 		}
-		t.Errorf("live sections overlap:\n  %v\n  %v", p[0], p[1])
-	}
+		for _, r := range holds {
+			if !r.Live {
+				lost++
+			}
+			if r.Read() {
+				k.reads++
+			}
+		}
+		t.Logf("%s: %d attempts, %d acquisitions (%d reads; %d ended with the lease lost)%s", kind, attempts, len(holds), k.reads, lost, lockErrors(hk))
 
-	counter, err := h.res.Do(t, "GET", counterKey).AsInt64()
-	if err != nil && len(holds) > 0 {
-		t.Errorf("GET %s: %v", counterKey, err)
-	}
-	f := CheckFencing(history, counter)
-	s.lostUpdates = f.LostUpdates
-	s.staleRejected = f.Rejected
-	t.Logf("fenced counter %d: %d writes accepted, %d rejected, %d unrecorded", counter, f.Accepted, f.Rejected, f.Unrecorded)
-	if f.LostUpdates != 0 {
-		t.Errorf("%d lost updates: counter %d, %d accepted writes recorded", f.LostUpdates, counter, f.Accepted)
-	}
-	if f.Unrecorded > int64(h.kills) {
-		t.Errorf("counter %d counts %d writes no record accounts for, with only %d workers killed", counter, f.Unrecorded, h.kills)
-	}
-	if f.OutOfOrder != 0 {
-		t.Errorf("%d writes accepted with a token lower than an earlier accepted one", f.OutOfOrder)
-	}
-	for _, r := range f.LiveRejected {
-		t.Errorf("write rejected although the holder's context was live: %v (resource had token %d)", r, r.Last)
-	}
-	for _, r := range f.Unsuperseded {
-		t.Errorf("write rejected with no higher token handed out: %v", r)
-	}
+		ov := Overlaps(hk)
+		k.overlaps = len(ov)
+		for i, p := range ov {
+			if i == 5 {
+				break
+			}
+			t.Errorf("%s: live sections overlap:\n  %v\n  %v", kind, p[0], p[1])
+		}
 
-	t0 := time.Now()
-	timeout := 2 * time.Minute
-	res := CheckLinearizable(history, timeout)
-	t.Logf("porcupine: %s in %v (%d operations)", res, time.Since(t0).Round(time.Millisecond), 2*len(holds))
-	if res != porcupine.Ok {
-		t.Errorf("porcupine: history of %d acquisitions is %s, want %s", len(holds), res, porcupine.Ok)
+		counter, err := h.res.Do(t, "GET", counterKey(kind)).AsInt64()
+		if err != nil && len(holds) > k.reads {
+			t.Errorf("GET %s: %v", counterKey(kind), err)
+		}
+		f := CheckFencing(hk, counter)
+		k.lostUpdates = f.LostUpdates
+		k.staleRejected = f.Rejected
+		t.Logf("%s: fenced counter %d: %d writes accepted, %d rejected, %d failed, %d unrecorded", kind, counter, f.Accepted, f.Rejected, f.Errors, f.Unrecorded)
+		if f.LostUpdates != 0 {
+			t.Errorf("%s: %d lost updates: counter %d, %d accepted writes recorded", kind, f.LostUpdates, counter, f.Accepted)
+		}
+		// A write no record accounts for is one a killed worker made before recording it,
+		// or one whose reply did not come in time (a worker frozen by SIGSTOP while its
+		// write was in flight finds the write's deadline passed after SIGCONT).
+		if f.Unrecorded > int64(h.kills+f.Errors) {
+			t.Errorf("%s: counter %d counts %d writes no record accounts for, with only %d workers killed and %d writes failed",
+				kind, counter, f.Unrecorded, h.kills, f.Errors)
+		}
+		if f.OutOfOrder != 0 {
+			t.Errorf("%s: %d writes accepted with a token lower than an earlier accepted one", kind, f.OutOfOrder)
+		}
+		for _, r := range f.LiveRejected {
+			t.Errorf("%s: write rejected although the holder's context was live: %v (resource had token %d)", kind, r, r.Last)
+		}
+		for _, r := range f.Unsuperseded {
+			t.Errorf("%s: write rejected with no higher token handed out: %v", kind, r)
+		}
+
+		t0 := time.Now()
+		res := CheckLinearizable(hk, 2*time.Minute)
+		excl := len(holds) - k.reads
+		t.Logf("%s: porcupine: %s in %v (%d operations)", kind, res, time.Since(t0).Round(time.Millisecond), 2*excl)
+		if res != porcupine.Ok {
+			t.Errorf("%s: porcupine: history of %d exclusive acquisitions is %s, want %s", kind, excl, res, porcupine.Ok)
+		}
 	}
 
 	checkKeys(t, h)
 	return s
 }
 
-// excusePauses finds the attempts (from the call of Lock to the end of the section) that
-// a SIGSTOP of their own worker froze past the lease and whose hold's context was still
-// live when they ended, and counts them as
-// lost (Live = false), returning them. Only holds that another worker's hold superseded
-// during the pause count: a goroutine that waited in Lock through the pause and got the
-// lock after it holds a fresh hold, and a hold nobody took over is still exclusive.
-//
-// This is the limit of any lease: the hold's context ends on the watchdog's goroutine,
-// and after SIGCONT the section's goroutine can run (and look at the context) before
-// the watchdog's does, although the local deadline passed long before; no check inside
-// the process can close that window. What must still hold is fencing: such a section's
-// write reaches the resource with a superseded token and is turned away, which
-// CheckFencing verifies (accepted tokens never go down). Every excused section is logged.
-func excusePauses(history []Record, pauses []pause) []Record {
-	var out []Record
-	for _, p := range pauses {
-		// Tokens grow with the time of grant: a hold of the paused worker whose token is
-		// below one another worker was handed during the pause was superseded then, its
-		// lease having run out while the worker was stopped.
-		var before int64
-		for _, r := range history {
-			if r.Held() && r.Worker != p.worker && r.Acq > p.stop && r.Acq <= p.cont {
-				before = max(before, r.Token)
-			}
+// lockErrors describes the failed Lock calls of history: how many, and the commonest
+// errors.
+func lockErrors(history []Record) string {
+	counts := map[string]int{}
+	n := 0
+	for _, r := range history {
+		if r.LockErr != "" {
+			counts[r.LockErr]++
+			n++
 		}
-		for i, r := range history {
-			if !r.Held() || !r.Live || r.Worker != p.worker || r.Call >= p.cont || r.End <= p.stop {
-				continue
+	}
+	if n == 0 {
+		return ""
+	}
+	errs := make([]string, 0, len(counts))
+	for e := range counts {
+		errs = append(errs, e)
+	}
+	sort.Slice(errs, func(i, j int) bool { return counts[errs[i]] > counts[errs[j]] })
+	var b strings.Builder
+	fmt.Fprintf(&b, "; %d Lock calls failed:", n)
+	for i, e := range errs {
+		if i == 3 {
+			fmt.Fprintf(&b, " …")
+			break
+		}
+		fmt.Fprintf(&b, " %d× %q", counts[e], e)
+	}
+	return b.String()
+}
+
+// unfinished counts, per kind, the goroutines of one worker's history whose last iteration
+// is missing.
+func unfinished(rs []Record, cfg config) map[string]int {
+	last := map[string]bool{}
+	for _, r := range rs {
+		if !r.Hello && !r.Done && r.I == cfg.iters-1 {
+			last[r.Lock+"/"+strconv.Itoa(r.G)] = true
+		}
+	}
+	out := map[string]int{}
+	for _, k := range kinds {
+		for g := range cfg.goroutines {
+			if !last[k+"/"+strconv.Itoa(g)] {
+				out[k]++
 			}
-			if r.Token > before {
-				continue // not superseded during the pause: checked like any other hold
-			}
-			history[i].Live = false
-			history[i].Cause = fmt.Sprintf("paused by SIGSTOP for %v; context live %v after SIGCONT",
-				time.Duration(p.cont-p.stop).Round(time.Millisecond), time.Duration(r.End-p.cont))
-			out = append(out, history[i])
 		}
 	}
 	return out
 }
 
-// checkKeys waits for the leases of killed holders and the unlock latches to run out,
-// then finds no key but the fencing counter on the lock server and the counter's two on
+// pausedLive returns the sections that a SIGSTOP of their own worker froze past their
+// lease and that found their hold's context live when they looked at it (Check) after
+// SIGCONT. Every one of them fails the test: a hold's context checks its local deadline
+// in Err, and that deadline, taken when the acquiring or the last renewing request was
+// sent, passed during the pause, so no such section may see a live context, whichever of
+// its goroutine and the watchdog's runs first after SIGCONT. The sections are not made
+// less live here: one that overlapped a later holder counts as an overlap too.
+//
+// A section's hold was surely granted before the pause when Lock returned before SIGSTOP
+// (Acq ≤ stop), or when its token is below one that another worker was granted during the
+// pause on the same lock (tokens grow with the time of grant, and a stopped process sends
+// nothing). The second finds holds whose Lock returned only after SIGCONT; read holds
+// carry no token and are found by the first alone.
+func pausedLive(history []Record, pauses []pause) []Record {
+	var out []Record
+	for _, p := range pauses {
+		before := map[string]int64{} // per lock: the highest token granted to another worker during the pause
+		for _, r := range history {
+			if r.Held() && r.Worker != p.worker && r.Acq > p.stop && r.Acq <= p.cont {
+				before[r.Lock] = max(before[r.Lock], r.Token)
+			}
+		}
+		for _, r := range history {
+			if !r.Held() || !r.Live || r.Worker != p.worker || r.Check < p.cont {
+				continue
+			}
+			if r.Acq <= p.stop || (r.Token > 0 && r.Token <= before[r.Lock]) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// checkKeys waits for the leases of killed holders, the unlock latches, the read holds'
+// timeout keys and the queue entries of killed waiters to run out, then finds no key but
+// the locks' fencing counters on the lock server and the counters' two keys per kind on
 // the resource server.
 func checkKeys(t *testing.T, h *harness) {
-	allowed := map[string]bool{"redisson_lock_token:{" + lockName + "}": true}
+	allowed := map[string]bool{}
+	resKeys := map[string]bool{}
+	for _, k := range kinds {
+		allowed[tokenCounter(k)] = true
+		resKeys[counterKey(k)], resKeys[tokenKey(k)] = true, true
+	}
 	var left []string
 	deadline := time.Now().Add(watchdogTimeout + 3*time.Second)
 	for {
@@ -463,7 +699,7 @@ func checkKeys(t *testing.T, h *harness) {
 		t.Errorf("keys left on the lock server: %q", left)
 	}
 	for _, k := range scan(t, h.res) {
-		if k != counterKey && k != tokenKey {
+		if !resKeys[k] {
 			t.Errorf("unexpected key on the resource server: %q", k)
 		}
 	}

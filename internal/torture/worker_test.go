@@ -15,18 +15,21 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/rwlock"
 )
 
 // Environment of a worker process: the test binary run again by the parent.
 const (
 	envWorker  = "RELOCK_TORTURE_WORKER" // the worker's id; set only in workers
 	envLock    = "RELOCK_TORTURE_LOCK"   // the lock server, through the worker's proxy
-	envRes     = "RELOCK_TORTURE_RES"    // the resource server holding the fenced counter
+	envRes     = "RELOCK_TORTURE_RES"    // the resource server holding the fenced counters
 	envHistory = "RELOCK_TORTURE_HISTORY"
-	envName    = "RELOCK_TORTURE_NAME"
+	envName    = "RELOCK_TORTURE_NAME" // the locks' base name; lockKey appends the kind
 	envGs      = "RELOCK_TORTURE_GOROUTINES"
 	envIters   = "RELOCK_TORTURE_ITERS"
 )
@@ -38,13 +41,29 @@ const (
 	lockWait        = 5 * time.Second        // bound of one Lock call
 	writeTimeout    = time.Second            // bound of one fenced write
 	longSection     = 200 * time.Millisecond // one section in a hundred
+	// refreshPeriod of the fair lock's waiters and of the read-write lock's waiting
+	// writers: an entry of a killed waiter lives two periods, within the wait for keys.
+	refreshPeriod = 500 * time.Millisecond
 )
 
-// Keys of the resource server.
+// The kinds of lock the workers take, each on a lock of its own (lockKey) with a fenced
+// counter of its own: the reentrant mutex, the fair lock, and the read-write lock, whose
+// sections are read sections or write sections at random (only write sections write).
 const (
-	counterKey = "torture:counter"
-	tokenKey   = "torture:token"
+	kindRLock = "rlock"
+	kindFair  = "fair"
+	kindRW    = "rwlock"
 )
+
+var kinds = []string{kindRLock, kindFair, kindRW}
+
+// lockKey is the name (and key) of the lock of kind.
+func lockKey(base, kind string) string { return base + ":" + kind }
+
+// Keys of the resource server: the fenced counter of each kind, and the highest token it
+// accepted.
+func counterKey(kind string) string { return "torture:counter:" + kind }
+func tokenKey(kind string) string   { return "torture:token:" + kind }
 
 // fencedWrite rejects a token lower than the highest accepted one; otherwise it records
 // the token and counts the write. It replies {1, counter, token} or {0, 0, last}.
@@ -85,8 +104,55 @@ func workerOption(addr string) rueidis.ClientOption {
 	}
 }
 
-// workerMain runs M goroutines that each enter the critical section iters times.
+// locker is one kind of lock as a section takes it.
+type locker struct {
+	kind   string
+	lock   func(context.Context, bool) (context.Context, error) // true: a read hold
+	unlock func(context.Context, bool) error
+	token  func(context.Context) (int64, bool)
+}
+
+func newLocker(c *relock.Client, base, kind string) locker {
+	name := lockKey(base, kind)
+	switch kind {
+	case kindFair:
+		mu := c.FairLock(name, fairlock.WithFencing(), fairlock.WithRefreshPeriod(refreshPeriod))
+		return locker{kind: kind,
+			lock:   func(ctx context.Context, _ bool) (context.Context, error) { return mu.Lock(ctx) },
+			unlock: func(ctx context.Context, _ bool) error { return mu.Unlock(ctx) },
+			token:  mu.Token}
+	case kindRW:
+		// Writer preference, given to readers and writers alike, keeps a stream of
+		// overlapping readers from starving the writers.
+		rw := c.RWLock(name, rwlock.WithFencing(), rwlock.WithWriterPreference(), rwlock.WithRefreshPeriod(refreshPeriod))
+		return locker{kind: kind,
+			lock: func(ctx context.Context, read bool) (context.Context, error) {
+				if read {
+					return rw.RLock(ctx)
+				}
+				return rw.Lock(ctx)
+			},
+			unlock: func(ctx context.Context, read bool) error {
+				if read {
+					return rw.RUnlock(ctx)
+				}
+				return rw.Unlock(ctx)
+			},
+			token: rw.Token}
+	}
+	mu := c.Lock(name, rlock.WithFencing())
+	return locker{kind: kind,
+		lock:   func(ctx context.Context, _ bool) (context.Context, error) { return mu.Lock(ctx) },
+		unlock: func(ctx context.Context, _ bool) error { return mu.Unlock(ctx) },
+		token:  mu.Token}
+}
+
+// workerMain runs, for each kind of lock, M goroutines that each enter that lock's
+// critical section iters times. When they are done and every client is closed, no
+// goroutine of relock or rueidis may be left (goleak); a leak is reported on stderr and in
+// the exit code, after the Done record.
 func workerMain() int {
+	ignore := goleak.IgnoreCurrent()
 	id := os.Getenv(envWorker)
 	gs, _ := strconv.Atoi(os.Getenv(envGs))
 	iters, _ := strconv.Atoi(os.Getenv(envIters))
@@ -103,49 +169,68 @@ func workerMain() int {
 		fmt.Fprintln(os.Stderr, "torture worker: lock client:", err)
 		return 2
 	}
-	defer lrc.Close()
 	rrc, err := rueidis.NewClient(workerOption(os.Getenv(envRes)))
 	if err != nil {
+		lrc.Close()
 		fmt.Fprintln(os.Stderr, "torture worker: resource client:", err)
 		return 2
 	}
-	defer rrc.Close()
 	c, err := relock.New(lrc, relock.WithWatchdogTimeout(watchdogTimeout), relock.WithTimeout(callTimeout))
 	if err != nil {
+		rrc.Close()
+		lrc.Close()
 		fmt.Fprintln(os.Stderr, "torture worker:", err)
 		return 2
 	}
-	defer c.Close()
-	mu := c.Lock(os.Getenv(envName), rlock.WithFencing())
+	base := os.Getenv(envName)
 	hist.add(Record{Hello: true, Worker: id, Client: c.ID(), PID: os.Getpid()})
 
 	var wg sync.WaitGroup
-	for g := range gs {
-		wg.Go(func() {
-			for i := range iters {
-				hist.add(section(mu, rrc, id, g, i))
-			}
-		})
+	for _, kind := range kinds {
+		lk := newLocker(c, base, kind)
+		for g := range gs {
+			wg.Go(func() {
+				for i := range iters {
+					// Read-write lock: half the sections read, half write.
+					read := kind == kindRW && rand.IntN(2) == 0
+					hist.add(section(lk, read, rrc, id, g, i))
+				}
+			})
+		}
 	}
 	wg.Wait()
+	_ = c.Close()
+	rrc.Close()
+	lrc.Close()
+	leak := goleak.Find(ignore)
 	hist.add(Record{Done: true, Worker: id})
+	if leak != nil {
+		fmt.Fprintln(os.Stderr, "torture worker: goroutines left after Close:", leak)
+		return 3
+	}
 	return 0
 }
 
-// section makes one attempt: lock, a fenced write, unlock.
-func section(mu *rlock.Mutex, rrc rueidis.Client, id string, g, i int) Record {
-	r := Record{Worker: id, G: g, I: i}
+// section makes one attempt: lock, a fenced write (a read of the counter in a read
+// section), unlock.
+func section(lk locker, read bool, rrc rueidis.Client, id string, g, i int) Record {
+	r := Record{Worker: id, Lock: lk.kind, G: g, I: i}
+	if read {
+		r.Mode = ModeRead
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), lockWait)
 	defer cancel()
 	r.Call = time.Now().UnixNano()
-	held, err := mu.Lock(ctx)
+	held, err := lk.lock(ctx, read)
 	r.Acq = time.Now().UnixNano()
 	if err != nil {
 		r.LockErr = err.Error()
 		time.Sleep(5 * time.Millisecond)
 		return r
 	}
-	r.Token, _ = mu.Token(held)
+	if !read {
+		r.Token, _ = lk.token(held)
+	}
 	// Mostly short sections, and now and then a long one, so that a fault aimed at the
 	// holder often lands inside a section and its write reaches the resource late.
 	if rand.IntN(100) == 0 {
@@ -153,13 +238,18 @@ func section(mu *rlock.Mutex, rrc rueidis.Client, id string, g, i int) Record {
 	} else {
 		time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
 	}
-	r.Write = write(rrc, r.Token, &r)
+	if read {
+		readCounter(rrc, lk.kind)
+	} else {
+		r.Write = write(rrc, lk.kind, r.Token, &r)
+	}
+	r.Check = time.Now().UnixNano()
 	r.Live = held.Err() == nil
 	r.End = time.Now().UnixNano()
 	if !r.Live {
 		r.Cause = fmt.Sprint(context.Cause(held))
 	}
-	err = mu.Unlock(held)
+	err = lk.unlock(held, read)
 	r.Rel = time.Now().UnixNano()
 	r.UnlockOK = err == nil
 	if err != nil {
@@ -168,12 +258,20 @@ func section(mu *rlock.Mutex, rrc rueidis.Client, id string, g, i int) Record {
 	return r
 }
 
-// write is the critical section's effect: the fenced counter, written whatever the
-// hold's context says, so that stale holders reach the resource and are turned away.
-func write(rrc rueidis.Client, token int64, r *Record) string {
+// readCounter is a read section's visit to the resource: the counter is read, not
+// written, so the section takes as long as a write section.
+func readCounter(rrc rueidis.Client, kind string) {
 	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
 	defer cancel()
-	vs, err := fencedWrite.Exec(ctx, rrc, []string{counterKey, tokenKey}, []string{strconv.FormatInt(token, 10)}).AsIntSlice()
+	_ = rrc.Do(ctx, rrc.B().Get().Key(counterKey(kind)).Build()).Error()
+}
+
+// write is the critical section's effect: the fenced counter, written whatever the
+// hold's context says, so that stale holders reach the resource and are turned away.
+func write(rrc rueidis.Client, kind string, token int64, r *Record) string {
+	ctx, cancel := context.WithTimeout(context.Background(), writeTimeout)
+	defer cancel()
+	vs, err := fencedWrite.Exec(ctx, rrc, []string{counterKey(kind), tokenKey(kind)}, []string{strconv.FormatInt(token, 10)}).AsIntSlice()
 	if err == nil && len(vs) != 3 {
 		err = errors.New("malformed reply")
 	}
