@@ -46,15 +46,21 @@ func inProcess(goroutines, iters int, enter, leave func()) []Record {
 // The checkers must bite: goroutines that enter the section without a lock make a
 // history that porcupine refuses and that has overlapping live sections.
 func TestControlWithoutLockFails(t *testing.T) {
-	history := inProcess(8, 50, func() {}, func() {})
+	wantRefused(t, inProcess(8, 50, func() {}, func() {}), "without a lock")
+}
+
+// wantRefused fails the test unless porcupine refuses history and the overlap check finds
+// overlapping live sections in it.
+func wantRefused(t *testing.T, history []Record, what string) {
+	t.Helper()
 	res := CheckLinearizable(history, time.Minute)
 	ov := Overlaps(history)
-	t.Logf("without a lock: porcupine %s, %d overlaps", res, len(ov))
+	t.Logf("%s: porcupine %s, %d overlaps", what, res, len(ov))
 	if res != porcupine.Illegal {
-		t.Errorf("porcupine found a history without a lock %s, want %s", res, porcupine.Illegal)
+		t.Errorf("%s: porcupine found the history %s, want %s", what, res, porcupine.Illegal)
 	}
 	if len(ov) == 0 {
-		t.Error("no overlapping sections found in a history without a lock")
+		t.Errorf("%s: no overlapping sections found", what)
 	}
 }
 
@@ -180,16 +186,7 @@ func TestControlUnguardedReadersFail(t *testing.T) {
 
 // Without any lock the write sections are not linearizable and overlap.
 func TestControlRWWithoutLockFails(t *testing.T) {
-	history := inProcessRW(8, 50, func() {}, func() {}, func() {}, func() {})
-	res := CheckLinearizable(history, time.Minute)
-	ov := Overlaps(history)
-	t.Logf("read-write without a lock: porcupine %s, %d overlaps", res, len(ov))
-	if res != porcupine.Illegal {
-		t.Errorf("porcupine found writes without a lock %s, want %s", res, porcupine.Illegal)
-	}
-	if len(ov) == 0 {
-		t.Error("no overlapping sections found without a lock")
-	}
+	wantRefused(t, inProcessRW(8, 50, func() {}, func() {}, func() {}, func() {}), "read-write without a lock")
 }
 
 // Sections of different locks never conflict, and every section is counted at most once.
