@@ -74,20 +74,7 @@ func TestReadReentry(t *testing.T) {
 		owner := onlyReader(t, side, "again")
 
 		// A writer comes and waits (registered as waiting: writer preference).
-		wrote := make(chan error, 1)
-		go func() {
-			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			w, err := mu.Lock(relock.NewOwner(wctx))
-			if err == nil {
-				err = mu.Unlock(w)
-			}
-			wrote <- err
-		}()
-		eventually(t, 10*time.Second, "the writer did not register as waiting", func() bool {
-			n, _ := do(t, side, "ZCARD", "relock_rwlock_writers:{again}").AsInt64()
-			return n == 1
-		})
+		wrote := startWaitingWriter(t, mu, side)
 		if _, err := mu.TryRLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
 			t.Errorf("a new reader while a writer waits: %v; want ErrLocked", err)
 		}
@@ -601,4 +588,28 @@ func TestReaderReleasedBesideOthers(t *testing.T) {
 		}
 		_ = mu.RUnlock(r2)
 	})
+}
+
+// startWaitingWriter starts a writer of an owner of its own on mu, which must be taken
+// WithWriterPreference and held, and returns once the writer is registered as waiting.
+// The writer takes the lock when its turn comes (within 20s) and releases it; the channel
+// gets its error.
+func startWaitingWriter(t *testing.T, mu *rwlock.RWMutex, side rueidis.Client) <-chan error {
+	t.Helper()
+	wrote := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		w, err := mu.Lock(relock.NewOwner(ctx))
+		if err == nil {
+			err = mu.Unlock(w)
+		}
+		wrote <- err
+	}()
+	writers := "relock_rwlock_writers:{" + mu.Name() + "}"
+	eventually(t, 10*time.Second, "the writer did not register as waiting", func() bool {
+		n, _ := do(t, side, "ZCARD", writers).AsInt64()
+		return n == 1
+	})
+	return wrote
 }

@@ -585,20 +585,7 @@ func TestNoKeysLeft(t *testing.T) {
 			t.Fatal(err)
 		}
 		// A second writer waits, registered in the writers' zset.
-		wrote := make(chan error, 1)
-		go func() {
-			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			defer cancel()
-			h, err := mu.Lock(relock.NewOwner(wctx))
-			if err == nil {
-				err = mu.Unlock(h)
-			}
-			wrote <- err
-		}()
-		eventually(t, 10*time.Second, "the writer did not register as waiting", func() bool {
-			n, _ := do(t, side, "EXISTS", "relock_rwlock_writers:{tidy}").AsInt64()
-			return n == 1
-		})
+		wrote := startWaitingWriter(t, mu, side)
 		for _, release := range []func() error{func() error { return mu.RUnlock(w) }, func() error { return mu.RUnlock(other) }} {
 			if err := release(); err != nil {
 				t.Fatal(err)
