@@ -8,8 +8,10 @@
 -- ARGV[2] owner (the read field)
 -- ARGV[3] owner's write field "<owner>:write"
 -- ARGV[4] "1" when new readers give way to waiting writers
--- Returns {1, read hold count, 0} when the owner now holds a read hold, else {0, PTTL}
--- (-2 when the lock is free but a waiting writer goes first).
+-- Returns {1, read hold count, 0} when the owner now holds a read hold, else {0, ms}: how
+-- long to wait before trying again, the lock's PTTL, or, while a waiting writer goes first
+-- and its entry runs out sooner, the time until it does (a writer that died never takes
+-- the lock, so nobody would publish when its turn passes).
 local mode = redis.call('hget', KEYS[1], 'mode')
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 -- A new reader gives way to a writer that is waiting (a re-entry or a writer taking read
@@ -17,8 +19,14 @@ local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 if ARGV[4] == '1' and holds == 0 and mode ~= 'write' then
   local time = redis.call('time')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-  if redis.call('zcount', KEYS[3], '(' .. now, '+inf') > 0 then
-    return {0, redis.call('pttl', KEYS[1])}
+  local first = redis.call('zrangebyscore', KEYS[3], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #first > 0 then
+    local pttl = redis.call('pttl', KEYS[1])
+    local left = tonumber(first[2]) - now + 1
+    if pttl < 0 or left < pttl then
+      return {0, left}
+    end
+    return {0, pttl}
   end
 end
 if mode == false then

@@ -613,3 +613,37 @@ func startWaitingWriter(t *testing.T, mu *rwlock.RWMutex, side rueidis.Client) <
 	})
 	return wrote
 }
+
+// A waiting writer that died holds readers back only until its entry runs out: the
+// readers come back then by themselves, since no unlock will ever announce that its turn
+// has passed.
+func TestDeadWriterReleasesReaders(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b) // 30s watchdog: a reader sleeping a lease would miss the bound below
+		side := b.Client(t)
+		// A writer's entry, as a dead waiting writer leaves it: live for one more second
+		// by the server's clock.
+		now, err := do(t, side, "TIME").AsStrSlice()
+		if err != nil || len(now) != 2 {
+			t.Fatalf("TIME: %v %v", now, err)
+		}
+		sec, _ := strconv.ParseInt(now[0], 10, 64)
+		usec, _ := strconv.ParseInt(now[1], 10, 64)
+		deadline := sec*1000 + usec/1000 + 1000
+		if err := do(t, side, "ZADD", "relock_rwlock_writers:{ghost}", strconv.FormatInt(deadline, 10), "dead-owner:write").Error(); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		mu := c.RWLock("ghost", rwlock.WithWriterPreference())
+		start := time.Now()
+		r, err := mu.RLock(ctx)
+		if err != nil {
+			t.Fatalf("reader behind a dead writer: %v", err)
+		}
+		t.Logf("reader in after %v (the dead writer's entry ran out after 1s)", time.Since(start).Round(time.Millisecond))
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

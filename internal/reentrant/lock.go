@@ -429,13 +429,12 @@ func (a *attempt) leave(ctx context.Context) {
 // waitBound turns a holder's PTTL into how long a waiter may sleep before trying again. A
 // lock without expiry (not one relock or Redisson made) is looked at again every lease.
 //
-// A lock that is gone (-2) was free when the script looked, yet not free enough: for a
-// reader, a writer waits first, and its turn ends with a message. For the other kinds it
-// can only mean that the lock ran out between the script's look and its PTTL, which a
-// server whose clock moves during a script (miniredis) lets happen: try again at once.
+// A lock that is gone (-2) ran out between the script's look and its PTTL, which a server
+// whose clock moves during a script (miniredis) lets happen: try again at once. (A waiter
+// that gives way to another while the lock is free is told how long instead.)
 func (m *Lock) waitBound(pttl int64) time.Duration {
 	switch {
-	case pttl == -2 && m.kind != Read:
+	case pttl == -2:
 		return time.Millisecond
 	case pttl < 0:
 		return m.c.Lease
