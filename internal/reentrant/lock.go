@@ -96,10 +96,13 @@ func New(c *core.Client, kind Kind, name string, opts []Option) *Lock {
 // field is the hash field that counts the owner's holds of this lock.
 func (m *Lock) field(owner string) string {
 	if m.kind == Write {
-		return owner + ":write"
+		return writeField(owner)
 	}
 	return owner
 }
+
+// writeField is the hash field that counts the owner's write holds of a read-write lock.
+func writeField(owner string) string { return owner + ":write" }
 
 // Name returns the lock's name, which is also its Redis key.
 func (m *Lock) Name() string { return m.name }
@@ -132,10 +135,12 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 		lease = m.c.Lease
 	}
 	held, owner := m.c.Owners.Ensure(ctx)
+	var writer string // Read: the owner's write field
 	if m.kind == Read {
+		writer = writeField(owner)
 		// A read hold taken with the context of the owner's write hold is the first step
 		// of a downgrade: it must outlive the write hold, so it does not derive from it.
-		held = m.c.Watchdog.Outside(held, m.name, owner+":write")
+		held = m.c.Watchdog.Outside(held, m.name, writer)
 	}
 	a := attempt{m: m, owner: m.field(owner), lease: lease, leaseMs: m.c.LeaseMs(), renew: s.Lease == 0, refresh: s.refresh()}
 	if !a.renew {
@@ -150,7 +155,7 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 		a.args = []string{a.leaseMs, owner, a.entryMs(), flag(wait)}
 	case Read:
 		a.keys = []string{m.name, keys.Suffixed(m.name, owner) + ":rwlock_timeout", m.keys[1]}
-		a.args = []string{a.leaseMs, owner, owner + ":write", flag(s.WriterPreference)}
+		a.args = []string{a.leaseMs, owner, writer, flag(s.WriterPreference)}
 	case Write:
 		a.preferred = wait && s.WriterPreference
 		a.args = []string{a.leaseMs, a.owner, owner, flag(a.preferred), a.entryMs()}

@@ -14,33 +14,7 @@ import (
 // enter/leave, and records the same history as the torture workers (tokens come from a
 // counter taken inside the section).
 func inProcess(goroutines, iters int, enter, leave func()) []Record {
-	var (
-		mu      sync.Mutex
-		history []Record
-		tokens  atomic.Int64
-		wg      sync.WaitGroup
-	)
-	for g := range goroutines {
-		wg.Go(func() {
-			for i := range iters {
-				r := Record{Worker: "control", G: g, I: i, Call: time.Now().UnixNano()}
-				enter()
-				r.Acq = time.Now().UnixNano()
-				r.Token = tokens.Add(1)
-				time.Sleep(time.Duration(50+rand.IntN(200)) * time.Microsecond)
-				r.Write, r.Live = WriteAccepted, true
-				r.End = time.Now().UnixNano()
-				leave()
-				r.Rel = time.Now().UnixNano()
-				r.UnlockOK = true
-				mu.Lock()
-				history = append(history, r)
-				mu.Unlock()
-			}
-		})
-	}
-	wg.Wait()
-	return history
+	return inProcessRW(goroutines, iters, nil, nil, enter, leave)
 }
 
 // The checkers must bite: goroutines that enter the section without a lock make a
@@ -95,7 +69,7 @@ func TestCheckFencingCounts(t *testing.T) {
 
 // inProcessRW is inProcess for a read-write lock: each section reads or writes at random,
 // read sections guarded by rlock/runlock and write sections by lock/unlock. Only write
-// sections take a token.
+// sections take a token. With rlock nil every section writes.
 func inProcessRW(goroutines, iters int, rlock, runlock, lock, unlock func()) []Record {
 	var (
 		mu      sync.Mutex
@@ -106,7 +80,7 @@ func inProcessRW(goroutines, iters int, rlock, runlock, lock, unlock func()) []R
 	for g := range goroutines {
 		wg.Go(func() {
 			for i := range iters {
-				read := rand.IntN(2) == 0
+				read := rlock != nil && rand.IntN(2) == 0
 				r := Record{Worker: "control", Lock: "rw", G: g, I: i, Call: time.Now().UnixNano()}
 				enter, leave := lock, unlock
 				if read {
