@@ -38,20 +38,22 @@ func ExampleScript() {
 			[]string{"0", owner, "6000", "publish"})
 	}
 
-	fmt.Println("a acquires:", acquire("a:1"))
-	b := acquire("b:1")
-	fmt.Println("b must wait:", b[0] == 0, "at most the lease:", b[1] > 0 && b[1] <= 30000)
+	// Owners are "<client uuid>:<n>": a hash whose fields have another shape is not a lock.
+	const a, b = "6f1d0c2e-3b4a-4c5d-8e9f-0a1b2c3d4e5f:1", "0c9b8a7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d:1"
+	fmt.Println("a acquires:", acquire(a))
+	w := acquire(b)
+	fmt.Println("b must wait:", w[0] == 0, "at most the lease:", w[1] > 0 && w[1] <= 30000)
 
-	n, _ := unlock("a:1", "req-1").AsInt64()
+	n, _ := unlock(a, "req-1").AsInt64()
 	fmt.Println("a releases:", n)
-	fmt.Println("b acquires:", acquire("b:1"))
+	fmt.Println("b acquires:", acquire(b))
 
-	n, _ = unlock("a:1", "req-1").AsInt64() // the same request, sent again
+	n, _ = unlock(a, "req-1").AsInt64() // the same request, sent again
 	fmt.Println("a's retried unlock answers:", n)
-	held, _ := rc.Do(ctx, rc.B().Hexists().Key("orders").Field("b:1").Build()).AsBool()
+	held, _ := rc.Do(ctx, rc.B().Hexists().Key("orders").Field(b).Build()).AsBool()
 	fmt.Println("b still holds:", held)
 
-	_, err = unlock("a:1", "req-2").AsInt64()
+	_, err = unlock(a, "req-2").AsInt64()
 	fmt.Println("a's new unlock finds no hold:", rueidis.IsRedisNil(err))
 	// Output:
 	// a acquires: [1 1 0]
@@ -74,7 +76,8 @@ func ExampleScript_pipeline() {
 	defer srv.Close()
 	rc := srv.Redis()
 	ctx := context.Background()
-	if _, err := lua.RLockAcquire().Exec(ctx, rc, []string{"orders"}, []string{"30000", "a:1"}).AsIntSlice(); err != nil {
+	const owner = "6f1d0c2e-3b4a-4c5d-8e9f-0a1b2c3d4e5f:1"
+	if _, err := lua.RLockAcquire().Exec(ctx, rc, []string{"orders"}, []string{"30000", owner}).AsIntSlice(); err != nil {
 		log.Fatal(err)
 	}
 
@@ -82,9 +85,9 @@ func ExampleScript_pipeline() {
 	names := []string{"orders", "invoices"}
 	build := func(name string, sha bool) rueidis.Completed {
 		if sha {
-			return rc.B().Evalsha().Sha1(state.SHA1).Numkeys(1).Key(name).Arg("a:1").Build()
+			return rc.B().Evalsha().Sha1(state.SHA1).Numkeys(1).Key(name).Arg(owner, "rlock").Build()
 		}
-		return rc.B().Eval().Script(state.Source).Numkeys(1).Key(name).Arg("a:1").Build()
+		return rc.B().Eval().Script(state.Source).Numkeys(1).Key(name).Arg(owner, "rlock").Build()
 	}
 	cmds := make(rueidis.Commands, len(names))
 	for i, name := range names {
@@ -102,11 +105,11 @@ func ExampleScript_pipeline() {
 		if err != nil {
 			log.Fatal(err)
 		}
-		fmt.Printf("%s: exists %d, a:1 holds %d\n", names[i], st[0], st[1])
+		fmt.Printf("%s: exists %d, the owner holds %d\n", names[i], st[0], st[1])
 	}
 	// Output:
 	// orders answered NOSCRIPT: sent again as EVAL
 	// invoices answered NOSCRIPT: sent again as EVAL
-	// orders: exists 1, a:1 holds 1
-	// invoices: exists 0, a:1 holds 0
+	// orders: exists 1, the owner holds 1
+	// invoices: exists 0, the owner holds 0
 }

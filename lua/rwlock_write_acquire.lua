@@ -10,14 +10,47 @@
 -- ARGV[5] how long a waiting writer's registration lives without a refresh, in ms
 -- Returns {1, write hold count, token} when the owner now holds the write lock, {0, PTTL}
 -- when it must wait, {2} when the owner holds read holds only: an upgrade, which would
--- wait forever for itself.
+-- wait forever for itself. A key that is not a hash with a read-write lock's shape (see
+-- shape) is refused with WRONGTYPE before anything is written.
+-- Guard: a hash is a lock only if it has a lock's shape. shape(key) reads the whole hash
+-- (only where the caller's own field is absent) and returns 'rlock' when every field is an
+-- owner "<uuid>:<n>" holding a positive count, 'rwlock' when there is also "mode" (read or
+-- write) and writers' "<uuid>:<n>:write", else nil: other data, which is never touched.
+local function shape(key)
+  local id = '^' .. string.rep('%x', 8) .. string.rep('%-' .. string.rep('%x', 4), 3) .. '%-' .. string.rep('%x', 12) .. ':%d+'
+  local h, kind, writes = redis.call('hgetall', key), 'rlock', false
+  for i = 1, #h, 2 do
+    local f, v = h[i], h[i + 1]
+    if f == 'mode' then
+      if v ~= 'read' and v ~= 'write' then return nil end
+      kind = 'rwlock'
+    elseif not string.find(v, '^[1-9]%d*$') then
+      return nil
+    elseif string.find(f, id .. ':write$') then
+      writes = true
+    elseif not string.find(f, id .. '$') then
+      return nil
+    end
+  end
+  if writes and kind ~= 'rwlock' then return nil end
+  return kind
+end
+local function wrongtype(kind)
+  if kind == 'rwlock' then return redis.error_reply('WRONGTYPE the key holds a read-write lock') end
+  if kind == 'rlock' then return redis.error_reply('WRONGTYPE the key holds a lock that is not a read-write lock') end
+  return redis.error_reply('WRONGTYPE the key holds a hash that is not a lock')
+end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then
-    return redis.error_reply('WRONGTYPE the key holds a lock that is not a read-write lock')
+    return wrongtype(shape(KEYS[1]))
   end
   redis.call('hset', KEYS[1], 'mode', 'write')
 elseif mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
+  local kind = shape(KEYS[1])
+  if kind ~= 'rwlock' then
+    return wrongtype(kind)
+  end
   if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
     return {2}
   end

@@ -17,9 +17,11 @@ import (
 
 // Report is what inspect finds about one lock, read straight from its keys.
 type Report struct {
-	Name   string       `json:"name"`
-	Kind   string       `json:"kind"`              // "rlock", "rwlock", "fairlock", "none", or "foreign"
-	KeyTyp string       `json:"keyType,omitempty"` // the key's Redis type when it is not a lock
+	Name   string `json:"name"`
+	Kind   string `json:"kind"`              // "rlock", "rwlock", "fairlock", "none", or "foreign"
+	KeyTyp string `json:"keyType,omitempty"` // the key's Redis type when it is not a lock
+	// Fields are the field names of a hash that is not a lock (it lacks a lock's shape).
+	Fields []string     `json:"fields,omitempty"`
 	Locked bool         `json:"locked"`
 	TTLMs  int64        `json:"ttlMs"`          // the lock's remaining lease; -1 no expiry, -2 no key
 	Mode   string       `json:"mode,omitempty"` // rwlock: "read" or "write"
@@ -55,8 +57,8 @@ type QueueEntry struct {
 // inspectLock reads a lock's keys. Every key of one lock shares a cluster slot, so plain
 // commands suffice; the reads are not one snapshot, which an operator's view can afford.
 func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, error) {
-	if !keys.Valid(name) {
-		return nil, fmt.Errorf("%q is not a valid lock name", name)
+	if err := keys.Check(name); err != nil {
+		return nil, fmt.Errorf("%q: %w", name, err)
 	}
 	r := &Report{Name: name, Owners: []Owner{}}
 	do := func(cmd rueidis.Completed) rueidis.RedisResult { return rc.Do(ctx, cmd) }
@@ -65,7 +67,7 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 	if err != nil {
 		return nil, err
 	}
-	queueKey, timeoutKey := keys.Prefixed("redisson_lock_queue", name), keys.Prefixed("redisson_lock_timeout", name)
+	queueKey, timeoutKey := keys.QueueKey(name), keys.DeadlinesKey(name)
 	queued, err := do(rc.B().Exists().Key(queueKey).Build()).AsInt64()
 	if err != nil {
 		return nil, err
@@ -94,11 +96,16 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 		if err != nil {
 			return nil, err
 		}
-		if mode, ok := fields["mode"]; ok {
-			r.Kind, r.Mode = "rwlock", mode
+		r.Kind = shape(fields)
+		if r.Kind == "" {
+			// Application data, not a lock: say what it is and touch nothing.
+			r.Kind, r.KeyTyp, r.Locked = "foreign", "hash", false
+			r.Fields = sortedKeys(fields)
+			return r, nil
+		}
+		if r.Kind == "rwlock" {
+			r.Mode = fields["mode"]
 			delete(fields, "mode")
-		} else {
-			r.Kind = "rlock"
 		}
 		for _, f := range sortedKeys(fields) {
 			n, _ := strconv.ParseInt(fields[f], 10, 64)
@@ -108,7 +115,7 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 					o.Owner, o.Write = base, true
 				} else {
 					for k := int64(1); k <= n; k++ {
-						ttl, _ := do(rc.B().Pttl().Key(keys.Tagged(name) + ":" + f + ":rwlock_timeout:" + strconv.FormatInt(k, 10)).Build()).AsInt64()
+						ttl, _ := do(rc.B().Pttl().Key(keys.ReadTimeoutKey(name, f, k)).Build()).AsInt64()
 						o.ReadTTLsMs = append(o.ReadTTLsMs, ttl)
 					}
 				}
@@ -117,7 +124,7 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 		}
 		channel := keys.LockChannel(name)
 		if r.Kind == "rwlock" {
-			channel = keys.Prefixed("redisson_rwlock", name)
+			channel = keys.RWChannel(name)
 			if r.Writers, err = waitingWriters(ctx, rc, name); err != nil {
 				return nil, err
 			}
@@ -152,10 +159,43 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 	return r, nil
 }
 
+// shape tells a lock's hash from other data: "rlock" when every field is an owner
+// "<uuid>:<n>" with a positive hold count, "rwlock" when there is also a field mode (read
+// or write) and writers' fields "<uuid>:<n>:write", and "" for anything else. The scripts
+// check the same shape before they touch a hash.
+func shape(fields map[string]string) string {
+	kind := "rlock"
+	if mode, ok := fields["mode"]; ok {
+		if mode != "read" && mode != "write" {
+			return ""
+		}
+		kind = "rwlock"
+	}
+	for f, v := range fields {
+		if f == "mode" {
+			continue
+		}
+		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 || v != strconv.FormatInt(n, 10) {
+			return ""
+		}
+		if base, ok := strings.CutSuffix(f, ":write"); ok && kind == "rwlock" {
+			f = base
+		}
+		id, n, ok := strings.Cut(f, ":")
+		if !ok || !keys.IsUUID(id) {
+			return ""
+		}
+		if _, err := strconv.ParseUint(n, 10, 64); err != nil {
+			return ""
+		}
+	}
+	return kind
+}
+
 // waitingWriters reads an rwlock's zset of waiting writers ("<owner>:write" → deadline in
 // Redis time), in the order of their deadlines.
 func waitingWriters(ctx context.Context, rc rueidis.Client, name string) ([]QueueEntry, error) {
-	zs, err := rc.Do(ctx, rc.B().Zrange().Key(keys.Prefixed("relock_rwlock_writers", name)).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	zs, err := rc.Do(ctx, rc.B().Zrange().Key(keys.WritersKey(name)).Min("0").Max("-1").Withscores().Build()).AsZScores()
 	if err != nil || len(zs) == 0 {
 		return nil, err
 	}
@@ -237,6 +277,10 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 		return enc.Encode(r)
 	}
 	switch {
+	case r.Kind == "foreign" && r.KeyTyp == "hash":
+		fmt.Fprintf(w, "%s: not a lock (the key holds a hash of %d fields that is not a lock's: %s)\n",
+			r.Name, len(r.Fields), strings.Join(preview(r.Fields, 5), ", "))
+		return nil
 	case r.Kind == "foreign":
 		fmt.Fprintf(w, "%s: not a lock (the key holds a %s)\n", r.Name, r.KeyTyp)
 		return nil
@@ -295,6 +339,14 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 		fmt.Fprintf(w, "  fencing token  %d (last handed out)\n", *r.Token)
 	}
 	return nil
+}
+
+// preview returns the first n of names, and how many more there are.
+func preview(names []string, n int) []string {
+	if len(names) <= n {
+		return names
+	}
+	return append(names[:n:n], fmt.Sprintf("and %d more", len(names)-n))
 }
 
 func ms(v int64) string {

@@ -180,7 +180,11 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 		return err
 	}
 	if r.Kind == "foreign" {
-		return fmt.Errorf("%s is not a lock (the key holds a %s); nothing was changed", name, r.KeyTyp)
+		what := "a " + r.KeyTyp
+		if r.KeyTyp == "hash" {
+			what = fmt.Sprintf("a hash of %d fields that is not a lock's", len(r.Fields))
+		}
+		return fmt.Errorf("%s is not a lock (the key holds %s); nothing was changed", name, what)
 	}
 	if !r.Locked {
 		fmt.Fprintf(stdout, "%s is not held; nothing to do\n", name)

@@ -1,28 +1,143 @@
 // Package keys derives the Redis keys and channels of a lock from its name, in Redisson's
-// naming, so that relock and Redisson address the same data.
+// naming, so that relock and Redisson address the same data. It is the one owner of names:
+// every key and channel relock touches is made here, and Check refuses the names whose
+// keys would not be theirs alone.
 //
 // Every auxiliary key and channel carries the name in a hash tag, so it lives in the same
 // cluster slot as the lock key itself and no script ever crosses slots.
 package keys
 
-import "strings"
+import (
+	"fmt"
+	"strconv"
+	"strings"
 
-// Valid reports whether name can be a lock name: its auxiliary keys and channels must
-// land in the lock key's cluster slot. It must be non-empty, and then:
-//   - a name with "{" must hold a non-empty hash tag "{...}": Redisson leaves such names
-//     as they are and lets their own tag pick the slot, which only works if Redis sees a
-//     tag there ("a{}b" and "a{b" have none);
-//   - a name without "{" must not hold "}": wrapped as "{<name>}", the first "}" would
-//     end the tag early ("a}b" gives the tag "a").
-func Valid(name string) bool {
+	"github.com/relock-go/relock/internal/lockerr"
+)
+
+// The prefixes of auxiliary keys and channels: "<prefix>:{<name>}", as Redisson names them.
+// A lock name that starts with one of them followed by ':' would be another lock's key or
+// channel, so Check refuses it.
+const (
+	lockChannel   = "redisson_lock__channel" // rlock's wake-up channel; a fair waiter's channel is this, ':', its owner
+	unlockLatch   = "redisson_unlock_latch"  // an unlock's latch, followed by ':' and the request id
+	token         = "redisson_lock_token"    // the fencing counter
+	queue         = "redisson_lock_queue"    // a fair lock's queue
+	deadlines     = "redisson_lock_timeout"  // a fair lock's waiters' deadlines
+	rwChannel     = "redisson_rwlock"        // a read-write lock's wake-up channel
+	writers       = "relock_rwlock_writers"  // a read-write lock's waiting writers
+	readTimeout   = ":rwlock_timeout:"       // within a read hold's timeout key, after the owner
+	readTimeoutOf = "rwlock_timeout"
+)
+
+// reserved lists the prefixes a lock name must not start with (each followed by ':').
+var reserved = [...]struct{ prefix, what string }{
+	{lockChannel, "a lock's wake-up channel"},
+	{unlockLatch, "a lock's unlock latch"},
+	{token, "a lock's fencing counter"},
+	{queue, "a fair lock's queue"},
+	{deadlines, "a fair lock's waiter deadlines"},
+	{rwChannel, "a read-write lock's wake-up channel"},
+	{writers, "a read-write lock's waiting writers"},
+}
+
+// Check returns nil when name can be a lock name, and otherwise an error that says why,
+// for which errors.Is(err, lockerr.ErrInvalidName) holds. A name is refused when:
+//   - it is empty;
+//   - its auxiliary keys would not land in the lock key's cluster slot. A name with "{"
+//     must hold a non-empty hash tag "{...}": Redisson leaves such names as they are and
+//     lets their own tag pick the slot, which only works if Redis sees a tag there ("a{}b"
+//     and "a{b" have none). A name without "{" must not hold "}": wrapped as "{<name>}",
+//     the first "}" would end the tag early ("a}b" gives the tag "a");
+//   - its keys would be another name's. "{M}" (M without braces) is only a hash tag, and
+//     Redisson names its keys exactly as those of "M". A name that starts with a reserved
+//     prefix and ':' is another lock's key or channel; one with ":rwlock_timeout:" is a
+//     read hold's timeout key; and a name with a hash tag that ends in ":<uuid>:<n>" is
+//     the channel of a fair lock's waiter once prefixed.
+func Check(name string) error {
 	if name == "" {
+		return invalid("empty name")
+	}
+	open := strings.IndexByte(name, '{')
+	if open < 0 {
+		if i := strings.IndexByte(name, '}'); i >= 0 {
+			return invalid(fmt.Sprintf("'}' at %d without a '{' before it: wrapped in a hash tag as %q, it would end the tag early and put the lock's keys in other cluster slots", i, "{"+name+"}"))
+		}
+	} else {
+		end := strings.IndexByte(name[open+1:], '}')
+		switch {
+		case end < 0:
+			return invalid(fmt.Sprintf("unbalanced brace: '{' at %d has no '}' after it, so the name has no hash tag and its keys would land in other cluster slots", open))
+		case end == 0:
+			return invalid(fmt.Sprintf("empty hash tag '{}' at %d: Redis would hash the whole key, so the lock's keys would land in other cluster slots", open))
+		}
+		if inner := name[1 : len(name)-1]; open == 0 && name[len(name)-1] == '}' && !strings.ContainsAny(inner, "{}") {
+			return invalid(fmt.Sprintf("the name is only the hash tag {%s}, and its keys would be those of the lock %q; name it %q or %q", inner, inner, inner, name+":lock"))
+		}
+	}
+	for _, r := range reserved {
+		if strings.HasPrefix(name, r.prefix+":") {
+			return invalid(fmt.Sprintf("it starts with %q, which names %s", r.prefix+":", r.what))
+		}
+	}
+	if i := strings.Index(name, readTimeout); i >= 0 {
+		return invalid(fmt.Sprintf("it holds %q (at %d), which names a read-write lock's read hold", readTimeout, i))
+	}
+	if open >= 0 {
+		if i := ownerSuffix(name); i >= 0 {
+			fair := name[:i]
+			if len(fair) < 2 {
+				// unreachable: the name's tag lies before its owner id
+			} else if m := fair[1 : len(fair)-1]; fair[0] == '{' && fair[len(fair)-1] == '}' && !strings.ContainsAny(m, "{}") {
+				fair = m
+			}
+			return invalid(fmt.Sprintf("it ends in an owner id %q: prefixed with %q it names the channel of a waiter of the fair lock %q", name[i+1:], lockChannel+":", fair))
+		}
+	}
+	return nil
+}
+
+func invalid(reason string) error {
+	return fmt.Errorf("%w: %s", lockerr.ErrInvalidName, reason)
+}
+
+// ownerSuffix returns where ":<uuid>:<n>" starts at the end of s, or -1.
+func ownerSuffix(s string) int {
+	c := strings.LastIndexByte(s, ':')
+	if c < 0 || c == len(s)-1 {
+		return -1
+	}
+	if _, err := strconv.ParseUint(s[c+1:], 10, 64); err != nil {
+		return -1
+	}
+	const uuidLen = 36
+	start := c - uuidLen
+	if start < 1 || s[start-1] != ':' || !IsUUID(s[start:c]) {
+		return -1
+	}
+	return start - 1
+}
+
+// IsUUID reports whether s is a UUID in its text form "8-4-4-4-12" hex digits: the id of a
+// relock or Redisson client, the first part of every owner.
+func IsUUID(s string) bool {
+	if len(s) != 36 {
 		return false
 	}
-	i := strings.IndexByte(name, '{')
-	if i < 0 {
-		return strings.IndexByte(name, '}') < 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
 	}
-	return strings.IndexByte(name[i+1:], '}') > 0
+	return true
 }
 
 // Prefixed returns "<prefix>:{<name>}", or "<prefix>:<name>" when name has its own tag.
@@ -51,14 +166,41 @@ func Tagged(name string) string {
 }
 
 // LockChannel is the channel an rlock's unlock publishes on.
-func LockChannel(name string) string { return Prefixed("redisson_lock__channel", name) }
+func LockChannel(name string) string { return Prefixed(lockChannel, name) }
+
+// FairChannelPrefix is the prefix of a fair lock's waiters' channels: a waiter listens on
+// it followed by its owner, "redisson_lock__channel:{<name>}:<uuid>:<n>".
+func FairChannelPrefix(name string) string { return LockChannel(name) + ":" }
 
 // UnlockLatchPrefix is the unlock latch key without its request id:
 // "redisson_unlock_latch:{<name>}:" followed by the id.
-func UnlockLatchPrefix(name string) string { return Prefixed("redisson_unlock_latch", name) + ":" }
+func UnlockLatchPrefix(name string) string { return Prefixed(unlockLatch, name) + ":" }
 
 // TokenKey is the fencing counter of a lock.
-func TokenKey(name string) string { return Prefixed("redisson_lock_token", name) }
+func TokenKey(name string) string { return Prefixed(token, name) }
+
+// QueueKey is a fair lock's queue of waiting owners.
+func QueueKey(name string) string { return Prefixed(queue, name) }
+
+// DeadlinesKey is a fair lock's zset of its waiters' deadlines.
+func DeadlinesKey(name string) string { return Prefixed(deadlines, name) }
+
+// RWChannel is the channel a read-write lock's unlock publishes on.
+func RWChannel(name string) string { return Prefixed(rwChannel, name) }
+
+// WritersKey is a read-write lock's zset of waiting writers.
+func WritersKey(name string) string { return Prefixed(writers, name) }
+
+// ReadTimeoutPrefix is the prefix of owner's read holds' timeout keys of a read-write
+// lock, "{<name>}:<owner>:rwlock_timeout": hold k's key is this, ':', k.
+func ReadTimeoutPrefix(name, owner string) string {
+	return Suffixed(name, owner) + ":" + readTimeoutOf
+}
+
+// ReadTimeoutKey is the timeout key of owner's read hold k.
+func ReadTimeoutKey(name, owner string, k int64) string {
+	return ReadTimeoutPrefix(name, owner) + ":" + strconv.FormatInt(k, 10)
+}
 
 // Slot returns the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, or of the
 // whole key when it has none, modulo 16384.

@@ -1,7 +1,11 @@
 package keys
 
 import (
+	"errors"
+	"strings"
 	"testing"
+
+	"github.com/relock-go/relock/internal/lockerr"
 )
 
 func TestNames(t *testing.T) {
@@ -31,7 +35,7 @@ func TestNames(t *testing.T) {
 }
 
 // Every key derived from a valid name lives in the lock key's cluster slot, and every name
-// for which that would not hold is invalid.
+// refused for its slots really would split them.
 func TestSameSlot(t *testing.T) {
 	names := []string{"a", "orders:42", "{x}", "a{b}c", "a{b}{c}", "a}{b}", "x{y{z}}", "a{}b", "a{b", "{", "}", "{}", "", "ü{ß}"}
 	for _, name := range names {
@@ -42,10 +46,11 @@ func TestSameSlot(t *testing.T) {
 				same = false
 			}
 		}
-		if Valid(name) && !same {
+		valid := Check(name) == nil
+		if valid && !same {
 			t.Errorf("valid name %q has derived keys in other slots: %v", name, derived)
 		}
-		if !Valid(name) && name != "" && same {
+		if err := Check(name); !valid && name != "" && same && slotReason(err) {
 			t.Errorf("name %q is refused although its keys share a slot", name)
 		}
 	}
@@ -57,5 +62,80 @@ func TestSlotKnownValues(t *testing.T) {
 		if got := Slot(key); got != want {
 			t.Errorf("Slot(%q) = %d; want %d", key, got, want)
 		}
+	}
+}
+
+// Check says why it refuses a name, and every refusal is ErrInvalidName. Guards against a
+// bare "invalid lock name" that leaves the user guessing, and against refusing a name
+// without a reason the user can act on.
+func TestCheckReasons(t *testing.T) {
+	const owner = "5df8512c-e096-4359-bc82-07efb0bc9d8e:7"
+	cases := []struct{ name, reason string }{
+		{"", "empty name"},
+		{"bad{name", "unbalanced brace: '{' at 3 has no '}'"},
+		{"a}b", "'}' at 1 without a '{'"},
+		{"a{}b", "empty hash tag '{}' at 1"},
+		{"{x}", `only the hash tag {x}, and its keys would be those of the lock "x"; name it "x" or "{x}:lock"`},
+		{"{orders:42}", `would be those of the lock "orders:42"`},
+		{"redisson_lock_queue:{jobs}", `starts with "redisson_lock_queue:", which names a fair lock's queue`},
+		{"redisson_lock__channel:x", `"redisson_lock__channel:"`},
+		{"redisson_unlock_latch:{x}:" + owner, `"redisson_unlock_latch:"`},
+		{"redisson_lock_token:x", `"redisson_lock_token:"`},
+		{"redisson_lock_timeout:x", `"redisson_lock_timeout:"`},
+		{"redisson_rwlock:x", `"redisson_rwlock:"`},
+		{"relock_rwlock_writers:x", `"relock_rwlock_writers:"`},
+		{"{x}:" + owner + ":rwlock_timeout:1", `":rwlock_timeout:" (at 42)`},
+		{"{x}:" + owner, `ends in an owner id "` + owner + `"`},
+		{"jobs{7}:" + owner, `waiter of the fair lock "jobs{7}"`},
+	}
+	for _, c := range cases {
+		err := Check(c.name)
+		if !errors.Is(err, lockerr.ErrInvalidName) {
+			t.Errorf("Check(%q) = %v; want ErrInvalidName", c.name, err)
+			continue
+		}
+		if !strings.Contains(err.Error(), c.reason) {
+			t.Errorf("Check(%q) = %q; want it to say %q", c.name, err, c.reason)
+		}
+	}
+	for _, name := range []string{"x", "orders:42", "{x}:lock", "a{b}c", "a}{b}", "{{x}}", "x:" + owner, "redisson_lock_queue", "my:redisson_lock_queue:x", "rwlock_timeout:1", "ü{ß}"} {
+		if err := Check(name); err != nil {
+			t.Errorf("Check(%q) = %v; want nil", name, err)
+		}
+	}
+}
+
+// No two different valid names share a key or a channel, of any kind: every name made of
+// up to three pieces that a careless layout confuses (braces, colons, reserved prefixes,
+// owner ids, the read holds' infix) is checked against all the others. Guards against
+// "x" and "{x}" sharing a fair lock's queue, fencing counter, channels and read holds'
+// timeout keys, and against a name that is another lock's key.
+func TestNoSharedKeys(t *testing.T) {
+	pieces := []string{"x", "y", "{", "}", ":", "{x}", fuzzOwners[0], "rwlock_timeout", "1",
+		"redisson_lock_queue", "redisson_lock__channel", "redisson_rwlock"}
+	names := []string{""}
+	for range 3 {
+		for _, n := range names {
+			for _, p := range pieces {
+				names = append(names, n+p)
+			}
+		}
+	}
+	owner := map[string]string{} // key or channel → the name it came from
+	valid := 0
+	for _, n := range names {
+		if Check(n) != nil {
+			continue
+		}
+		valid++
+		for _, k := range derived(n) {
+			if other, ok := owner[k]; ok && other != n {
+				t.Fatalf("names %q and %q share the key or channel %q", other, n, k)
+			}
+			owner[k] = n
+		}
+	}
+	if valid < 100 {
+		t.Fatalf("only %d valid names were compared", valid)
 	}
 }

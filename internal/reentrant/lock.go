@@ -57,24 +57,24 @@ type Lock struct {
 	nkeys    int       // how many of keys a call without fencing passes
 	prefix   string    // Read, Write: the key prefix "{name}" of read holds' timeout keys
 	defaults Settings
-	err      error // ErrInvalidName, or nil
+	err      error // ErrInvalidName with the reason, or nil
 }
 
 // New returns the lock of kind named name on c, with opts as defaults for every call.
 func New(c *core.Client, kind Kind, name string, opts []Option) *Lock {
 	m := &Lock{c: c, kind: kind, name: name}
 	m.defaults.apply(opts)
-	if !keys.Valid(name) {
-		m.err = lockerr.ErrInvalidName
+	if err := keys.Check(name); err != nil {
+		m.err = err
 		return m
 	}
 	m.latch = keys.UnlockLatchPrefix(name)
 	token := keys.TokenKey(name)
 	switch kind {
 	case Read, Write:
-		m.channel = keys.Prefixed("redisson_rwlock", name)
+		m.channel = keys.RWChannel(name)
 		m.prefix = keys.Tagged(name)
-		writers := keys.Prefixed("relock_rwlock_writers", name)
+		writers := keys.WritersKey(name)
 		if kind == Read {
 			m.keys = [4]string{name, writers}
 		} else {
@@ -82,8 +82,8 @@ func New(c *core.Client, kind Kind, name string, opts []Option) *Lock {
 			m.nkeys = 2
 		}
 	case Fair:
-		m.channel = keys.LockChannel(name) + ":"
-		m.keys = [4]string{name, keys.Prefixed("redisson_lock_queue", name), keys.Prefixed("redisson_lock_timeout", name), token}
+		m.channel = keys.FairChannelPrefix(name)
+		m.keys = [4]string{name, keys.QueueKey(name), keys.DeadlinesKey(name), token}
 		m.nkeys = 3
 	default:
 		m.channel = keys.LockChannel(name)
@@ -99,6 +99,15 @@ func (m *Lock) field(owner string) string {
 		return writeField(owner)
 	}
 	return owner
+}
+
+// shape is the shape of the lock's hash, as the scripts name it: "rwlock" for a
+// read-write lock, "rlock" for a plain or fair lock.
+func (m *Lock) shape() string {
+	if m.kind == Read || m.kind == Write {
+		return "rwlock"
+	}
+	return "rlock"
 }
 
 // writeField is the hash field that counts the owner's write holds of a read-write lock.
@@ -154,7 +163,7 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 	case Fair:
 		a.args = []string{a.leaseMs, owner, a.entryMs(), flag(wait)}
 	case Read:
-		a.keys = []string{m.name, keys.Suffixed(m.name, owner) + ":rwlock_timeout", m.keys[1]}
+		a.keys = []string{m.name, keys.ReadTimeoutPrefix(m.name, owner), m.keys[1]}
 		a.args = []string{a.leaseMs, owner, writer, flag(s.WriterPreference)}
 	case Write:
 		a.preferred = wait && s.WriterPreference
@@ -344,7 +353,7 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 	var v []int64
 	var err error
 	for backoff := 10 * time.Millisecond; ; backoff = min(2*backoff, 200*time.Millisecond) {
-		v, err = lua.RLockState().Exec(ctx, m.c.Redis, []string{m.name}, []string{a.owner}).AsIntSlice()
+		v, err = lua.RLockState().Exec(ctx, m.c.Redis, []string{m.name}, []string{a.owner, m.shape()}).AsIntSlice()
 		if err == nil && len(v) != 3 {
 			err = errors.New("unexpected reply from the state script")
 		}
@@ -595,7 +604,7 @@ func (m *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 		if m.kind == Read || m.kind == Write {
 			msg = pubsub.WakeAll
 		}
-		n, err = lua.RLockForceUnlock().Exec(ctx, m.c.Redis, []string{m.name, m.channel}, []string{msg, m.c.Publish}).AsInt64()
+		n, err = lua.RLockForceUnlock().Exec(ctx, m.c.Redis, []string{m.name, m.channel}, []string{msg, m.c.Publish, m.shape()}).AsInt64()
 	}
 	if err != nil {
 		return false, m.fail("forceunlock", err)
@@ -621,7 +630,7 @@ func (m *Lock) state(ctx context.Context, op string) (state, error) {
 	// that has ended, it must answer "not held", not the context's error.
 	dctx, cancel := m.c.Detached(ctx)
 	defer cancel()
-	v, err := lua.RLockState().Exec(dctx, m.c.Redis, []string{m.name}, []string{field}).AsIntSlice()
+	v, err := lua.RLockState().Exec(dctx, m.c.Redis, []string{m.name}, []string{field, m.shape()}).AsIntSlice()
 	if err == nil && len(v) != 3 {
 		err = errors.New("unexpected reply from the state script")
 	}
