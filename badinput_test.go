@@ -222,6 +222,37 @@ func writeForeign(t *testing.T, rc rueidis.Client, cmd []string, key string) {
 	mustDo(t, rc, args...)
 }
 
+// appHashes are hashes an application may keep under a lock's name; none is a lock.
+var appHashes = []struct {
+	what   string
+	fields []string
+}{
+	{"application", []string{"name", "alice", "email", "a@x"}},
+	{"zero count", []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "0"}},
+	{"word count", []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "seven"}},
+	{"mode with data", []string{"mode", "read", "name", "alice"}},
+	{"other mode", []string{"mode", "fast", "5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "1"}},
+	{"writer without mode", []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7:write", "1"}},
+	{"short id", []string{"0d2c8f0e:1", "1"}},
+}
+
+// ownerOf returns the owner that held carries on e's client: the field its holds count in.
+func ownerOf(t *testing.T, e *badEnv, held context.Context) string {
+	t.Helper()
+	fields, err := sdo(t, e.side, "HKEYS", e.key).AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := e.c.ID() + ":"
+	for _, f := range fields {
+		if strings.HasPrefix(f, prefix) && !strings.HasSuffix(f, ":write") {
+			return f
+		}
+	}
+	t.Fatalf("no field of client %s in %v", e.c.ID(), fields)
+	return ""
+}
+
 func badInputCases() []badCase {
 	var cases []badCase
 	add := func(name string, run func(t *testing.T, e *badEnv)) {
@@ -232,14 +263,54 @@ func badInputCases() []badCase {
 	}
 	ctx := context.Background()
 
-	// Names whose keys would not share a slot, or no name at all: every kind, every call.
-	for _, name := range []string{"", "a{}b", "a{b", "a}b"} {
+	// Names whose keys would not share a slot, or no name at all, and names whose keys
+	// would be another lock's: every kind, every call. The error says why.
+	const javaOwner = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
+	for _, c := range []struct{ name, reason string }{
+		{"", "empty name"},
+		{"a{}b", "empty hash tag '{}' at 1"},
+		{"a{b", "unbalanced brace: '{' at 1 has no '}'"},
+		{"a}b", "'}' at 1 without a '{'"},
+		{"{x}", `keys would be those of the lock "x"`},
+		{"redisson_lock_queue:{x}", `starts with "redisson_lock_queue:"`},
+		{"redisson_lock__channel:{x}", `starts with "redisson_lock__channel:"`},
+		{"relock_rwlock_writers:{x}", `starts with "relock_rwlock_writers:"`},
+		{"{x}:" + javaOwner + ":rwlock_timeout:1", `":rwlock_timeout:"`},
+		{"{x}:" + javaOwner, "ends in an owner id"},
+	} {
 		for _, k := range kindOps {
 			for _, op := range k.ops {
-				add(fmt.Sprintf("name %q/%s %s", name, k.kind, op.name), func(t *testing.T, e *badEnv) {
-					wantErr(t, op.call(e, name), relock.ErrInvalidName, name)
+				add(fmt.Sprintf("name %q/%s %s", c.name, k.kind, op.name), func(t *testing.T, e *badEnv) {
+					err := op.call(e, c.name)
+					wantErr(t, err, relock.ErrInvalidName, c.name)
+					if !strings.Contains(err.Error(), c.reason) {
+						t.Fatalf("err = %v; want it to say why: %q", err, c.reason)
+					}
 				})
 			}
+		}
+	}
+
+	// "x" and "{x}" would name the same queue, deadlines, fencing counter, channels and
+	// read holds' timeout keys: with an owner in read holds of x, every call on "{x}" is
+	// refused and leaves x's keys alone (it used to share and delete x's timeout key, and
+	// a fair waiter on x blocked a free "{x}").
+	for _, k := range kindOps {
+		for _, op := range k.ops {
+			add("name {key} beside key/"+k.kind+" "+op.name, func(t *testing.T, e *badEnv) {
+				mu := e.c.RWLock(e.key)
+				held, err := mu.RLock(e.owned)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer mu.RUnlock(held)
+				timeout := "{" + e.key + "}:" + ownerOf(t, e, held) + ":rwlock_timeout:1"
+				unchanged(t, e.side, e.key, func() {
+					unchanged(t, e.side, timeout, func() {
+						wantErr(t, op.call(e, "{"+e.key+"}"), relock.ErrInvalidName, "{"+e.key+"}")
+					})
+				})
+			})
 		}
 	}
 
@@ -322,27 +393,54 @@ func badInputCases() []badCase {
 		}
 	}
 
-	// A hash of the other lock family.
+	// A hash of the other lock family: acquisitions, ForceUnlock and the state queries are
+	// refused and leave it alone.
 	rlockHash := func(t *testing.T, e *badEnv) {
-		mustDo(t, e.side, "HSET", e.key, "0d2c8f0e-java:1", "1")
+		mustDo(t, e.side, "HSET", e.key, javaOwner, "1")
 		mustDo(t, e.side, "PEXPIRE", e.key, "30000")
 	}
 	rwHash := func(t *testing.T, e *badEnv) {
-		mustDo(t, e.side, "HSET", e.key, "mode", "read", "0d2c8f0e-java:1", "1")
+		mustDo(t, e.side, "HSET", e.key, "mode", "read", javaOwner, "1")
 		mustDo(t, e.side, "PEXPIRE", e.key, "30000")
 	}
-	for _, op := range rwOps[:4] { // RLock, TryRLock, Lock, TryLock
+	for _, op := range rwOps {
+		if strings.HasSuffix(op.name, "Unlock") && op.name != "ForceUnlock" {
+			continue
+		}
 		add("rlock hash/rwlock "+op.name, func(t *testing.T, e *badEnv) {
 			rlockHash(t, e)
 			unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
 		})
 	}
 	for _, k := range kindOps[:2] {
-		for _, op := range k.ops[:2] { // Lock, TryLock
+		for _, op := range k.ops {
+			if op.name == "Unlock" {
+				continue
+			}
 			add("rwlock hash/"+k.kind+" "+op.name, func(t *testing.T, e *badEnv) {
 				rwHash(t, e)
 				unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
 			})
+		}
+	}
+
+	// An application's hash is not a lock: every call of every kind is refused with
+	// ErrWrongType (an unlock, which finds no hold of its owner, with ErrNotHeld) and
+	// changes nothing. Lock used to wait until its context ended, and ForceUnlock deleted
+	// the hash and returned true. Among these hashes some look like locks in part: the
+	// shape is checked field by field.
+	for _, h := range appHashes {
+		for _, k := range kindOps {
+			for _, op := range k.ops {
+				want := relock.ErrWrongType
+				if strings.HasSuffix(op.name, "Unlock") && op.name != "ForceUnlock" {
+					want = relock.ErrNotHeld
+				}
+				add(fmt.Sprintf("%s hash/%s %s", h.what, k.kind, op.name), func(t *testing.T, e *badEnv) {
+					mustDo(t, e.side, append([]string{"HSET", e.key}, h.fields...)...)
+					unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), want, e.key) })
+				})
+			}
 		}
 	}
 
@@ -533,7 +631,7 @@ func badInputCases() []badCase {
 	add("SCRIPT FLUSH", func(t *testing.T, e *badEnv) {
 		// One hash tag for the three, so that the check below is one command on a cluster.
 		tag := "{" + e.key + "}"
-		mu, fmu, rw := e.c.Lock(tag), e.c.FairLock(tag+":f"), e.c.RWLock(tag+":rw")
+		mu, fmu, rw := e.c.Lock(tag+":r"), e.c.FairLock(tag+":f"), e.c.RWLock(tag+":rw")
 		flush := func() {
 			t.Helper()
 			if e.b.Cluster == nil {
@@ -571,7 +669,7 @@ func badInputCases() []badCase {
 				t.Fatalf("round %d: RUnlock after SCRIPT FLUSH: %v", round, err)
 			}
 		}
-		if n, err := sdo(t, e.side, "EXISTS", tag, tag+":f", tag+":rw").AsInt64(); err != nil || n != 0 {
+		if n, err := sdo(t, e.side, "EXISTS", tag+":r", tag+":f", tag+":rw").AsInt64(); err != nil || n != 0 {
 			t.Fatalf("locks left behind: EXISTS = %d, %v", n, err)
 		}
 	})

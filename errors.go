@@ -14,12 +14,17 @@ var (
 	ErrLeaseLost = lockerr.ErrLeaseLost
 	// ErrUpgrade: a reader asked for the write lock of a read-write lock.
 	ErrUpgrade = lockerr.ErrUpgrade
-	// ErrWrongType: the key holds data that is not this kind of lock; it is left untouched.
+	// ErrWrongType: the key holds data that is not this kind of lock, such as a hash
+	// without a lock's shape (fields "<uuid>:<n>" with positive counts, and for a
+	// read-write lock "mode"); it is left untouched.
 	ErrWrongType = lockerr.ErrWrongType
 	// ErrClosed: the client was closed; waiters return it too.
 	ErrClosed = lockerr.ErrClosed
-	// ErrInvalidName: the lock name is empty, or its keys would not share a cluster slot:
-	// it holds "{" without a non-empty hash tag "{...}", or "}" without "{".
+	// ErrInvalidName: the lock name is empty, its keys would not share a cluster slot (it
+	// holds "{" without a non-empty hash tag "{...}", or "}" without "{"), or its keys
+	// would be another name's ("{x}" is only a hash tag and would share the keys of "x"; a
+	// name that starts with a prefix of the layout is another lock's key). The error says
+	// which.
 	ErrInvalidName = lockerr.ErrInvalidName
 	// ErrInvalidLease: a lease shorter than a millisecond.
 	ErrInvalidLease = lockerr.ErrInvalidLease

@@ -103,8 +103,8 @@ func (m *Mutex) IsLocked(ctx context.Context) (bool, error) { return m.l.IsLocke
 func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) { return m.l.TTL(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it and wakes the next live waiter. It reports
-// whether there was a lock to delete; a key that holds other data is left untouched
-// (ErrWrongType).
+// whether there was a lock to delete; a key that holds other data (a hash without a
+// lock's shape, or a read-write lock's hash) is left untouched (ErrWrongType).
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l.ForceUnlock(ctx) }
 
 // WithWaitTimeout bounds how long Lock waits, and only that (see rlock.WithWaitTimeout).

@@ -116,7 +116,8 @@ func (m *Mutex) IsLocked(ctx context.Context) (bool, error) { return m.l.IsLocke
 func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) { return m.l.TTL(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It reports whether
-// there was a lock to delete. A key that holds other data is left untouched and the call
-// fails with ErrWrongType. The former holders learn of it at their next renewal (their
+// there was a lock to delete. A key that holds other data (a hash without a lock's
+// shape, or a read-write lock's hash) is left untouched and the call fails with
+// ErrWrongType. The former holders learn of it at their next renewal (their
 // contexts end with ErrLeaseLost) or when they unlock (ErrNotHeld).
 func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l.ForceUnlock(ctx) }

@@ -147,5 +147,6 @@ func (m *RWMutex) Token(ctx context.Context) (int64, bool) { return m.w.Token(ct
 
 // ForceUnlock deletes the lock whoever holds it, in either mode, and wakes every waiter.
 // It reports whether there was a lock to delete. The read holds' timeout keys expire by
-// themselves.
+// themselves. A key that holds other data (a hash without a read-write lock's shape) is
+// left untouched and the call fails with ErrWrongType.
 func (m *RWMutex) ForceUnlock(ctx context.Context) (bool, error) { return m.w.ForceUnlock(ctx) }

@@ -1,0 +1,120 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// hashState describes a hash key: its fields and values, sorted, and whether it expires.
+func hashState(t *testing.T, b *redistest.Backend, key string) string {
+	t.Helper()
+	rc := b.Client(t)
+	ctx := context.Background()
+	fields, err := rc.Do(ctx, rc.B().Hgetall().Key(key).Build()).AsStrMap()
+	if err != nil {
+		t.Fatalf("HGETALL %s: %v", key, err)
+	}
+	pttl, err := rc.Do(ctx, rc.B().Pttl().Key(key).Build()).AsInt64()
+	if err != nil {
+		t.Fatalf("PTTL %s: %v", key, err)
+	}
+	return fmt.Sprint(fields, " pttl ", pttl > 0 || pttl == -1)
+}
+
+// An application's hash under a lock's name is not a lock: inspect says so and what the
+// key holds, and unlock --force leaves it intact and fails. Guards against the operator's
+// tool reporting such a hash as a held rlock (its fields "email ×0", "name ×0") and
+// deleting it, and against a hash that merely has a lock-like field or a "mode" passing
+// for a lock.
+func TestNotALockHash(t *testing.T) {
+	const uuid = "5df8512c-e096-4359-bc82-07efb0bc9d8e"
+	hashes := []struct {
+		key    string
+		fields []string
+	}{
+		{"user:42", []string{"name", "alice", "email", "a@x"}},
+		{"counts", []string{uuid + ":1", "0"}},                    // a count that holds nothing
+		{"words", []string{uuid + ":1", "one"}},                   // a count that is no number
+		{"modes", []string{"mode", "read", "name", "alice"}},      // a mode with other data
+		{"odd-mode", []string{"mode", "fast", uuid + ":1", "1"}},  // a mode that is not a lock's
+		{"writes", []string{uuid + ":1:write", "1"}},              // a writer without a mode
+		{"short-id", []string{"0d2c8f0e:1", "1", "email", "a@x"}}, // an id that is no UUID
+	}
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := context.Background()
+		for _, h := range hashes {
+			if err := rc.Do(ctx, rc.B().Hset().Key(h.key).FieldValue().FieldValue(h.fields[0], h.fields[1]).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			for i := 2; i < len(h.fields); i += 2 {
+				if err := rc.Do(ctx, rc.B().Hset().Key(h.key).FieldValue().FieldValue(h.fields[i], h.fields[i+1]).Build()).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			before := hashState(t, b, h.key)
+			n := len(h.fields) / 2
+
+			stdout, stderr, status := runBinary(t, nil, "inspect", "--redis", b.Addr, h.key)
+			if status != 0 || !strings.Contains(stdout, h.key+": not a lock") || !strings.Contains(stdout, fmt.Sprintf("hash of %d fields", n)) ||
+				!strings.Contains(stdout, h.fields[0]) || strings.Contains(stdout, "held") {
+				t.Errorf("relock inspect %s: status %d\n%s%s", h.key, status, stdout, stderr)
+			}
+			stdout, stderr, status = runBinary(t, nil, "inspect", "--json", "--redis", b.Addr, h.key)
+			var r struct {
+				Kind    string   `json:"kind"`
+				KeyType string   `json:"keyType"`
+				Fields  []string `json:"fields"`
+				Locked  bool     `json:"locked"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &r); err != nil || status != 0 || r.Kind != "foreign" || r.KeyType != "hash" || len(r.Fields) != n || r.Locked {
+				t.Errorf("relock inspect --json %s: status %d, %+v, %v\n%s%s", h.key, status, r, err, stdout, stderr)
+			}
+
+			stdout, stderr, status = runBinary(t, nil, "unlock", "--force", "-y", "--redis", b.Addr, h.key)
+			if status == 0 || !strings.Contains(stderr, "not a lock") || !strings.Contains(stderr, "nothing was changed") || strings.Contains(stdout, "force-unlocked") {
+				t.Errorf("relock unlock --force -y %s: status %d; want a failure\n%s%s", h.key, status, stdout, stderr)
+			}
+			if after := hashState(t, b, h.key); after != before {
+				t.Errorf("unlock --force changed %s:\nbefore %s\nafter  %s", h.key, before, after)
+			}
+		}
+	})
+}
+
+// A name that is refused says why, in inspect and in unlock --force, which exit with
+// status 1 and change nothing. Guards against the bare "is not a valid lock name", and
+// against "{x}" reaching the keys of the lock "x".
+func TestInvalidNameSaysWhy(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := newClient(t, b)
+		held, err := c.Lock("x").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Lock("x").Unlock(held)
+		for name, reason := range map[string]string{
+			"bad{name":                   "unbalanced brace: '{' at 3 has no '}'",
+			"a}b":                        "'}' at 1 without a '{'",
+			"a{}b":                       "empty hash tag",
+			"{x}":                        `its keys would be those of the lock "x"; name it "x" or "{x}:lock"`,
+			"redisson_lock_queue:{jobs}": `starts with "redisson_lock_queue:"`,
+		} {
+			for _, args := range [][]string{{"inspect"}, {"unlock", "--force", "-y"}} {
+				args = append(args, "--redis", b.Addr, name)
+				stdout, stderr, status := runBinary(t, nil, args...)
+				if status != 1 || !strings.Contains(stderr, reason) || !strings.Contains(stderr, fmt.Sprintf("%q", name)) {
+					t.Errorf("relock %q: status %d; want 1 and %q naming the lock\n%s%s", args, status, reason, stdout, stderr)
+				}
+			}
+		}
+		if n, err := c.Lock("x").HoldCount(held); n != 1 || err != nil {
+			t.Errorf("lock x after unlock --force {x}: hold count %d, %v; want still held", n, err)
+		}
+	})
+}
