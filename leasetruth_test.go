@@ -399,8 +399,12 @@ func TestFailedFencedAcquireLeavesNothing(t *testing.T) {
 		side := b.Client(t)
 		kinds := map[string]func(ctx context.Context) error{
 			"rlock": func(ctx context.Context) error { return keep(c.Lock("truth:fence-r", rlock.WithFencing()).Lock(ctx)) },
-			"fair":  func(ctx context.Context) error { return keep(c.FairLock("truth:fence-f", fairlock.WithFencing()).Lock(ctx)) },
-			"write": func(ctx context.Context) error { return keep(c.RWLock("truth:fence-w", rwlock.WithFencing()).Lock(ctx)) },
+			"fair": func(ctx context.Context) error {
+				return keep(c.FairLock("truth:fence-f", fairlock.WithFencing()).Lock(ctx))
+			},
+			"write": func(ctx context.Context) error {
+				return keep(c.RWLock("truth:fence-w", rwlock.WithFencing()).Lock(ctx))
+			},
 		}
 		names := map[string]string{"rlock": "truth:fence-r", "fair": "truth:fence-f", "write": "truth:fence-w"}
 		for kind, lock := range kinds {
