@@ -15,6 +15,7 @@
 -- latch when this request id ran before; for leave, 1; for force, 1 if a lock was deleted.
 -- Force refuses a key that is not a hash with a plain lock's shape (see shape) with
 -- WRONGTYPE and leaves it untouched.
+
 -- Guard: a hash is a lock only if it has a lock's shape. shape(key) reads the whole hash
 -- (only where the caller's own field is absent) and returns 'rlock' when every field is an
 -- owner "<uuid>:<n>" holding a positive count, 'rwlock' when there is also "mode" (read or

@@ -9,6 +9,11 @@
 -- when the lock has no expiry) bounds how long a waiter sleeps before trying again.
 -- A key of another type makes HEXISTS fail with WRONGTYPE and leaves the key untouched;
 -- a hash without a plain lock's shape (see shape) is refused with WRONGTYPE too.
+--
+-- The expiry never moves earlier: a re-entry sets it to the longer of what is left and
+-- the new lease, so a re-entry with a short lease cannot cut short what an earlier hold
+-- of the same owner was promised.
+
 -- Guard: a hash is a lock only if it has a lock's shape. shape(key) reads the whole hash
 -- (only where the caller's own field is absent) and returns 'rlock' when every field is an
 -- owner "<uuid>:<n>" holding a positive count, 'rwlock' when there is also "mode" (read or
@@ -37,18 +42,25 @@ local function wrongtype(kind)
   if kind == 'rlock' then return redis.error_reply('WRONGTYPE the key holds a lock that is not a read-write lock') end
   return redis.error_reply('WRONGTYPE the key holds a hash that is not a lock')
 end
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
+if redis.call('exists', KEYS[1]) == 0 then
   local token = 0
-  if count == 1 and KEYS[2] then
-    -- The counter never expires: a token must never be handed out twice.
+  if KEYS[2] then
+    -- First, before any write: a counter that cannot be incremented (another type) fails
+    -- the script with nothing changed. The counter never expires: a token is never handed
+    -- out twice.
     token = redis.call('incr', KEYS[2])
   end
-  return {1, count, token}
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, 1, token}
 end
--- A read-write lock's hash, or an application's, is a hash too; taking it for a plain
--- lock held by somebody else would make the caller wait forever.
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  return {1, count, 0}
+end
+-- Another owner's lock, a read-write lock's hash or an application's hash: only the first
+-- may be waited for (taking the others for a held lock would wait forever).
 local kind = shape(KEYS[1])
 if kind ~= 'rlock' then
   return wrongtype(kind)

@@ -7,6 +7,7 @@
 -- Returns 1 when a lock was deleted, 0 when there was none. A key that is not a hash is
 -- refused with WRONGTYPE and left untouched: force unlock must never delete foreign data.
 -- So is a hash without the shape of a lock of ARGV[3]'s kind (see shape).
+
 -- Guard: a hash is a lock only if it has a lock's shape. shape(key) reads the whole hash
 -- (only where the caller's own field is absent) and returns 'rlock' when every field is an
 -- owner "<uuid>:<n>" holding a positive count, 'rwlock' when there is also "mode" (read or

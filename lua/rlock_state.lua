@@ -5,6 +5,7 @@
 -- Returns {1 if the lock exists else 0, the owner's hold count, PTTL in milliseconds}.
 -- A key of another type is refused with WRONGTYPE, and so is a hash without the shape of
 -- a lock of ARGV[2]'s kind (see shape).
+
 -- Guard: a hash is a lock only if it has a lock's shape. shape(key) reads the whole hash
 -- (only where the caller's own field is absent) and returns 'rlock' when every field is an
 -- owner "<uuid>:<n>" holding a positive count, 'rwlock' when there is also "mode" (read or
