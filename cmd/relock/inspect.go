@@ -18,7 +18,7 @@ import (
 // Report is what inspect finds about one lock, read straight from its keys.
 type Report struct {
 	Name   string `json:"name"`
-	Kind   string `json:"kind"`              // "rlock", "rwlock", "fairlock", "none", or "foreign"
+	Kind   string `json:"kind"`              // "rlock", "rwlock", "fairlock", "none", or "foreign" (not a lock)
 	KeyTyp string `json:"keyType,omitempty"` // the key's Redis type when it is not a lock
 	// Fields are the field names of a hash that is not a lock (it lacks a lock's shape).
 	Fields []string     `json:"fields,omitempty"`

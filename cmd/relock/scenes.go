@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -143,7 +144,7 @@ func fairOrder(ctx context.Context, env *demoEnv, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	queueKey := "redisson_lock_queue:{" + name + "}"
+	queueKey := keys.QueueKey(name)
 	var (
 		mu      sync.Mutex
 		granted []int
