@@ -111,7 +111,7 @@ func TestCheckReasons(t *testing.T) {
 // "x" and "{x}" sharing a fair lock's queue, fencing counter, channels and read holds'
 // timeout keys, and against a name that is another lock's key.
 func TestNoSharedKeys(t *testing.T) {
-	pieces := []string{"x", "y", "{", "}", ":", "{x}", fuzzOwners[0], "rwlock_timeout", "1",
+	pieces := []string{"x", "y", "{", "}", ":", "{x}", fuzzOwners[0], ":" + fuzzOwners[0], "rwlock_timeout", ":rwlock_timeout:1", "1",
 		"redisson_lock_queue", "redisson_lock__channel", "redisson_rwlock"}
 	names := []string{""}
 	for range 3 {
