@@ -243,7 +243,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 // place and acquires in its turn.
 func TestLiveWaiterNeverEvicted(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const refresh = 500 * time.Millisecond // the patient waiter's: its entry lives 1s
+		const refresh = time.Second // the patient waiter's: its entry lives 2s
 		c := newClient(t, b)
 		side := b.Client(t)
 		mu := c.FairLock("patient", fairlock.WithRefreshPeriod(refresh))
