@@ -558,3 +558,55 @@ func TestDowngradeThroughReentryContext(t *testing.T) {
 		}
 	})
 }
+
+// A writer's fixed-lease write hold lives on while its owner's read hold of the same lock
+// keeps the shared hash, and with it the write field, alive: its context stays live as long
+// as Redis keeps the lock in write mode, and ends once Redis lets it go. (It once ended at
+// its own lease while the read hold's renewals kept the lock write-locked, with nobody
+// knowing.)
+func TestWriteHoldLivesWithItsReadHold(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := truthClient(t, b, relock.WithWatchdogTimeout(3*time.Second))
+		other := truthClient(t, b)
+		side := b.Client(t)
+		rw := c.RWLock("truth:coupled")
+		start := time.Now()
+		w, err := rw.Lock(context.Background(), rwlock.WithLease(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := rw.RLock(w) // renewed by the watchdog
+		if err != nil {
+			t.Fatal(err)
+		}
+		sleepUntil(start.Add(2500 * time.Millisecond)) // 1.5s past the write lease
+		field := ""
+		fields, _ := sdo(t, side, "HKEYS", "truth:coupled").AsStrSlice()
+		for _, f := range fields {
+			if strings.HasSuffix(f, ":write") {
+				field = f
+			}
+		}
+		// The read hold's renewals keep the hash, so Redis still holds the lock in write
+		// mode, and the write hold's context must say so.
+		if field == "" {
+			t.Fatalf("the write field is gone while the read hold keeps the hash: %v", fields)
+		}
+		live(t, w, "write hold kept by the shared hash")
+		if err := keep(other.RWLock("truth:coupled").TryRLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("another reader beside the write hold: %v; want ErrLocked", err)
+		}
+		if err := rw.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-w.Done():
+		case <-time.After(15 * time.Second):
+			t.Fatal("the write hold's context did not end after its read hold left")
+		}
+		waitUntil(t, "Redis let the write hold go when its context ended", func() bool {
+			n, err := sdo(t, side, "EXISTS", "truth:coupled").AsInt64()
+			return err == nil && n == 0
+		})
+	})
+}
