@@ -285,3 +285,49 @@ func TestWakeupBeforeSubscription(t *testing.T) {
 		}
 	})
 }
+
+// A re-entry never shortens what the owner's earlier hold was promised: after a re-entry
+// with a shorter fixed lease, or one that turns the watchdog on (30s), the key keeps the
+// first hold's minute.
+//
+// Guards against a re-entry that sets the expiry to its own lease rather than to the
+// longer of the two: the first hold's context would outlive the key.
+func TestReentryNeverShortensLease(t *testing.T) {
+	const long = time.Minute
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := kindClient(t, b) // watchdog timeout: the default 30s
+		for _, k := range []holdKind{kindRLock, kindFair, kindWrite} {
+			t.Run(k.name, func(t *testing.T) {
+				for _, tc := range []struct {
+					name  string
+					lease time.Duration // of the re-entry; 0: the watchdog's
+				}{
+					{"shorter fixed lease", 2 * time.Second},
+					{"watchdog", 0},
+				} {
+					t.Run(tc.name, func(t *testing.T) {
+						n := "reentry-keeps:" + k.name + ":" + tc.name
+						held, err := k.lock(c, context.Background(), n, long)
+						if err != nil {
+							t.Fatal(err)
+						}
+						again, err := k.lock(c, held, n, tc.lease)
+						if err != nil {
+							t.Fatalf("re-entry: %v", err)
+						}
+						// Far beyond 30s, and far within a minute, even on a loaded machine.
+						if ms := lockPTTL(t, b, n); ms < 45_000 {
+							t.Fatalf("PTTL after re-entering a %v hold with lease %v = %dms; want the first hold's minute (at least 45000ms)",
+								long, tc.lease, ms)
+						}
+						for range 2 {
+							if err := k.unlock(c, again, n); err != nil {
+								t.Fatalf("unlock: %v", err)
+							}
+						}
+					})
+				}
+			})
+		}
+	})
+}
