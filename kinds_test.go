@@ -246,8 +246,10 @@ func TestWakeupBeforeSubscription(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// The waiter's SUBSCRIBE is the first request that names its channel.
-				arrived, release := proxy.HoldRequest(tc.waiter.channel(n))
+				// The waiter's SUBSCRIBE to its channel ("$9" is the length of the command's
+				// name in the protocol: UNSUBSCRIBE does not match). Other requests may name
+				// the channel too (a fair waiter's first try does).
+				arrived, release := proxy.HoldRequest("$9\r\nSUBSCRIBE\r\n", tc.waiter.channel(n))
 				defer release()
 
 				acquired := make(chan error, 1)

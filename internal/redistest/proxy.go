@@ -176,7 +176,7 @@ func (p *Proxy) close() {
 
 // held is one HoldRequest fault.
 type held struct {
-	marker  []byte
+	markers [][]byte
 	fired   bool // guarded by Proxy.mu
 	arrived chan struct{}
 	release chan struct{}
@@ -185,14 +185,17 @@ type held struct {
 
 func (h *held) free() { h.once.Do(func() { close(h.release) }) }
 
-// HoldRequest arms a one-shot fault: the next request whose bytes contain marker is held
-// at the proxy, not delivered to the server, until release is called (or the proxy
+// HoldRequest arms a one-shot fault: the next request whose bytes contain every marker is
+// held at the proxy, not delivered to the server, until release is called (or the proxy
 // closes); then it goes on as usual. arrived is closed when that request reaches the
 // proxy. Whatever the same client connection sends behind it waits with it; other
 // connections are not affected. It makes a race window deterministic: hold a request,
 // act while it is held, release it. release is idempotent.
-func (p *Proxy) HoldRequest(marker string) (arrived <-chan struct{}, release func()) {
-	h := &held{marker: []byte(marker), arrived: make(chan struct{}), release: make(chan struct{})}
+func (p *Proxy) HoldRequest(markers ...string) (arrived <-chan struct{}, release func()) {
+	h := &held{arrived: make(chan struct{}), release: make(chan struct{})}
+	for _, m := range markers {
+		h.markers = append(h.markers, []byte(m))
+	}
 	p.mu.Lock()
 	if p.conns == nil {
 		h.free() // closed: nothing will be held
@@ -207,7 +210,7 @@ func (p *Proxy) holdIfArmed(req []byte) {
 	p.mu.Lock()
 	var h *held
 	for _, c := range p.holds {
-		if !c.fired && bytes.Contains(req, c.marker) {
+		if !c.fired && containsAll(req, c.markers) {
 			h = c
 			h.fired = true
 			break
@@ -219,4 +222,13 @@ func (p *Proxy) holdIfArmed(req []byte) {
 	}
 	close(h.arrived)
 	<-h.release
+}
+
+func containsAll(b []byte, subs [][]byte) bool {
+	for _, s := range subs {
+		if !bytes.Contains(b, s) {
+			return false
+		}
+	}
+	return true
 }
