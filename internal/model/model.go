@@ -189,9 +189,12 @@ func (m *model) advance(t time.Time) {
 		m.lock.exp = later(m.lock.exp, renewed)
 		switch h.side {
 		case read:
-			// A reader's renewal extends its own timeout keys, and nobody else's.
+			// A reader's renewal extends its own timeout keys 1..n for its n holds, and
+			// nobody else's (nor keys of its own above n, left from a deleted lock).
 			for k, e := range m.reads[h.owner] {
-				m.reads[h.owner][k] = later(e, renewed)
+				if k <= m.lock.fields[h.owner] {
+					m.reads[h.owner][k] = later(e, renewed)
+				}
 			}
 		case write:
 			// Whether a write hold's renewal extends the writer's own read keys is not
@@ -222,18 +225,20 @@ func (m *model) expire(t time.Time) {
 	}
 }
 
-// liveReads reports whether owner has a read timeout key that is certainly live at t.
-func (m *model) liveReads(owner string, t time.Time) bool {
-	for _, e := range m.reads[owner] {
-		if e.lo.After(t) {
-			return true
-		}
-	}
-	return false
+// readHeld reports whether owner certainly holds a read hold at t: its field counts n
+// holds and its newest timeout key, n, is live. A field whose keys ran out is a hold that
+// is gone (a reader asking for the write lock then waits rather than fail as an upgrade).
+func (m *model) readHeld(owner string, t time.Time) bool {
+	n := m.lock.fields[owner]
+	e, ok := m.reads[owner][n]
+	return n > 0 && ok && e.lo.After(t)
 }
 
-// maybeLiveReads reports whether owner may still have a live read timeout key at t.
-func (m *model) maybeLiveReads(owner string) bool { return len(m.reads[owner]) > 0 }
+// readMaybeHeld reports whether owner's newest read key may still be live.
+func (m *model) readMaybeHeld(owner string) bool {
+	_, ok := m.reads[owner][m.lock.fields[owner]]
+	return m.lock.fields[owner] > 0 && ok
+}
 
 // prunable reports whether a fair queue entry may be skipped at t: its waiter is dead and
 // its deadline has passed. (A live waiter is never skipped, however long it waits.)
@@ -274,7 +279,7 @@ func (m *model) verdict(owner string, s side, t time.Time) outcome {
 		if m.lock == nil {
 			return granted
 		}
-		if m.lock.mode == "read" && m.lock.fields[owner] > 0 {
+		if m.lock.mode == "read" && m.readHeld(owner, t) {
 			return upgrade
 		}
 		return locked
@@ -303,9 +308,9 @@ func (m *model) check(owner string, s side, t time.Time, got outcome) error {
 	if got == want {
 		return nil
 	}
-	if s == write && m.lock != nil && m.lock.mode == "read" && m.lock.fields[owner] > 0 && !m.liveReads(owner, t) &&
+	if s == write && m.lock != nil && m.lock.mode == "read" && m.lock.fields[owner] > 0 && m.readHeld(owner, t) != m.readMaybeHeld(owner) &&
 		(got == upgrade || got == locked) {
-		return nil
+		return nil // the owner's newest read key runs out about now
 	}
 	return fmt.Errorf("%s %s by %s got %s, the model says %s", m.kind, s, short(owner), got, want)
 }
@@ -316,8 +321,11 @@ func (m *model) check(owner string, s side, t time.Time, got outcome) error {
 //   - First-level: the key is created with the lease as its expiry, and a fenced
 //     acquisition takes the next token (re-entry keeps the hold's token).
 //   - Re-entry never shortens the key's expiry: it becomes max(expiry, t+lease).
-//   - A read hold k of owner O gets timeout key k; all of O's timeout keys then share one
-//     expiry, the longest promised, and the hash's expiry is at least that.
+//   - A read hold k of owner O gets timeout key k; all of O's timeout keys 1..k then share
+//     one expiry, the longest promised to holds 1..k-1 or to k (a key of O's that ran out
+//     is made again: O's count says it holds that many; a key above k, left from a lock
+//     that was deleted under O, is no hold and is left alone), and the hash's expiry is at
+//     least that.
 //   - Fair: the owner and the dead entries before it leave the queue.
 func (m *model) grant(owner string, s side, lease time.Duration, fenced bool, t span) *hold {
 	m.expire(t.lo)
@@ -342,11 +350,12 @@ func (m *model) grant(owner string, s side, lease time.Duration, fenced bool, t 
 			m.reads[owner] = ks
 		}
 		shared := exp
-		for _, e := range ks {
-			shared = later(shared, e)
+		for k := 1; k < count; k++ {
+			if e, ok := ks[k]; ok {
+				shared = later(shared, e)
+			}
 		}
-		ks[count] = shared
-		for k := range ks {
+		for k := 1; k <= count; k++ {
 			ks[k] = shared
 		}
 		m.lock.exp = later(m.lock.exp, shared)
@@ -388,9 +397,9 @@ func (m *model) grant(owner string, s side, lease time.Duration, fenced bool, t 
 type released int
 
 const (
-	notHeld  released = iota // the owner held nothing: ErrNotHeld
-	stillHeld                // a partial release: the owner still holds
-	let                      // the owner's last hold of this side is gone
+	notHeld   released = iota // the owner held nothing: ErrNotHeld
+	stillHeld                 // a partial release: the owner still holds
+	let                       // the owner's last hold of this side is gone
 )
 
 // release applies an unlock of side by owner at t.
@@ -451,13 +460,16 @@ func (m *model) release(owner string, s side, t span) released {
 	return let
 }
 
-// longestRead is the expiry of the longest timeout key of a field in the hash.
+// longestRead is the expiry of the longest live timeout key of the holds in the hash:
+// keys 1..n of each field counting n holds.
 func (m *model) longestRead() (span, bool) {
 	var longest span
 	ok := false
-	for f := range m.lock.fields {
-		for _, e := range m.reads[f] {
-			longest, ok = later(longest, e), true
+	for f, n := range m.lock.fields {
+		for k, e := range m.reads[f] {
+			if k <= n {
+				longest, ok = later(longest, e), true
+			}
 		}
 	}
 	return longest, ok
@@ -557,7 +569,7 @@ func (m *model) observe(s *snapshot) []string {
 			badf("%s has no expiry; the model says it expires at %v", key, *want)
 			return
 		}
-		got := span{now.lo.Add(v.pttl), now.hi.Add(v.pttl + m.tolerance())}
+		got := span{now.lo.Add(v.pttl - m.tolerance()), now.hi.Add(v.pttl + m.tolerance())}
 		if got.hi.Before(want.lo) {
 			badf("%s expires at %v, earlier than the model's %v (PTTL %v)", key, got, *want, v.pttl)
 		} else if got.lo.After(want.hi) {
@@ -684,42 +696,37 @@ func (m *model) observeQueue(s *snapshot, seen map[string]bool) []string {
 	return bad
 }
 
-// tolerance is how far an expiry read from Redis may be off: nothing on the controlled
-// clock, PTTL's millisecond rounding on a real one.
+// tolerance is how far an expiry read from Redis may be off either way: nothing on the
+// controlled clock; on a real one, Redis counts whole milliseconds of its own clock, both
+// when it sets an expiry and when it answers PTTL.
 func (m *model) tolerance() time.Duration {
 	if m.slop == 0 {
 		return 0
 	}
-	return time.Millisecond
+	return 2 * time.Millisecond
 }
 
 // held reports from a snapshot whether Redis keeps owner's hold of side, and until when:
-// the field exists in the lock's hash (and for a read hold, one of the owner's timeout
-// keys is live), with the earliest of the hash's and the timeout key's expiries.
+// the field exists in the lock's hash (and for a read hold, the owner's newest timeout
+// key is live), with the earliest of the hash's and the timeout key's expiries.
 func (m *model) held(s *snapshot, owner string, sd side) (bool, span) {
 	v := s.keys[m.name]
 	if v == nil || v.typ != "hash" || v.hash[field(owner, sd)] == "" || v.pttl < 0 {
 		return false, span{}
 	}
-	exp := span{s.at.lo.Add(v.pttl), s.at.hi.Add(v.pttl + m.tolerance())}
+	exp := span{s.at.lo.Add(v.pttl - m.tolerance()), s.at.hi.Add(v.pttl + m.tolerance())}
 	if sd != read {
 		return true, exp
 	}
+	// A read hold lives while its newest timeout key does (all of an owner's keys share
+	// one expiry).
 	n, _ := strconv.Atoi(v.hash[owner])
-	var longest *span
-	for k := 1; k <= n; k++ {
-		if kv := s.keys[m.readKey(owner, k)]; kv != nil && kv.pttl >= 0 {
-			e := span{s.at.lo.Add(kv.pttl), s.at.hi.Add(kv.pttl + m.tolerance())}
-			if longest == nil || e.hi.After(longest.hi) {
-				longest = &e
-			}
-		}
-	}
-	if longest == nil {
+	kv := s.keys[m.readKey(owner, n)]
+	if kv == nil || kv.pttl < 0 {
 		return false, span{}
 	}
-	if longest.hi.Before(exp.hi) {
-		exp = *longest
+	if e := (span{s.at.lo.Add(kv.pttl - m.tolerance()), s.at.hi.Add(kv.pttl + m.tolerance())}); e.hi.Before(exp.hi) {
+		exp = e
 	}
 	return true, exp
 }

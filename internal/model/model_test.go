@@ -128,6 +128,7 @@ func TestModelReal(t *testing.T) {
 	}
 	for _, k := range []kind{plainKind, fairKind, rwKind} {
 		t.Run(k.String(), func(t *testing.T) {
+			t.Parallel()
 			redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 				seeds, steps := seedsAndSteps(t, []uint64{11}, realSteps)
 				total, violations := 0, 0
@@ -156,7 +157,7 @@ func TestModelReal(t *testing.T) {
 	}
 }
 
-const realSteps = 150
+const realSteps = 100
 
 // world is one run: the lock on Redis, the clients that use it, and the model.
 type world struct {
@@ -179,6 +180,7 @@ type world struct {
 	bad     []string
 	last    *snapshot
 	started time.Time
+	notes   map[context.Context]string // where each hold context came from, for reports
 }
 
 // client is one relock.Client on its own rueidis client: crashing it closes both.
@@ -215,11 +217,12 @@ type pending struct {
 
 // result is what a Lock call running in its own goroutine returned.
 type result struct {
-	p   *pending
-	ctx context.Context
-	err error
-	at  time.Time
-	seq int
+	p      *pending
+	ctx    context.Context
+	err    error
+	at     time.Time
+	token  int64 // the hold's fencing token, read as soon as Lock returned
+	fenced bool
 }
 
 func newWorld(t testing.TB, k kind, seed uint64, real bool) *world {
@@ -230,10 +233,11 @@ func newWorld(t testing.TB, k kind, seed uint64, real bool) *world {
 		w.sleeps = []time.Duration{10 * time.Millisecond, 200 * time.Millisecond, 700 * time.Millisecond, 1500 * time.Millisecond}
 		w.m = newModel(k, "model", w.lease, 2*time.Second, 700*time.Millisecond)
 	} else {
-		w.lease = 1500 * time.Millisecond
-		w.leases = []time.Duration{0, 0, 0, 30 * time.Millisecond, 200 * time.Millisecond, 700 * time.Millisecond, 1500 * time.Millisecond, 3 * time.Second}
+		// Leases below, at and above the watchdog's; sleeps that end inside and past them.
+		w.lease = 3 * time.Second
+		w.leases = []time.Duration{0, 0, 0, 30 * time.Millisecond, 200 * time.Millisecond, 700 * time.Millisecond, 3 * time.Second, 5 * time.Second}
 		w.sleeps = []time.Duration{time.Millisecond, 5 * time.Millisecond, 30 * time.Millisecond, 150 * time.Millisecond, 499 * time.Millisecond, time.Second, 2500 * time.Millisecond}
-		w.m = newModel(k, "model", w.lease, 400*time.Millisecond, 0)
+		w.m = newModel(k, "model", w.lease, time.Second, 0)
 	}
 	return w
 }
@@ -595,7 +599,8 @@ func (w *world) acquire(o *owner, s side, wait bool) {
 			return
 		}
 		if got == granted {
-			w.granted(o, s, lease, fenced, t, hctx)
+			tok, ok := o.cl.token(w.kind, hctx)
+			w.granted(o, s, lease, fenced, t, hctx, tok, ok)
 		}
 		return
 	}
@@ -603,7 +608,14 @@ func (w *world) acquire(o *owner, s side, wait bool) {
 	t := w.before()
 	p := &pending{o: o, side: s, lease: lease, fenced: fenced, started: t.lo}
 	o.pending = p
-	wctx, cancel := context.WithCancel(ctx)
+	// A Lock through a hold's context re-enters (or downgrades) at once; a Lock that may
+	// wait goes through the owner's bound context, wrapped so that the wait can be given
+	// up. (Wrapping a hold's context would hide it from the downgrade, which recognises
+	// the write hold's own context.)
+	wctx, cancel := ctx, context.CancelFunc(func() {})
+	if via == "base" {
+		wctx, cancel = context.WithCancel(ctx)
+	}
 	p.cancel = cancel
 	if w.real {
 		// One step at a time: the model said the lock is to be had, so Lock must return.
@@ -611,7 +623,11 @@ func (w *world) acquire(o *owner, s side, wait bool) {
 	}
 	go func() {
 		hctx, err := o.cl.acquire(w.kind, s, true)(wctx, opts...)
-		w.results <- result{p: p, ctx: hctx, err: err, at: time.Now()}
+		r := result{p: p, ctx: hctx, err: err, at: time.Now()}
+		if err == nil && s != read {
+			r.token, r.fenced = o.cl.token(w.kind, hctx)
+		}
+		w.results <- r
 	}()
 	if w.real {
 		r := <-w.results
@@ -620,14 +636,19 @@ func (w *world) acquire(o *owner, s side, wait bool) {
 }
 
 // granted records an acquisition that the model allowed.
-func (w *world) granted(o *owner, s side, lease time.Duration, fenced bool, t span, ctx context.Context) {
+func (w *world) granted(o *owner, s side, lease time.Duration, fenced bool, t span, ctx context.Context, tok int64, ok bool) {
 	h := w.m.grant(o.id, s, lease, fenced, t)
 	h.ctxs = append(h.ctxs, ctx)
+	if w.notes == nil {
+		w.notes = map[context.Context]string{}
+	}
+	if w.notes[ctx] == "" {
+		w.notes[ctx] = fmt.Sprintf("from step %d", w.step)
+	}
 	o.last[s] = ctx
 	if s == read {
 		return
 	}
-	tok, ok := o.cl.token(w.kind, ctx)
 	if ok != h.fenced || tok != h.token {
 		w.violate("%s's token is %d (fenced %v); the model says %d (fenced %v)", o.name, tok, ok, h.token, h.fenced)
 	}
@@ -664,7 +685,6 @@ func (w *world) collect() {
 	for {
 		select {
 		case r := <-w.results:
-			r.seq = len(rs)
 			rs = append(rs, r)
 			continue
 		default:
@@ -698,7 +718,7 @@ func (w *world) apply(r result) {
 		t = span{p.started, r.at}
 	}
 	w.m.advance(t.lo)
-	w.logf("  %s's lock -> %v", o.name, errText(r.err))
+	w.logf("  %s's lock -> %v at +%v", o.name, errText(r.err), r.at.Sub(w.started))
 	got, ok := outcomeOf(r.err)
 	switch {
 	case ok && got != locked:
@@ -711,7 +731,7 @@ func (w *world) apply(r result) {
 			return
 		}
 		if got == granted {
-			w.granted(o, p.side, p.lease, p.fenced, t, r.ctx)
+			w.granted(o, p.side, p.lease, p.fenced, t, r.ctx, r.token, r.fenced)
 		} else {
 			w.m.leave(o.id, t)
 		}
@@ -885,7 +905,7 @@ func (w *world) check() {
 					w.violate("%s's %s hold context ended with ErrLeaseLost, but Redis still holds it until %v", name, h.side, exp)
 				}
 			default:
-				w.violate("%s's %s hold context ended with %v while the model says it is held", name, h.side, context.Cause(c))
+				w.violate("%s's %s hold context (%s) ended with %v while the model says it is held", name, h.side, w.notes[c], context.Cause(c))
 			}
 		}
 		switch {
@@ -964,9 +984,12 @@ func miniSnapshot(m *miniredis.Miniredis) *snapshot {
 		case "list":
 			v.list, _ = m.List(k)
 		case "zset":
-			z, _ := m.SortedSet(k)
+			// (SortedSet would hand out miniredis's own map, which its server goroutine
+			// writes to.)
+			members, _ := m.ZMembers(k)
 			v.zset = map[string]time.Time{}
-			for member, score := range z {
+			for _, member := range members {
+				score, _ := m.ZScore(k, member)
 				v.zset[member] = time.UnixMilli(int64(score))
 			}
 		case "string":
