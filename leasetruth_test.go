@@ -283,7 +283,8 @@ func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
 		defer cancel()
 		go func() {
 			// Takes the lock in its turn and never unlocks: its lease runs out.
-			if _, err := firstC.FairLock("truth:fair").Lock(ctx, fairlock.WithLease(lease)); err == nil {
+			first := firstC.FairLock("truth:fair", fairlock.WithRefreshPeriod(time.Minute))
+			if _, err := first.Lock(ctx, fairlock.WithLease(lease)); err == nil {
 				firstGot <- time.Now()
 			}
 			close(firstGot)
