@@ -162,6 +162,9 @@ func TestModelReal(t *testing.T) {
 
 const realSteps = 100
 
+// maxReport is how many lines of a failing seed's operations its report prints.
+const maxReport = 400
+
 // world is one run: the lock on Redis, the clients that use it, and the model.
 type world struct {
 	t       testing.TB
@@ -292,7 +295,12 @@ func (w *world) report() {
 	}
 	fmt.Fprintf(&b, "operations (replay: go test ./internal/model -run 'TestModel%s/%s' -model.seed=%d -model.steps=%d):\n",
 		map[bool]string{true: "Real", false: ""}[w.real], w.kind, w.seed, w.step)
-	for _, l := range w.log {
+	log := w.log
+	if len(log) > maxReport {
+		fmt.Fprintf(&b, "  (%d earlier lines left out; the replay runs them)\n", len(log)-maxReport)
+		log = log[len(log)-maxReport:]
+	}
+	for _, l := range log {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
 	w.t.Error(short(b.String()))
