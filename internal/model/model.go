@@ -113,10 +113,8 @@ type hold struct {
 
 // waiter is an owner blocked in Lock.
 type waiter struct {
-	owner  string
-	side   side
-	lease  time.Duration
-	fenced bool
+	owner string
+	side  side
 	// since is when the waiter was first seen eligible without being granted.
 	since time.Time
 }
@@ -502,8 +500,8 @@ func (m *model) force(t span) bool {
 }
 
 // wait records that owner blocks in Lock: a fair lock's waiter joins the queue's tail.
-func (m *model) wait(owner string, s side, lease time.Duration, fenced bool) {
-	m.waiters[owner] = &waiter{owner: owner, side: s, lease: lease, fenced: fenced}
+func (m *model) wait(owner string, s side) {
+	m.waiters[owner] = &waiter{owner: owner, side: s}
 	if m.kind == fairKind && m.queued(owner) < 0 {
 		m.queue = append(m.queue, &entry{owner: owner})
 	}

@@ -709,7 +709,7 @@ func (w *world) collect() {
 	for _, o := range w.waiting() {
 		if p := o.pending; !p.queued {
 			p.queued = true
-			w.m.wait(o.id, p.side, p.lease, p.fenced)
+			w.m.wait(o.id, p.side)
 		}
 	}
 	if !w.real {
