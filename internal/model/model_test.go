@@ -66,7 +66,10 @@ func seedsAndSteps(t *testing.T, seeds []uint64, steps int) ([]uint64, int) {
 // fencing tokens) and every hold's context with Redis by the lease-truth rule. It guards
 // against every way a hold's context can disagree with Redis: an expiry shortened by a
 // re-entry, a renewal that renews another owner's read holds or stops renewing, a hash
-// that expires before a read hold, a waiter that is not granted in its turn.
+// that expires before a read hold, a waiter that is not granted in its turn. Mutants it
+// kills: a re-entry that sets the expiry to its own lease (rlock_acquire.lua), a read
+// renewal that extends every reader's timeout keys (rwlock_renew.lua), a watchdog that
+// keeps a hold whose renewal found it gone.
 func TestModel(t *testing.T) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
 	for _, k := range []kind{plainKind, fairKind, rwKind} {
