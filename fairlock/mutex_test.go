@@ -18,6 +18,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/pubsub"
 )
 
 func TestMain(m *testing.M) {
@@ -100,7 +101,13 @@ func wakeCounter(t *testing.T, b *redistest.Backend, name string) func() int64 {
 	subscribed := make(chan struct{})
 	var once sync.Once
 	dc.SetPubSubHooks(rueidis.PubSubHooks{
-		OnMessage:      func(rueidis.PubSubMessage) { n.Add(1) },
+		OnMessage: func(m rueidis.PubSubMessage) {
+			// Unlock wake-ups only: a waiter that came while it was another's turn is also
+			// told (with another message) when that turn is taken.
+			if m.Message == pubsub.WakeOne {
+				n.Add(1)
+			}
+		},
 		OnSubscription: func(rueidis.PubSubSubscription) { once.Do(func() { close(subscribed) }) },
 	})
 	if err := dc.Do(context.Background(), dc.B().Psubscribe().Pattern("redisson_lock__channel:{"+name+"}:*").Build()).Error(); err != nil {
@@ -166,7 +173,10 @@ func TestFIFO(t *testing.T) {
 			// The holder's unlock and every waiter's but the last had someone to wake.
 			eventually(t, 5*time.Second, "wake-up messages missing", func() bool { return wakes()-before >= waiters })
 			time.Sleep(20 * time.Millisecond)
-			if got := wakes() - before; got != waiters {
+			got := wakes() - before
+			// On a cluster the count is of SPUBLISH calls, which include the notices to
+			// waiters that came while it was another's turn (at most one per acquisition).
+			if b.Cluster == nil && got != waiters || b.Cluster != nil && (got < waiters || got > 2*waiters) {
 				t.Fatalf("round %d: %d wake-up messages for %d unlocks with a waiter; want exactly one each", r, got, waiters)
 			}
 		}

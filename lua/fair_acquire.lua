@@ -3,61 +3,86 @@
 -- KEYS[1] the lock hash (owner -> hold count, as an RLock)
 -- KEYS[2] the queue, a list of waiting owners in arrival order
 -- KEYS[3] the waiters' deadlines, a zset owner -> Redis time (ms) by which the owner must
---         come back (refresh), or be taken for dead and skipped
+--         come back (refresh), or be taken for dead and skipped; half a millisecond more
+--         marks a waiter to be told when the owner whose turn it is takes the lock
 -- KEYS[4] the fencing counter, only for a fenced lock
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner
 -- ARGV[3] how long a waiter's entry lives without a refresh, in milliseconds
 -- ARGV[4] "1" to queue when the lock cannot be taken, "0" for a single attempt (TryLock)
+-- ARGV[5] the publish command
+-- ARGV[6] the waiters' channel prefix "redisson_lock__channel:{<name>}:"; a waiter
+--         listens on the prefix followed by its owner
+-- ARGV[7] the message that tells a waiter the turn was taken ("2")
 -- Returns {1, hold count, token} when the owner now holds the lock (token as for an
--- RLock), or {0, ms}: how long the caller may wait before it tries again. That is the
--- lock's PTTL, or, when another waiter is first and its entry runs out sooner, the time
--- until it does. Should that waiter be dead, no unlock message reaches anyone when its
--- turn passes, so the waiter behind it comes back by itself the moment its entry runs
--- out. (A live first waiter refreshes its entry every period, so this bound only comes
--- into play when it is dead or has a shorter refresh period than the caller.)
+-- RLock), or {0, ms}: how long the caller may wait before it tries again: the lock's PTTL,
+-- or, when another live waiter is first and its entry runs out sooner, the time until it
+-- does: should that waiter be dead, nobody publishes when its turn passes, so the waiter
+-- behind it comes back by itself.
+--
+-- A waiter whose entry ran out is skipped only when the lock is free, that is when its
+-- turn would come: while the lock is held, a waiter that refreshes late (a busy process)
+-- keeps its place. When a queued waiter takes the lock, the next live waiter is told, so
+-- that it sleeps until the new hold's lease ends rather than until its own refresh.
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
   return {1, count, 0}
 end
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
--- Waiters at the head whose entries ran out are gone (a killed process): skip them.
+local free = redis.call('exists', KEYS[1]) == 0
 local head = redis.call('lindex', KEYS[2], 0)
 local deadline
-while head do
+if head then
   deadline = redis.call('zscore', KEYS[3], head)
-  if deadline and tonumber(deadline) > now then
-    break
+end
+if free then
+  -- The turn passes: waiters at the head whose entries ran out are gone (a killed process).
+  while head do
+    deadline = redis.call('zscore', KEYS[3], head)
+    if deadline and tonumber(deadline) > now then
+      break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+    head = redis.call('lindex', KEYS[2], 0)
   end
-  redis.call('lpop', KEYS[2])
-  redis.call('zrem', KEYS[3], head)
-  head = redis.call('lindex', KEYS[2], 0)
+elseif redis.call('hexists', KEYS[1], 'mode') == 1 then
+  return redis.error_reply('WRONGTYPE the key holds a read-write lock')
 end
 
-if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[2]) then
+if free and (not head or head == ARGV[2]) then
+  local token = 0
+  if KEYS[4] then
+    -- Before any write: a counter of another type fails the script with nothing changed.
+    token = redis.call('incr', KEYS[4])
+  end
   -- Touch the queue only when there is one: a script that has written runs to its end even
   -- when Redis is out of memory, so a needless write here would let the acquisition
   -- through where it must fail with OOM, as the RLock's does.
   if head then
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], ARGV[2])
-    if redis.call('llen', KEYS[2]) == 0 then
+    local waiting = redis.call('lrange', KEYS[2], 0, 15)
+    if #waiting == 0 then
       redis.call('del', KEYS[2], KEYS[3])
     end
+    -- Waiters that came while the lock was free and it was this owner's turn were told to
+    -- sleep until this owner's entry runs out; their entries carry half a millisecond as a
+    -- mark. Tell them the turn was taken, so that each sleeps until this hold ends instead.
+    for _, w in ipairs(waiting) do
+      local d = tonumber(redis.call('zscore', KEYS[3], w))
+      if d and d > now and d % 1 ~= 0 then
+        redis.call('zadd', KEYS[3], math.floor(d), w)
+        redis.call(ARGV[5], ARGV[6] .. w, ARGV[7])
+      end
+    end
   end
-  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  local token = 0
-  if KEYS[4] then
-    token = redis.call('incr', KEYS[4])
-  end
-  return {1, count, token}
-end
-if redis.call('hexists', KEYS[1], 'mode') == 1 then
-  return redis.error_reply('WRONGTYPE the key holds a read-write lock')
+  return {1, 1, token}
 end
 
 if ARGV[4] == '1' then
@@ -66,16 +91,22 @@ if ARGV[4] == '1' then
   if not redis.call('zscore', KEYS[3], ARGV[2]) then
     redis.call('rpush', KEYS[2], ARGV[2])
   end
-  redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), ARGV[2])
+  local entry = now + tonumber(ARGV[3])
+  if free then
+    entry = entry + 0.5 -- told to wait for another's turn: wake me when it is taken
+  end
+  redis.call('zadd', KEYS[3], entry, ARGV[2])
   -- The queue outlives its last live waiter by one entry lifetime at most: no keys are
   -- left behind when every waiter is gone.
   redis.call('pexpire', KEYS[2], ARGV[3])
   redis.call('pexpire', KEYS[3], ARGV[3])
 end
 local pttl = redis.call('pttl', KEYS[1])
-if head and head ~= ARGV[2] then
-  local left = tonumber(deadline) - now + 1
-  if pttl < 0 or left < pttl then
+if head and head ~= ARGV[2] and deadline and tonumber(deadline) > now then
+  -- Another waiter is first. Should it be dead, nobody publishes when its turn passes: come
+  -- back by the time its entry runs out.
+  local left = math.floor(tonumber(deadline) - now) + 1
+  if free or pttl < 0 or left < pttl then
     return {0, left}
   end
 end

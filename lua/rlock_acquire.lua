@@ -8,15 +8,26 @@
 -- keeps its hold's token). Returns {0, PTTL} when another owner holds it; the PTTL (-1
 -- when the lock has no expiry) bounds how long a waiter sleeps before trying again.
 -- A key of another type makes HEXISTS fail with WRONGTYPE and leaves the key untouched.
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
+--
+-- The expiry never moves earlier: a re-entry sets it to the longer of what is left and
+-- the new lease, so a re-entry with a short lease cannot cut short what an earlier hold
+-- of the same owner was promised.
+if redis.call('exists', KEYS[1]) == 0 then
   local token = 0
-  if count == 1 and KEYS[2] then
-    -- The counter never expires: a token must never be handed out twice.
+  if KEYS[2] then
+    -- First, before any write: a counter that cannot be incremented (another type) fails
+    -- the script with nothing changed. The counter never expires: a token is never handed
+    -- out twice.
     token = redis.call('incr', KEYS[2])
   end
-  return {1, count, token}
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, 1, token}
+end
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  return {1, count, 0}
 end
 -- A read-write lock's hash is a hash too; taking it for a plain lock held by somebody
 -- else would make the caller wait forever.

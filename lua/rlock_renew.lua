@@ -1,17 +1,22 @@
--- Renew many reentrant locks in one call (the watchdog's batch).
+-- Renew many reentrant locks in one call (the watchdog's batch), or check them.
 -- KEYS[i]   a lock hash; in a cluster all keys of one call share a slot
--- ARGV[1]   lease in milliseconds
+-- ARGV[1]   lease in milliseconds; "0" checks the holds without renewing them (fixed
+--           leases, after a reconnect)
 -- ARGV[i+1] the owner whose hold of KEYS[i] is renewed
--- Returns an array: 1 where the owner still held the lock and its lease was renewed,
+-- Returns an array: 1 where the owner still holds the lock (and its lease was renewed),
 -- 0 where the owner's field is gone (the hold is lost).
 --
+-- A renewal never shortens the expiry: a re-entry may have promised a longer fixed lease.
 -- A key that now holds another type counts as lost for its owner (pcall) instead of
 -- failing the call, so one foreign key cannot stop the renewal of the others.
+local lease = tonumber(ARGV[1])
 local renewed = {}
 for i = 1, #KEYS do
   local held = redis.pcall('hexists', KEYS[i], ARGV[i + 1])
   if held == 1 then
-    redis.call('pexpire', KEYS[i], ARGV[1])
+    if lease > 0 then
+      redis.call('pexpire', KEYS[i], math.max(redis.call('pttl', KEYS[i]), lease))
+    end
     renewed[i] = 1
   else
     renewed[i] = 0

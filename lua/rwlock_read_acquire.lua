@@ -2,7 +2,7 @@
 -- KEYS[1] the lock hash: mode = read | write, "<owner>" -> read holds,
 --         "<owner>:write" -> write holds
 -- KEYS[2] this owner's timeout key prefix "{<name>}:<owner>:rwlock_timeout"; read hold k
---         lives in KEYS[2]:k with the lease as its expiry
+--         lives in KEYS[2]:k
 -- KEYS[3] the waiting writers (writer preference), a zset owner -> Redis-time deadline
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner (the read field)
@@ -12,6 +12,10 @@
 -- long to wait before trying again, the lock's PTTL, or, while a waiting writer goes first
 -- and its entry runs out sooner, the time until it does (a writer that died never takes
 -- the lock, so nobody would publish when its turn passes).
+--
+-- Expiries: all read holds of one owner share one expiry, the longest any of them was
+-- promised, so that releasing one (the newest key goes first, as in Redisson) never cuts
+-- short another; the hash never expires before its longest live timeout key.
 local mode = redis.call('hget', KEYS[1], 'mode')
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 -- A new reader gives way to a writer that is waiting (a re-entry or a writer taking read
@@ -38,7 +42,13 @@ elseif not (mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
   return {0, redis.call('pttl', KEYS[1])}
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-local key = KEYS[2] .. ':' .. count
-redis.call('set', key, 1, 'px', ARGV[1])
-redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+local expiry = tonumber(ARGV[1])
+if count > 1 then
+  expiry = math.max(expiry, redis.call('pttl', KEYS[2] .. ':' .. (count - 1)))
+  for k = 1, count - 1 do
+    redis.call('set', KEYS[2] .. ':' .. k, 1, 'px', expiry)
+  end
+end
+redis.call('set', KEYS[2] .. ':' .. count, 1, 'px', expiry)
+redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), expiry))
 return {1, count, 0}

@@ -1,23 +1,36 @@
--- Renew many read-write locks' holds in one call (the watchdog's batch).
+-- Renew many read-write locks' holds in one call (the watchdog's batch), or check them.
 -- KEYS[2i-1] a lock hash, KEYS[2i] its key prefix "{<name>}"; in a cluster all keys of
 --            one call share a slot
--- ARGV[1]    lease in milliseconds
+-- ARGV[1]    lease in milliseconds; "0" checks the holds without renewing them
 -- ARGV[i+1]  the field ("<owner>" or "<owner>:write") whose hold of lock i is renewed
--- Returns an array: 1 where the field still holds the lock and the hash and every read
--- hold's timeout key were renewed, 0 where the hold is gone.
+-- Returns an array: 1 where the field still holds the lock (and was renewed), 0 where the
+-- hold is gone. A read hold is gone when its field is, or when its newest timeout key ran
+-- out (a paused reader whose share others may already have counted as over).
+--
+-- A renewal touches only the renewer's own keys, as Redisson's read-lock renewal does
+-- now: a crashed reader's timeout keys run out however long the other readers stay. It
+-- never shortens an expiry, and the hash lives at least as long as the renewed hold.
+local lease = tonumber(ARGV[1])
 local renewed = {}
 for i = 1, #KEYS / 2 do
   local name, prefix, field = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i + 1]
-  local held = redis.pcall('hexists', name, field)
-  if held == 1 then
-    redis.call('pexpire', name, ARGV[1])
-    for _, f in ipairs(redis.call('hkeys', name)) do
-      local n = tonumber(redis.call('hget', name, f))
-      if n then
-        for k = n, 1, -1 do
-          redis.call('pexpire', prefix .. ':' .. f .. ':rwlock_timeout:' .. k, ARGV[1])
-        end
+  local n = redis.pcall('hget', name, field)
+  local expiry = lease
+  local held = type(n) == 'string'
+  if held and string.sub(field, -6) ~= ':write' then
+    local timeout = prefix .. ':' .. field .. ':rwlock_timeout:'
+    n = tonumber(n) or 0
+    held = n > 0 and redis.call('exists', timeout .. n) == 1
+    if held and lease > 0 then
+      expiry = math.max(redis.call('pttl', timeout .. n), lease)
+      for k = 1, n do
+        redis.call('pexpire', timeout .. k, expiry)
       end
+    end
+  end
+  if held then
+    if lease > 0 then
+      redis.call('pexpire', name, math.max(redis.call('pttl', name), expiry))
     end
     renewed[i] = 1
   else

@@ -12,6 +12,10 @@
 -- the lock is free, 2 when this hold is gone but others hold the lock (other readers, or
 -- this owner's read holds after its write hold: a downgrade).
 --
+-- Expiry, as Redisson's read unlock: while holds remain, the hash is set to the longest
+-- remaining read timeout key; in read mode with no live timeout key left, the lock is
+-- free. While a writer holds the lock its expiry is never shortened.
+--
 -- Messages as Redisson's: "1" when the writer leaves and no reader remains (everyone may
 -- try: readers can all enter), "0" when the last reader leaves (one may try). When writers
 -- wait under writer preference, the last reader sends "1", so that a woken reader that
@@ -28,20 +32,20 @@ local count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
 if ARGV[2] == 'read' then
   redis.call('del', KEYS[4] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. (count + 1))
 end
-if count > 0 then
-  redis.call('set', KEYS[3], 0, 'px', ARGV[3])
-  return 0
+local result = 0
+if count <= 0 then
+  redis.call('hdel', KEYS[1], ARGV[1])
+  result = 2
 end
-redis.call('hdel', KEYS[1], ARGV[1])
-local result = 1
-if redis.call('hlen', KEYS[1]) > 1 then
-  -- Other holds remain (readers, or this writer's own read holds): the lock lives on, in
-  -- read mode once no writer is left, for as long as its longest read hold.
-  local downgraded = false
-  if ARGV[2] == 'write' then
-    redis.call('hset', KEYS[1], 'mode', 'read')
-    downgraded = true
-  end
+local downgraded = false
+if ARGV[2] == 'write' and count <= 0 then
+  -- The writer is gone; what is left are its own read holds, if any.
+  redis.call('hset', KEYS[1], 'mode', 'read')
+  mode = 'read'
+  downgraded = true
+end
+local free = redis.call('hlen', KEYS[1]) <= 1
+if not free then
   local longest = -3
   for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
     local n = tonumber(redis.call('hget', KEYS[1], field))
@@ -51,19 +55,24 @@ if redis.call('hlen', KEYS[1]) > 1 then
       end
     end
   end
-  if longest > 0 then
+  if mode == 'write' then
+    if longest > 0 then
+      redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), longest))
+    end
+  elseif longest > 0 then
     redis.call('pexpire', KEYS[1], longest)
-    result = 2
     if downgraded then
       -- The writer kept read holds: the lock is in read mode now, and waiting readers may
       -- join them at once (Redisson leaves them to their time bound).
       redis.call(ARGV[4], KEYS[2], '1')
     end
-  elseif redis.call('hget', KEYS[1], 'mode') == 'write' then
-    result = 2
+  else
+    -- Read mode and every read hold has run out: nobody holds the lock.
+    free = true
   end
 end
-if result == 1 then
+if free then
+  result = 1
   redis.call('del', KEYS[1])
   local message = '0'
   if ARGV[2] == 'write' or redis.call('exists', KEYS[5]) == 1 then

@@ -1,7 +1,8 @@
 -- Take or re-enter the write hold of a read-write lock (Redisson's layout).
 -- KEYS[1] the lock hash
 -- KEYS[2] the waiting writers (writer preference)
--- KEYS[3] the fencing counter, only for a fenced lock
+-- KEYS[3] this owner's read-hold timeout key prefix "{<name>}:<owner>:rwlock_timeout"
+-- KEYS[4] the fencing counter, only for a fenced lock
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner's write field "<owner>:write"
 -- ARGV[3] owner's read field "<owner>"
@@ -9,33 +10,45 @@
 --         "0" otherwise
 -- ARGV[5] how long a waiting writer's registration lives without a refresh, in ms
 -- Returns {1, write hold count, token} when the owner now holds the write lock, {0, PTTL}
--- when it must wait, {2} when the owner holds read holds only: an upgrade, which would
--- wait forever for itself.
+-- when it must wait, {2} when the owner holds live read holds only: an upgrade, which
+-- would wait forever for itself.
+--
+-- A re-entry never moves the expiry earlier (see rlock_acquire.lua).
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then
     return redis.error_reply('WRONGTYPE the key holds a lock that is not a read-write lock')
   end
+  local token = 0
+  if KEYS[4] then
+    -- Before any write: a counter of another type fails the script with nothing changed.
+    token = redis.call('incr', KEYS[4])
+  end
   redis.call('hset', KEYS[1], 'mode', 'write')
-elseif mode ~= 'write' or redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-  if mode == 'read' and redis.call('hexists', KEYS[1], ARGV[3]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  if redis.call('zrem', KEYS[2], ARGV[2]) == 1 and redis.call('zcard', KEYS[2]) == 0 then
+    redis.call('del', KEYS[2])
+  end
+  return {1, 1, token}
+end
+if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  return {1, count, 0}
+end
+if mode == 'read' then
+  -- A read hold counts while its newest timeout key lives; a field whose keys ran out is
+  -- a hold that is gone, not an upgrade.
+  local reads = tonumber(redis.call('hget', KEYS[1], ARGV[3]) or '0')
+  if reads > 0 and redis.call('exists', KEYS[3] .. ':' .. reads) == 1 then
     return {2}
   end
-  if ARGV[4] == '1' then
-    local time = redis.call('time')
-    local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-    redis.call('zadd', KEYS[2], now + tonumber(ARGV[5]), ARGV[2])
-    redis.call('pexpire', KEYS[2], ARGV[5])
-  end
-  return {0, redis.call('pttl', KEYS[1])}
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-redis.call('pexpire', KEYS[1], ARGV[1])
-if redis.call('zrem', KEYS[2], ARGV[2]) == 1 and redis.call('zcard', KEYS[2]) == 0 then
-  redis.call('del', KEYS[2])
+if ARGV[4] == '1' then
+  local time = redis.call('time')
+  local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  redis.call('zadd', KEYS[2], now + tonumber(ARGV[5]), ARGV[2])
+  redis.call('pexpire', KEYS[2], ARGV[5])
 end
-local token = 0
-if count == 1 and KEYS[3] then
-  token = redis.call('incr', KEYS[3])
-end
-return {1, count, token}
+return {0, redis.call('pttl', KEYS[1])}

@@ -37,7 +37,7 @@ func ExampleHub() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	hub := pubsub.New(rc, false)
+	hub := pubsub.New(rc, false, nil)
 	defer hub.Close()
 
 	sub, err := hub.Subscribe("redisson_lock__channel:{report}")
@@ -68,7 +68,7 @@ func ExampleSub() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	hub := pubsub.New(rc, false)
+	hub := pubsub.New(rc, false, nil)
 	defer hub.Close()
 	ctx := context.Background()
 	const channel = "redisson_rwlock:{config}"
@@ -124,7 +124,7 @@ func ExampleStats() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	hub := pubsub.New(rc, false)
+	hub := pubsub.New(rc, false, nil)
 	defer hub.Close()
 	ctx := context.Background()
 	const channel = "redisson_lock__channel:{report}"

@@ -30,10 +30,13 @@ import (
 )
 
 // Messages published on lock channels. WakeOne is Redisson's unlock message; WakeAll is
-// its read-unlock message, after which every waiting reader may enter.
+// its read-unlock message, after which every waiting reader may enter. Recheck tells one
+// fair-lock waiter that the owner whose turn it was took the lock, so that it sleeps until
+// that hold ends rather than until its own refresh; like WakeOne it wakes one waiter.
 const (
 	WakeOne = "0"
 	WakeAll = "1"
+	Recheck = "2"
 )
 
 // Reconnect delays after the subscriber connection is lost.
@@ -46,11 +49,14 @@ const (
 // counting permits per channel. It is safe for concurrent use.
 type Hub struct {
 	rc      rueidis.Client
-	sharded bool            // SSUBSCRIBE per channel (cluster) rather than one SUBSCRIBE connection
-	ctx     context.Context // ended by Close; bounds every command on the connection
-	cancel  context.CancelFunc
-	kick    chan struct{} // tells run that subscriptions changed
-	done    chan struct{} // closed when run has returned
+	sharded bool // SSUBSCRIBE per channel (cluster) rather than one SUBSCRIBE connection
+	// onReconnect, when set, is called (with mu possibly held: it must not block) once
+	// Redis answers again on a connection made after one was lost.
+	onReconnect func()
+	ctx         context.Context // ended by Close; bounds every command on the connection
+	cancel      context.CancelFunc
+	kick        chan struct{} // tells run that subscriptions changed
+	done        chan struct{} // closed when run has returned
 
 	mu    sync.Mutex
 	chans map[string]*channel
@@ -95,16 +101,21 @@ type waiter struct {
 // whenever it drops, until Close. Sharded (for a cluster client): a receiver per wanted
 // channel, subscribed with SSUBSCRIBE on the node that owns its slot; locks must then
 // publish with SPUBLISH.
-func New(rc rueidis.Client, sharded bool) *Hub {
+//
+// onReconnect, if not nil, is called whenever the subscriber connection (or, sharded, a
+// channel's) is made again after it was lost and Redis answers on it: a Redis that
+// restarted may have lost every lock. It must not block.
+func New(rc rueidis.Client, sharded bool, onReconnect func()) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
 	h := &Hub{
-		rc:      rc,
-		sharded: sharded,
-		ctx:     ctx,
-		cancel:  cancel,
-		kick:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		chans:   make(map[string]*channel),
+		rc:          rc,
+		onReconnect: onReconnect,
+		sharded:     sharded,
+		ctx:         ctx,
+		cancel:      cancel,
+		kick:        make(chan struct{}, 1),
+		done:        make(chan struct{}),
+		chans:       make(map[string]*channel),
 	}
 	if sharded {
 		go h.runSharded()
@@ -354,6 +365,14 @@ func (h *Hub) confirm(c *channel) {
 	if c.lost {
 		c.lost = false
 		h.grantAll(c)
+		h.reconnected()
+	}
+}
+
+// reconnected tells the hub's owner that Redis answers again after the connection was lost.
+func (h *Hub) reconnected() {
+	if h.onReconnect != nil {
+		h.onReconnect()
 	}
 }
 
@@ -376,7 +395,7 @@ func (h *Hub) run() {
 			OnMessage:      h.onMessage,
 			OnSubscription: h.onSubscription,
 		})
-		h.serve(dc, lost)
+		h.serve(dc, lost, h.reconnects.Load() > 0)
 		// Close rather than release: a connection still subscribed must not go back to
 		// the pool. The hooks are done once lost is closed.
 		dc.Close()
@@ -414,7 +433,16 @@ func (h *Hub) subscriber() rueidis.Client {
 }
 
 // serve keeps one connection's subscriptions in line until it drops or the hub closes.
-func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error) {
+// It first makes sure the connection is made and Redis answers, even when no channel is
+// wanted: the connection's loss is how the client learns that Redis went away, and its
+// return, on a connection made after one was lost (again), is told to the hub's owner.
+func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) {
+	if dc.Do(h.ctx, dc.B().Ping().Build()).Error() != nil {
+		return
+	}
+	if again {
+		h.reconnected()
+	}
 	for {
 		if h.sync(dc) != nil {
 			return

@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func newHub(t *testing.T, b *redistest.Backend) (*pubsub.Hub, rueidis.Client) {
 	t.Helper()
 	rc := b.Client(t)
-	h := pubsub.New(rc, false)
+	h := pubsub.New(rc, false, nil)
 	t.Cleanup(h.Close)
 	return h, rc
 }

@@ -41,7 +41,8 @@ type Watchdog struct {
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
-	kick   chan struct{} // a hold with an earlier deadline arrived
+	kick   chan struct{} // a hold with an earlier deadline arrived, or a check was asked for
+	check  atomic.Bool   // look at every hold now (Check)
 	done   chan struct{} // closed when run has returned
 
 	base time.Time // the origin of Hold.due, with its monotonic clock reading
@@ -145,7 +146,12 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 	defer w.mu.Unlock()
 	if h := w.holds[k]; h != nil {
 		if g.Count > 1 {
+			// A re-entry: the scripts never move the expiry earlier, so neither does the
+			// hold's deadline; and a hold that one acquisition asked to be renewed stays
+			// renewed until it is released.
 			h.count = g.Count
+			h.renew = h.renew || g.Renew
+			w.setDeadline(h, later(h.deadline, g.Sent.Add(g.Lease)))
 			return h.join(parent)
 		}
 		// Redis says this is a first-level acquisition, so the hold we knew of is gone
@@ -173,6 +179,13 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 		}
 	}
 	return h.ctx
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // setDeadline sets the hold's local deadline. w.mu must be held, or h not yet shared.
@@ -253,6 +266,19 @@ func (w *Watchdog) Outside(ctx context.Context, name, owner string) context.Cont
 		return h.parent
 	}
 	return ctx
+}
+
+// Check makes the watchdog look at every hold at once rather than at its next tick:
+// renewable holds are renewed, holds with a fixed lease are checked without extending
+// them, and every hold whose owner's field is gone ends with ErrLeaseLost. The client
+// calls it when its subscriber connection comes back, since a Redis that restarted without
+// persistence has lost every lock, and the holders must learn it in one round trip.
+func (w *Watchdog) Check() {
+	w.check.Store(true)
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
 }
 
 // Unlocked records that the owner released one of several holds: the lock is still held.
@@ -345,6 +371,10 @@ func (w *Watchdog) run() {
 	next := time.Now().Add(w.period)
 	timer := time.NewTimer(w.period)
 	defer timer.Stop()
+	// A check (Check) whose round failed is tried again soon, with backoff: right after a
+	// restart the first command on a pooled connection meets the dead one.
+	var recheck time.Time
+	retry := minRecheck
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -353,13 +383,28 @@ func (w *Watchdog) run() {
 		case <-timer.C:
 		}
 		w.expire(time.Now())
-		if now := time.Now(); !now.Before(next) {
-			w.renew(now)
+		now := time.Now()
+		checking := w.check.Swap(false)
+		if !recheck.IsZero() && !now.Before(recheck) {
+			checking, recheck = true, time.Time{}
+		}
+		if checking || !now.Before(next) {
+			failed := w.renew(now, checking)
 			next = now.Add(w.period)
 			w.expire(time.Now())
+			switch {
+			case checking && failed:
+				recheck = time.Now().Add(retry)
+				retry = min(2*retry, w.period)
+			case checking:
+				retry = minRecheck
+			}
 		}
 		w.mu.Lock()
 		w.wakeAt = next
+		if !recheck.IsZero() && recheck.Before(w.wakeAt) {
+			w.wakeAt = recheck
+		}
 		for _, h := range w.holds {
 			if h.deadline.Before(w.wakeAt) {
 				w.wakeAt = h.deadline
@@ -369,6 +414,9 @@ func (w *Watchdog) run() {
 		w.mu.Unlock()
 	}
 }
+
+// minRecheck is the first delay before a failed check is tried again.
+const minRecheck = 20 * time.Millisecond
 
 // earliestRenewable returns the earliest deadline of the renewable holds.
 func (w *Watchdog) earliestRenewable() (time.Time, bool) {
@@ -396,23 +444,29 @@ func (w *Watchdog) expire(now time.Time) {
 	}
 }
 
-// renew sends one round of renewals: every renewable hold, in script calls of up to
-// batchSize locks of one slot, all pipelined. A call that fails keeps its holds; they are
-// tried again next round unless their deadline passes first.
-func (w *Watchdog) renew(sent time.Time) {
+// renew sends one round of renewals: every renewable hold (and with checkAll every hold
+// with a fixed lease, checked but not extended), in script calls of up to batchSize locks
+// of one slot, all pipelined. A call that fails keeps its holds; they are tried again next
+// round unless their deadline passes first.
+//
+// It reports whether any call failed.
+func (w *Watchdog) renew(sent time.Time, checkAll bool) (failed bool) {
 	w.mu.Lock()
 	// One call renews locks of one kind (one script) and, in a cluster, of one slot.
+	// Holds with a fixed lease go in calls of their own, checked without being extended,
+	// and only in a round asked for by Check: otherwise their deadline is enough.
 	type group struct {
-		rw   bool
-		slot uint16
+		rw    bool
+		check bool
+		slot  uint16
 	}
 	groups := make(map[group][]*Hold)
 	for _, h := range w.holds {
-		if !h.renew {
+		if !h.renew && !checkAll {
 			continue
 		}
 		h.sending = true
-		g := group{rw: h.prefix != ""}
+		g := group{rw: h.prefix != "", check: !h.renew}
 		if w.cluster {
 			g.slot = keys.Slot(h.key.name)
 		}
@@ -426,9 +480,9 @@ func (w *Watchdog) renew(sent time.Time) {
 	w.flight = flight
 	w.mu.Unlock()
 
-	var chunks [][]*Hold
-	for _, g := range groups {
-		chunks = appendChunks(chunks, g)
+	var chunks []chunk
+	for g, holds := range groups {
+		chunks = appendChunks(chunks, holds, g.check)
 	}
 
 	// Bound the round by the period and by the earliest renewable deadline: a round that
@@ -442,19 +496,22 @@ func (w *Watchdog) renew(sent time.Time) {
 	cancel()
 
 	w.mu.Lock()
-	for i, chunk := range chunks {
+	for i, c := range chunks {
 		renewed, err := results[i].AsIntSlice()
-		if err == nil && len(renewed) != len(chunk) {
+		if err == nil && len(renewed) != len(c.holds) {
 			err = errors.New("renewal reply of the wrong length")
 		}
-		for j, h := range chunk {
+		failed = failed || err != nil
+		for j, h := range c.holds {
 			h.sending = false
 			if err != nil || w.holds[h.key] != h {
 				continue // failed: try again next round; or released meanwhile
 			}
 			if renewed[j] == 1 {
-				w.setDeadline(h, sent.Add(w.lease))
-				w.renewed.Add(1)
+				if !c.check {
+					w.setDeadline(h, later(h.deadline, sent.Add(w.lease)))
+					w.renewed.Add(1)
+				}
 				continue
 			}
 			delete(w.holds, h.key)
@@ -466,12 +523,20 @@ func (w *Watchdog) renew(sent time.Time) {
 	w.mu.Unlock()
 	close(flight)
 	w.ticks.Add(1)
+	return failed
 }
 
-func appendChunks(chunks [][]*Hold, holds []*Hold) [][]*Hold {
+// chunk is the holds of one renewal script call: of one kind of lock, in a cluster of one
+// slot, and either all renewed or (check) all only checked.
+type chunk struct {
+	holds []*Hold
+	check bool
+}
+
+func appendChunks(chunks []chunk, holds []*Hold, check bool) []chunk {
 	for len(holds) > 0 {
 		n := min(len(holds), batchSize)
-		chunks = append(chunks, holds[:n])
+		chunks = append(chunks, chunk{holds[:n], check})
 		holds = holds[n:]
 	}
 	return chunks
@@ -479,16 +544,19 @@ func appendChunks(chunks [][]*Hold, holds []*Hold) [][]*Hold {
 
 // send pipelines one renewal call per chunk with EVALSHA, and sends the calls that met
 // NOSCRIPT (a restarted or flushed server) again with EVAL. A chunk holds one kind of lock.
-func (w *Watchdog) send(ctx context.Context, chunks [][]*Hold) []rueidis.RedisResult {
-	build := func(chunk []*Hold, sha bool) rueidis.Completed {
+func (w *Watchdog) send(ctx context.Context, chunks []chunk) []rueidis.RedisResult {
+	build := func(c chunk, sha bool) rueidis.Completed {
 		script := lua.RLockRenew()
-		if chunk[0].prefix != "" {
+		if c.holds[0].prefix != "" {
 			script = lua.RWLockRenew()
 		}
-		names := make([]string, 0, 2*len(chunk))
-		args := make([]string, 1, len(chunk)+1)
+		names := make([]string, 0, 2*len(c.holds))
+		args := make([]string, 1, len(c.holds)+1)
 		args[0] = w.leaseMs
-		for _, h := range chunk {
+		if c.check {
+			args[0] = "0" // check only
+		}
+		for _, h := range c.holds {
 			names = append(names, h.key.name)
 			if h.prefix != "" {
 				names = append(names, h.prefix)

@@ -59,12 +59,15 @@ func New(rc rueidis.Client, cfg Config) *Client {
 	if cfg.Sharded {
 		publish = "spublish"
 	}
+	w := watchdog.New(rc, cfg.Lease)
 	return &Client{
-		Redis:        rc,
-		ID:           cfg.ID,
-		Owners:       owner.NewIssuer(cfg.ID),
-		Hub:          pubsub.New(rc, cfg.Sharded),
-		Watchdog:     watchdog.New(rc, cfg.Lease),
+		Redis:  rc,
+		ID:     cfg.ID,
+		Owners: owner.NewIssuer(cfg.ID),
+		// A subscriber that reconnects means Redis may have restarted and lost every
+		// lock: the watchdog checks every hold at once, not at its next tick.
+		Hub:          pubsub.New(rc, cfg.Sharded, w.Check),
+		Watchdog:     w,
 		Lease:        cfg.Lease,
 		Timeout:      cfg.Timeout,
 		Publish:      publish,

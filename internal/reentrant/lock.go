@@ -146,18 +146,23 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 	if !a.renew {
 		a.leaseMs = strconv.FormatInt(lease.Milliseconds(), 10)
 	}
+	a.fenced = s.Fencing && m.kind != Read
 	a.keys = m.keys[:m.nkeys]
-	if s.Fencing && m.kind != Read {
+	if a.fenced {
 		a.keys = m.keys[:m.nkeys+1]
 	}
 	switch m.kind {
 	case Fair:
-		a.args = []string{a.leaseMs, owner, a.entryMs(), flag(wait)}
+		a.args = []string{a.leaseMs, owner, a.entryMs(), flag(wait), m.c.Publish, m.channel, pubsub.Recheck}
 	case Read:
-		a.keys = []string{m.name, keys.Suffixed(m.name, owner) + ":rwlock_timeout", m.keys[1]}
+		a.keys = []string{m.name, readTimeouts(m.name, owner), m.keys[1]}
 		a.args = []string{a.leaseMs, owner, writer, flag(s.WriterPreference)}
 	case Write:
 		a.preferred = wait && s.WriterPreference
+		a.keys = []string{m.name, m.keys[1], readTimeouts(m.name, owner)}
+		if a.fenced {
+			a.keys = append(a.keys, m.keys[2])
+		}
 		a.args = []string{a.leaseMs, a.owner, owner, flag(a.preferred), a.entryMs()}
 	default:
 		a.args = []string{a.leaseMs, owner}
@@ -196,6 +201,12 @@ func (a *attempt) entryMs() string {
 	return strconv.FormatInt(2*a.refresh.Milliseconds(), 10)
 }
 
+// readTimeouts is the prefix of the owner's read holds' timeout keys: hold k lives in
+// "<prefix>:k".
+func readTimeouts(name, owner string) string {
+	return keys.Suffixed(name, owner) + ":rwlock_timeout"
+}
+
 func flag(b bool) string {
 	if b {
 		return "1"
@@ -208,6 +219,7 @@ type attempt struct {
 	m         *Lock
 	owner     string // the hash field: the owner, or its write field
 	preferred bool   // Write: registered as a waiting writer (writer preference)
+	fenced    bool   // a first-level acquisition takes a fencing token
 	lease     time.Duration
 	leaseMs   string
 	renew     bool
@@ -359,7 +371,7 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 		return false, v[1], nil
 	}
 	var token int64
-	if m.kind != Read && len(a.keys) > m.nkeys && v[1] == 1 {
+	if a.fenced && v[1] == 1 {
 		if token, err = m.c.Redis.Do(ctx, m.c.Redis.B().Get().Key(m.keys[m.nkeys]).Build()).AsInt64(); err != nil {
 			return false, known, err
 		}
@@ -370,7 +382,7 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 
 // granted records what the acquisition got.
 func (a *attempt) granted(count, token int64, sent time.Time) {
-	a.grant = watchdog.Grant{Name: a.m.name, Owner: a.owner, Count: count, Token: token, Fenced: a.m.kind != Read && len(a.keys) > a.m.nkeys,
+	a.grant = watchdog.Grant{Name: a.m.name, Owner: a.owner, Count: count, Token: token, Fenced: a.fenced,
 		Sent: sent, Lease: a.lease, Renew: a.renew, Prefix: a.m.prefix}
 }
 

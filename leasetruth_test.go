@@ -1,0 +1,479 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/rwlock"
+)
+
+// The tests in this file guard the lease-truth rule (docs/design.md): a hold's context is
+// live only while Redis keeps the owner's field with an expiry no earlier than the
+// context's deadline, and it ends with ErrLeaseLost only once Redis has lost the hold.
+// Each one is a case in which relock once broke the rule.
+
+// truthClient returns a relock client on b that is closed at the test's end.
+func truthClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
+	t.Helper()
+	c, err := relock.New(b.Client(t), opts...)
+	if err != nil {
+		t.Fatalf("relock.New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+func truthPTTL(t *testing.T, rc rueidis.Client, key string) int64 {
+	t.Helper()
+	v, err := sdo(t, rc, "PTTL", key).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// sleepUntil sleeps until at, which is a point the test computed from a lease.
+func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
+
+// live fails the test unless the hold's context is live.
+func live(t *testing.T, ctx context.Context, what string) {
+	t.Helper()
+	if ctx.Err() != nil {
+		t.Fatalf("%s: the hold's context ended: %v", what, context.Cause(ctx))
+	}
+}
+
+// A re-entry with a shorter fixed lease must not cut short the lease the first hold was
+// promised: the lock stays held (another owner gets ErrLocked) past the short lease, for
+// the plain lock and the read-write lock's write side. (It once set the key's expiry to
+// the new lease, and another client got in while both contexts were live.)
+func TestReentryWithShorterLeaseKeepsLonger(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, other := truthClient(t, b), truthClient(t, b)
+		type kind struct {
+			name string
+			lock func(ctx context.Context, lease time.Duration) (context.Context, error)
+			try  func(ctx context.Context) error
+		}
+		mu, rw := c.Lock("truth:short"), c.RWLock("truth:short-rw")
+		kinds := []kind{
+			{"rlock", func(ctx context.Context, d time.Duration) (context.Context, error) {
+				return mu.Lock(ctx, rlock.WithLease(d))
+			}, func(ctx context.Context) error { return keep(other.Lock("truth:short").TryLock(ctx)) }},
+			{"write", func(ctx context.Context, d time.Duration) (context.Context, error) {
+				return rw.Lock(ctx, rwlock.WithLease(d))
+			}, func(ctx context.Context) error { return keep(other.RWLock("truth:short-rw").TryLock(ctx)) }},
+		}
+		for _, k := range kinds {
+			t.Run(k.name, func(t *testing.T) {
+				first, err := k.lock(context.Background(), 20*time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				start := time.Now()
+				second, err := k.lock(first, time.Second)
+				if err != nil {
+					t.Fatal(err)
+				}
+				sleepUntil(start.Add(2500 * time.Millisecond)) // 1.5s past the short lease
+				if err := k.try(context.Background()); !errors.Is(err, relock.ErrLocked) {
+					t.Fatalf("another owner's TryLock after the short lease: %v; want ErrLocked", err)
+				}
+				live(t, first, "first hold")
+				live(t, second, "re-entry")
+			})
+		}
+	})
+}
+
+// A re-entry with a later-ending fixed lease extends the hold: the first hold's context
+// must not end at its own lease while Redis still holds the lock for the re-entry. (It
+// once ended with ErrLeaseLost at the first lease, with HoldCount 2 and other owners
+// still refused.)
+func TestReentryWithLaterLeaseExtendsHold(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := truthClient(t, b)
+		mu := c.Lock("truth:later")
+		start := time.Now()
+		first, err := mu.Lock(context.Background(), rlock.WithLease(3*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		sleepUntil(start.Add(1500 * time.Millisecond))
+		second, err := mu.Lock(first, rlock.WithLease(6*time.Second)) // ends at 7.5s at the earliest
+		if err != nil {
+			t.Fatal(err)
+		}
+		sleepUntil(start.Add(4500 * time.Millisecond)) // 1.5s past the first lease
+		if n, err := mu.HoldCount(first); err != nil || n != 2 {
+			t.Fatalf("HoldCount = %d, %v; want 2", n, err)
+		}
+		live(t, first, "first hold, while Redis keeps the re-entry's lease")
+		live(t, second, "re-entry")
+		if err := mu.Unlock(second); err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(first); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A reader's renewal touches only its own timeout keys: a crashed reader's key runs out
+// while a live reader on another client keeps renewing, and once the live reader leaves
+// the lock is free at once. (Renewal once renewed every reader's keys, so a crashed
+// reader's share lived on, and the hash outlived the last live reader by up to a lease.)
+func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		alive := truthClient(t, b, relock.WithWatchdogTimeout(3*time.Second))
+		crashing := truthClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
+		r1, err := alive.RWLock("truth:readers").RLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := crashing.RWLock("truth:readers").RLock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		crashed := "{truth:readers}:" + crashing.ID() + ":1:rwlock_timeout:1"
+		crashing.Close() // renewal stops; the read hold is left to run out
+		// The crashed reader's key had 1.5s; the live reader renews every second.
+		sleepUntil(start.Add(4 * time.Second))
+		if p := truthPTTL(t, side, crashed); p != -2 {
+			t.Fatalf("the crashed reader's timeout key has PTTL %d at 4s; want it gone (its lease was 1.5s)", p)
+		}
+		live(t, r1, "live reader")
+		if err := alive.RWLock("truth:readers").RUnlock(r1); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := sdo(t, side, "EXISTS", "truth:readers").AsInt64(); n != 0 {
+			t.Fatalf("the lock hash outlives its last live reader: %s", snapshot(t, side, "truth:readers"))
+		}
+		w, err := truthClient(t, b).RWLock("truth:readers").TryLock(context.Background())
+		if err != nil {
+			t.Fatalf("a writer after the last live reader left: %v", err)
+		}
+		live(t, w, "writer")
+	})
+}
+
+// A reader with a short lease whose client goes away must not shorten the lock under a
+// reader with a long one: no writer gets in while the long reader's context is live.
+// (A renewal once set the hash and every reader's key to the renewer's lease.)
+func TestShortReaderDoesNotShortenLongReader(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		long := truthClient(t, b, relock.WithWatchdogTimeout(30*time.Second))
+		short := truthClient(t, b, relock.WithWatchdogTimeout(time.Second))
+		r1, err := long.RWLock("truth:mixed").RLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := short.RWLock("truth:mixed").RLock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		sleepUntil(start.Add(800 * time.Millisecond)) // the short client renews at 333ms and 667ms
+		short.Close()
+		sleepUntil(start.Add(3 * time.Second)) // the short reader's lease ran out
+		if err := keep(truthClient(t, b).RWLock("truth:mixed").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("a writer's TryLock beside the long reader: %v; want ErrLocked", err)
+		}
+		live(t, r1, "long reader")
+	})
+}
+
+// Releasing one of an owner's two read holds leaves the other one what it was promised:
+// the remaining hold's context stays live past the released hold's lease while Redis keeps
+// it, writers stay out, and releasing it frees the lock. (The hold's context once ended at
+// the first lease while the hash and the owner's field lived on.)
+func TestPartialReadReleaseKeepsPromise(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, other := truthClient(t, b), truthClient(t, b)
+		rw := c.RWLock("truth:partial")
+		start := time.Now()
+		first, err := rw.RLock(context.Background(), rwlock.WithLease(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		second, err := rw.RLock(first, rwlock.WithLease(8*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rw.RUnlock(second); err != nil {
+			t.Fatal(err)
+		}
+		sleepUntil(start.Add(3500 * time.Millisecond)) // 1.5s past the first lease
+		live(t, first, "remaining read hold")
+		if err := keep(other.RWLock("truth:partial").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("a writer while a read hold remains: %v; want ErrLocked", err)
+		}
+		if err := rw.RUnlock(first); err != nil {
+			t.Fatalf("RUnlock of the remaining hold: %v", err)
+		}
+		if _, err := other.RWLock("truth:partial").TryLock(context.Background()); err != nil {
+			t.Fatalf("a writer after the last read hold left: %v", err)
+		}
+	})
+}
+
+// A read field whose timeout keys all ran out is a hold that is gone: its owner asking for
+// the write lock waits like any writer (ErrLocked from TryLock while the lock is held by
+// others), not ErrUpgrade.
+func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, other := truthClient(t, b), truthClient(t, b)
+		side := b.Client(t)
+		held, err := other.RWLock("truth:dead-read").RLock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine, err := c.RWLock("truth:dead-read").RLock(context.Background(), rwlock.WithLease(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-mine.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the 1s read hold's context did not end")
+		}
+		// The other reader keeps the hash alive, so the dead hold's field is still there.
+		fields, err := sdo(t, side, "HKEYS", "truth:dead-read").AsStrSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stale := false
+		for _, f := range fields {
+			stale = stale || strings.HasPrefix(f, c.ID()+":")
+		}
+		if !stale {
+			t.Fatalf("the dead read hold's field is not in the hash: %v", fields)
+		}
+		if err := keep(c.RWLock("truth:dead-read").TryLock(mine)); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("TryLock by the owner of a dead read hold: %v; want ErrLocked (not an upgrade)", err)
+		}
+		live(t, held, "other reader")
+	})
+}
+
+// The fair lock hands over without a stall after a holder's lease runs out: a waiter
+// behind one that takes the lock and never unlocks gets the lock when that hold's lease
+// ends, not at its own refresh. (It once slept until its refresh period, up to 5s a
+// hand-over by default, and waiters with a wait bound lost their turn.)
+func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		holderC, firstC, secondC := truthClient(t, b), truthClient(t, b), truthClient(t, b)
+		side := b.Client(t)
+		holder, err := holderC.FairLock("truth:fair").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		const lease = time.Second
+		firstGot, secondGot := make(chan time.Time, 1), make(chan time.Time, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		go func() {
+			// Takes the lock in its turn and never unlocks: its lease runs out.
+			if _, err := firstC.FairLock("truth:fair").Lock(ctx, fairlock.WithLease(lease)); err == nil {
+				firstGot <- time.Now()
+			}
+			close(firstGot)
+		}()
+		waitUntil(t, "first waiter queued", func() bool { return len(fairQueue(t, side, "truth:fair")) == 1 })
+		go func() {
+			// A refresh period far longer than the lease: a stall would show.
+			if held, err := secondC.FairLock("truth:fair", fairlock.WithRefreshPeriod(time.Minute)).Lock(ctx); err == nil {
+				secondGot <- time.Now()
+				_ = secondC.FairLock("truth:fair").Unlock(held)
+			}
+			close(secondGot)
+		}()
+		waitUntil(t, "second waiter queued", func() bool { return len(fairQueue(t, side, "truth:fair")) == 2 })
+		if err := holderC.FairLock("truth:fair").Unlock(holder); err != nil {
+			t.Fatal(err)
+		}
+		at, ok := <-firstGot
+		if !ok {
+			t.Fatal("the first waiter did not get the lock")
+		}
+		select {
+		case got, ok := <-secondGot:
+			if !ok {
+				t.Fatal("the second waiter did not get the lock")
+			}
+			t.Logf("second waiter acquired %v after the first (lease %v)", got.Sub(at).Round(time.Millisecond), lease)
+		case <-time.After(lease + 10*time.Second):
+			t.Fatalf("the second waiter still waits %v after the first one's %v lease began", lease+10*time.Second, lease)
+		}
+	})
+}
+
+// fairQueue returns a fair lock's queue of waiting owners.
+func fairQueue(t *testing.T, rc rueidis.Client, name string) []string {
+	t.Helper()
+	q, err := sdo(t, rc, "LRANGE", "redisson_lock_queue:{"+name+"}", "0", "-1").AsStrSlice()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+// A live fair waiter whose refresh is late (a busy process) keeps its place while the lock
+// is held: only a waiter whose turn comes while its entry has run out is skipped. (A late
+// refresh once counted as death whenever anybody looked at the queue, and the waiter was
+// queued anew at the back.)
+func TestLateFairWaiterKeepsItsPlace(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := truthClient(t, b)
+		side := b.Client(t)
+		holder, err := c.FairLock("truth:late").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		order := make(chan string, 2)
+		queueUp := func(who string) {
+			go func() {
+				m := c.FairLock("truth:late")
+				held, err := m.Lock(ctx)
+				if err != nil {
+					order <- who + " failed: " + err.Error()
+					return
+				}
+				order <- who
+				_ = m.Unlock(held)
+			}()
+		}
+		queueUp("late")
+		waitUntil(t, "late waiter queued", func() bool { return len(fairQueue(t, side, "truth:late")) == 1 })
+		late := fairQueue(t, side, "truth:late")[0]
+		queueUp("next")
+		waitUntil(t, "next waiter queued", func() bool { return len(fairQueue(t, side, "truth:late")) == 2 })
+		// Make the first waiter's entry look as if its refresh were late: its deadline passed.
+		mustDo(t, side, "ZADD", "redisson_lock_timeout:{truth:late}", "1", late)
+		// Anybody's attempt looks at the queue; the lock is held, so nobody's turn passes.
+		if err := keep(truthClient(t, b).FairLock("truth:late").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("TryLock: %v; want ErrLocked", err)
+		}
+		if q := fairQueue(t, side, "truth:late"); len(q) != 2 || q[0] != late {
+			t.Fatalf("queue after a late refresh while the lock is held: %v; want %s first", q, late)
+		}
+		// The late waiter comes back (its next refresh, at most 5s away by default) before
+		// the holder lets go.
+		waitUntil(t, "late waiter refreshed", func() bool {
+			s, err := sdo(t, side, "ZSCORE", "redisson_lock_timeout:{truth:late}", late).AsFloat64()
+			return err == nil && s > 1
+		})
+		if err := c.FairLock("truth:late").Unlock(holder); err != nil {
+			t.Fatal(err)
+		}
+		for _, want := range []string{"late", "next"} {
+			select {
+			case got := <-order:
+				if got != want {
+					t.Fatalf("granted to %q; want %q (arrival order)", got, want)
+				}
+			case <-ctx.Done():
+				t.Fatal("waiters not granted")
+			}
+		}
+	})
+}
+
+// A fenced acquisition whose token counter cannot be incremented fails with nothing left
+// behind, for every kind that takes tokens. (The hold was once written before the INCR
+// failed: the caller got ErrWrongType and the lock stayed held for a full lease.)
+func TestFailedFencedAcquireLeavesNothing(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := truthClient(t, b)
+		side := b.Client(t)
+		kinds := map[string]func(ctx context.Context) error{
+			"rlock": func(ctx context.Context) error { return keep(c.Lock("truth:fence-r", rlock.WithFencing()).Lock(ctx)) },
+			"fair": func(ctx context.Context) error {
+				return keep(c.FairLock("truth:fence-f", fairlock.WithFencing()).Lock(ctx))
+			},
+			"write": func(ctx context.Context) error {
+				return keep(c.RWLock("truth:fence-w", rwlock.WithFencing()).Lock(ctx))
+			},
+		}
+		names := map[string]string{"rlock": "truth:fence-r", "fair": "truth:fence-f", "write": "truth:fence-w"}
+		for kind, lock := range kinds {
+			t.Run(kind, func(t *testing.T) {
+				name := names[kind]
+				token := "redisson_lock_token:{" + name + "}"
+				mustDo(t, side, "RPUSH", token, "not a counter")
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				defer cancel()
+				if err := lock(ctx); !errors.Is(err, relock.ErrWrongType) {
+					t.Fatalf("fenced Lock with a list as the counter: %v; want ErrWrongType", err)
+				}
+				if n, _ := sdo(t, side, "EXISTS", name).AsInt64(); n != 0 {
+					t.Fatalf("the failed acquisition left the lock behind: %s", snapshot(t, side, name))
+				}
+				if got, _ := sdo(t, side, "LRANGE", token, "0", "-1").AsStrSlice(); len(got) != 1 || got[0] != "not a counter" {
+					t.Fatalf("the foreign counter key changed: %v", got)
+				}
+			})
+		}
+	})
+}
+
+// After Redis restarts without persistence (every lock is gone), a holder learns it when
+// its client's subscriber reconnects, not at its next renewal: its context ends soon after
+// a waiter on another client has taken the lock, well within a third of the lease. (With a
+// 30s watchdog timeout the old holder's context once stayed live up to 10s beside the new
+// holder.)
+func TestRestartEndsHoldsAtReconnect(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		holderC := truthClient(t, b) // default 30s lease: renewals every 10s
+		waiterC := truthClient(t, b)
+		held, err := holderC.Lock("truth:restart").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Time, 1)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		go func() {
+			h, err := waiterC.Lock("truth:restart").Lock(ctx)
+			if err != nil {
+				close(got)
+				return
+			}
+			got <- time.Now()
+			_ = waiterC.Lock("truth:restart").Unlock(h)
+		}()
+		waitUntil(t, "waiter parked", func() bool { return waiterC.Stats().Waiting > 0 })
+		// The restart comes well before the holder's first renewal (10s).
+		b.Server.Restart(t)
+		var acquired time.Time
+		select {
+		case at, ok := <-got:
+			if !ok {
+				t.Fatal("the waiter did not get the lock after the restart")
+			}
+			acquired = at
+		case <-time.After(30 * time.Second):
+			t.Fatal("the waiter did not get the lock within 30s of the restart")
+		}
+		select {
+		case <-held.Done():
+			if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+				t.Fatalf("cause %v; want ErrLeaseLost", context.Cause(held))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the old holder context is still live 5s after another client took the lock; want it ended at reconnect")
+		}
+		t.Logf("the old hold ended %v after the new holder got the lock", time.Since(acquired).Round(time.Millisecond))
+	})
+}
