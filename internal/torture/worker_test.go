@@ -440,6 +440,7 @@ func (s *spy) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult
 func (s *spy) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
 	type renewal struct {
 		i           int
+		check       bool // "0" for the lease: checked, not extended
 		names, flds []string
 	}
 	var rs []renewal
@@ -452,7 +453,7 @@ func (s *spy) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis
 		if role == roleRenewRW {
 			step = 2 // each lock's hash, then its key prefix
 		}
-		r := renewal{i: i}
+		r := renewal{i: i, check: argv[0] == "0"}
 		for k := 0; k < len(keys); k += step {
 			r.names = append(r.names, strings.Clone(keys[k]))
 		}
@@ -480,8 +481,9 @@ func (s *spy) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis
 			}
 			switch {
 			case l.gone != 0:
-			case ok == 1:
+			case ok == 1 && !r.check:
 				l.ok = max(l.ok, sent)
+			case ok == 1:
 			default:
 				l.gone = got
 			}
