@@ -436,35 +436,33 @@ func queueSpans(r Record, entry time.Duration, cuts []Window) []Window {
 // entry's lifetime: skipped as dead), that gave up, or that a restart dropped (cuts).
 // Each jumper counts once.
 func CheckFairOrder(history []Record, entry time.Duration, cuts []Window) []OrderViolation {
-	type waiter struct {
-		r     Record
-		spans []Window
-	}
-	var ws []waiter
-	for _, r := range history {
-		if r.Attempt() && len(r.Queued) > 0 {
-			if sp := queueSpans(r, entry, cuts); len(sp) > 0 {
-				ws = append(ws, waiter{r, sp})
-			}
-		}
-	}
 	grants := Holds(history)
-	sort.Slice(grants, func(i, j int) bool { return grants[i].Token < grants[j].Token })
-	var out []OrderViolation
-	for _, b := range grants {
-	waiters:
-		for _, a := range ws {
-			if a.r.Held() && a.r.Token <= b.Token {
-				continue // granted first (or b itself)
-			}
-			for _, sp := range a.spans {
-				if sp.From < b.Call && sp.To >= b.Acq {
-					out = append(out, OrderViolation{Skipped: a.r, Jumper: b})
-					break waiters
+	sort.Slice(grants, func(i, j int) bool { return grants[i].Call < grants[j].Call })
+	skipped := map[int]Record{} // by index in grants: the first waiter found jumped
+	for _, a := range history {
+		if !a.Attempt() || len(a.Queued) == 0 {
+			continue
+		}
+		for _, sp := range queueSpans(a, entry, cuts) {
+			// The grants whose Lock call began after the waiter was queued, and returned
+			// while it still was (Call ≤ Acq, so Call ≤ sp.To).
+			i := sort.Search(len(grants), func(i int) bool { return grants[i].Call > sp.From })
+			for ; i < len(grants) && grants[i].Call <= sp.To; i++ {
+				b := grants[i]
+				if b.Acq > sp.To || (a.Held() && a.Token <= b.Token) {
+					continue // still queued when b returned? unknown; or a was granted first
+				}
+				if _, ok := skipped[i]; !ok {
+					skipped[i] = a
 				}
 			}
 		}
 	}
+	out := make([]OrderViolation, 0, len(skipped))
+	for i, a := range skipped {
+		out = append(out, OrderViolation{Skipped: a, Jumper: grants[i]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Jumper.Token < out[j].Jumper.Token })
 	return out
 }
 

@@ -463,6 +463,7 @@ func (h *harness) deleteHeld() {
 	note, ok := notes[w]
 	if !ok {
 		_ = w.cmd.Process.Signal(stopLingerSignal)
+		h.t.Logf("delete: no section of %s lingered within 3s", w.id)
 		return
 	}
 	from := time.Now().UnixNano()
@@ -470,6 +471,8 @@ func (h *harness) deleteHeld() {
 	to := time.Now().UnixNano()
 	if len(fields) > 0 {
 		h.deletions = append(h.deletions, deletion{win: Window{from, to}, fields: map[string]map[string]bool{note.Lock: set(fields)}})
+	} else {
+		h.t.Logf("delete: the hold of %s's lingering section on %s was gone already", w.id, note.Lock)
 	}
 	h.awaitSections(notes, map[*worker]int64{w: off})
 }
@@ -743,7 +746,13 @@ func run(t *testing.T, cfg config) summary {
 		if kind == kindFair {
 			ov := CheckFairOrder(hk, entryLife, h.cuts)
 			k.orderViolations = len(ov)
-			t.Logf("%s: %d grants out of turn (%d restarts cut the queue)", kind, len(ov), len(h.cuts))
+			queued := 0
+			for _, r := range hk {
+				if r.Attempt() && len(r.Queued) > 0 {
+					queued++
+				}
+			}
+			t.Logf("%s: %d grants out of turn; %d Lock calls queued (%d restarts emptied the queue)", kind, len(ov), queued, len(h.cuts))
 			for i, v := range ov {
 				if i == 5 {
 					break
