@@ -371,6 +371,9 @@ type OrderViolation struct{ Skipped, Jumper Record }
 //
 // A waiter that was never granted is in the queue no later than its last reply: after
 // it, it may have given up and left.
+//
+// Redis runs on the workers' machine, so the scripts' TIME and the workers' clocks are
+// one clock.
 func queueSpans(r Record, entry time.Duration, cuts []Window) []Window {
 	life := int64(entry - queueMargin)
 	cutIn := func(from, to int64) (int64, bool) { // the first cut that starts in [from, to]
