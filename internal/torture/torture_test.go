@@ -159,13 +159,14 @@ func (s summary) String() string {
 // with all of them mixed, and checks every history. Each worker takes the three kinds of
 // lock at once, each kind on its own lock.
 func TestTorture(t *testing.T) {
-	// Short mode (CI, with -race): about a minute. The mixed run is longer, so that each
-	// fault lands at least once before the workers are done.
+	// Short mode (CI, with -race): about a minute and a half, two and a half on a loaded
+	// machine. The mixed run is longer, so that each fault lands at least once before the
+	// workers are done.
 	cfg := config{workers: 3, goroutines: 3, iters: 60, period: time.Second, maxFaults: 3, deadline: 90 * time.Second}
 	mixed := cfg
 	mixed.iters, mixed.maxFaults = 120, 2*len(allFaults)
 	if *long {
-		// Long mode: about 5 minutes. The deadlines add up to 15 minutes, which bounds a
+		// Long mode: about 6 minutes. The deadlines add up to 16.5 minutes, which bounds a
 		// run whose workers hang.
 		cfg = config{workers: 4, goroutines: 4, iters: 200, period: time.Second, maxFaults: 10, deadline: 90 * time.Second}
 		// The mixed run alone must reach 20,000 acquisitions under every fault. Its faults
