@@ -251,13 +251,21 @@ func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		stale := false
+		stale := ""
 		for _, f := range fields {
-			stale = stale || strings.HasPrefix(f, c.ID()+":")
+			if strings.HasPrefix(f, c.ID()+":") {
+				stale = f
+			}
 		}
-		if !stale {
+		if stale == "" {
 			t.Fatalf("the dead read hold's field is not in the hash: %v", fields)
 		}
+		// The context ends at the local deadline, a little before Redis lets the key go.
+		timeout := "{truth:dead-read}:" + stale + ":rwlock_timeout:1"
+		waitUntil(t, "the dead read hold's timeout key ran out", func() bool {
+			n, err := sdo(t, side, "EXISTS", timeout).AsInt64()
+			return err == nil && n == 0
+		})
 		if err := keep(c.RWLock("truth:dead-read").TryLock(mine)); !errors.Is(err, relock.ErrLocked) {
 			t.Fatalf("TryLock by the owner of a dead read hold: %v; want ErrLocked (not an upgrade)", err)
 		}
@@ -283,7 +291,8 @@ func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
 		defer cancel()
 		go func() {
 			// Takes the lock in its turn and never unlocks: its lease runs out.
-			if _, err := firstC.FairLock("truth:fair").Lock(ctx, fairlock.WithLease(lease)); err == nil {
+			first := firstC.FairLock("truth:fair", fairlock.WithRefreshPeriod(time.Minute))
+			if _, err := first.Lock(ctx, fairlock.WithLease(lease)); err == nil {
 				firstGot <- time.Now()
 			}
 			close(firstGot)
@@ -475,5 +484,77 @@ func TestRestartEndsHoldsAtReconnect(t *testing.T) {
 			t.Fatalf("the old holder context is still live 5s after another client took the lock; want it ended at reconnect")
 		}
 		t.Logf("the old hold ended %v after the new holder got the lock", time.Since(acquired).Round(time.Millisecond))
+	})
+}
+
+// A first-level acquisition made with the context of a hold that Redis lost but the client
+// has not yet noticed (ForceUnlock by someone else, before the next renewal) gets a live
+// context: the new hold must not derive from the old one, which ends now. (Its context
+// was once born ended, with ErrLeaseLost, while Redis held the new hold for its lease.)
+func TestNewHoldThroughLostHoldsContext(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, other := truthClient(t, b), truthClient(t, b)
+		mu := c.Lock("truth:relocked")
+		old, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := other.Lock("truth:relocked").ForceUnlock(context.Background()); !ok || err != nil {
+			t.Fatalf("ForceUnlock = %v, %v", ok, err)
+		}
+		// The next renewal is 10s away: the client still takes old for live.
+		again, err := mu.Lock(old, rlock.WithLease(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		live(t, again, "the new hold")
+		if !errors.Is(context.Cause(old), relock.ErrLeaseLost) {
+			t.Fatalf("the lost hold's context: %v; want ended with ErrLeaseLost", context.Cause(old))
+		}
+		if err := mu.Unlock(again); err != nil {
+			t.Fatalf("Unlock of the new hold: %v", err)
+		}
+	})
+}
+
+// A downgrade made with the context a write re-entry returned keeps its read hold when the
+// write hold ends, as one made with the write hold's own context does. (The read hold once
+// derived from the write hold's re-entry context and ended with it, while Redis kept it.)
+func TestDowngradeThroughReentryContext(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := truthClient(t, b)
+		rw := c.RWLock("truth:downgrade")
+		// A context that carries the owner without deriving from the write hold: that of
+		// another lock the owner holds.
+		bounded, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		ctx, err := c.Lock("truth:downgrade-other").Lock(bounded)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := rw.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w2, err := rw.Lock(ctx) // a re-entry through ctx: a child context of ctx's
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := rw.RLock(w2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if err := rw.Unlock(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		live(t, r, "the downgraded read hold")
+		if n, err := rw.RHoldCount(r); err != nil || n != 1 {
+			t.Fatalf("RHoldCount = %d, %v; want 1", n, err)
+		}
+		if err := rw.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
 	})
 }

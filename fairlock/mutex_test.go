@@ -174,8 +174,8 @@ func TestFIFO(t *testing.T) {
 			eventually(t, 5*time.Second, "wake-up messages missing", func() bool { return wakes()-before >= waiters })
 			time.Sleep(20 * time.Millisecond)
 			got := wakes() - before
-			// On a cluster the count is of SPUBLISH calls, which include the notices to
-			// waiters that came while it was another's turn (at most one per acquisition).
+			// On a cluster the count is of SPUBLISH calls, which include the notice to the
+			// next waiter when a waiter takes its turn (one per acquisition from the queue).
 			if b.Cluster == nil && got != waiters || b.Cluster != nil && (got < waiters || got > 2*waiters) {
 				t.Fatalf("round %d: %d wake-up messages for %d unlocks with a waiter; want exactly one each", r, got, waiters)
 			}
@@ -243,7 +243,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 // place and acquires in its turn.
 func TestLiveWaiterNeverEvicted(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const refresh = 500 * time.Millisecond // the patient waiter's: its entry lives 1s
+		const refresh = time.Second // the patient waiter's: its entry lives 2s
 		c := newClient(t, b)
 		side := b.Client(t)
 		mu := c.FairLock("patient", fairlock.WithRefreshPeriod(refresh))

@@ -3,8 +3,7 @@
 -- KEYS[1] the lock hash (owner -> hold count, as an RLock)
 -- KEYS[2] the queue, a list of waiting owners in arrival order
 -- KEYS[3] the waiters' deadlines, a zset owner -> Redis time (ms) by which the owner must
---         come back (refresh), or be taken for dead and skipped; half a millisecond more
---         marks a waiter to be told when the owner whose turn it is takes the lock
+--         come back (refresh), or be taken for dead and skipped
 -- KEYS[4] the fencing counter, only for a fenced lock
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner
@@ -13,7 +12,7 @@
 -- ARGV[5] the publish command
 -- ARGV[6] the waiters' channel prefix "redisson_lock__channel:{<name>}:"; a waiter
 --         listens on the prefix followed by its owner
--- ARGV[7] the message that tells a waiter the turn was taken ("2")
+-- ARGV[7] the message that tells the next waiter the turn was taken ("2")
 -- Returns {1, hold count, token} when the owner now holds the lock (token as for an
 -- RLock), or {0, ms}: how long the caller may wait before it tries again: the lock's PTTL,
 -- or, when another live waiter is first and its entry runs out sooner, the time until it
@@ -22,8 +21,10 @@
 --
 -- A waiter whose entry ran out is skipped only when the lock is free, that is when its
 -- turn would come: while the lock is held, a waiter that refreshes late (a busy process)
--- keeps its place. When a queued waiter takes the lock, the next live waiter is told, so
--- that it sleeps until the new hold's lease ends rather than until its own refresh.
+-- keeps its place. When a queued waiter takes the lock, the next live waiter is told: it
+-- was sleeping until the previous hold's lease or its own refresh, and must sleep until
+-- the new hold's lease ends instead, or a new holder that never unlocks (a crash, a
+-- fixed lease) would stall the queue.
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
@@ -69,14 +70,11 @@ if free and (not head or head == ARGV[2]) then
     if #waiting == 0 then
       redis.call('del', KEYS[2], KEYS[3])
     end
-    -- Waiters that came while the lock was free and it was this owner's turn were told to
-    -- sleep until this owner's entry runs out; their entries carry half a millisecond as a
-    -- mark. Tell them the turn was taken, so that each sleeps until this hold ends instead.
     for _, w in ipairs(waiting) do
-      local d = tonumber(redis.call('zscore', KEYS[3], w))
-      if d and d > now and d % 1 ~= 0 then
-        redis.call('zadd', KEYS[3], math.floor(d), w)
+      local d = redis.call('zscore', KEYS[3], w)
+      if d and tonumber(d) > now then
         redis.call(ARGV[5], ARGV[6] .. w, ARGV[7])
+        break
       end
     end
   end
@@ -91,11 +89,7 @@ if ARGV[4] == '1' then
   if not redis.call('zscore', KEYS[3], ARGV[2]) then
     redis.call('rpush', KEYS[2], ARGV[2])
   end
-  local entry = now + tonumber(ARGV[3])
-  if free then
-    entry = entry + 0.5 -- told to wait for another's turn: wake me when it is taken
-  end
-  redis.call('zadd', KEYS[3], entry, ARGV[2])
+  redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), ARGV[2])
   -- The queue outlives its last live waiter by one entry lifetime at most: no keys are
   -- left behind when every waiter is gone.
   redis.call('pexpire', KEYS[2], ARGV[3])

@@ -13,8 +13,9 @@
 -- this owner's read holds after its write hold: a downgrade).
 --
 -- Expiry, as Redisson's read unlock: while holds remain, the hash is set to the longest
--- remaining read timeout key; in read mode with no live timeout key left, the lock is
--- free. While a writer holds the lock its expiry is never shortened.
+-- remaining read timeout key (and "0" is published when that is sooner than before, so
+-- that a waiter's time bound follows); in read mode with no live timeout key left, the
+-- lock is free. While a writer holds the lock its expiry is never shortened.
 --
 -- Messages as Redisson's: "1" when the writer leaves and no reader remains (everyone may
 -- try: readers can all enter), "0" when the last reader leaves (one may try). When writers
@@ -60,11 +61,16 @@ if not free then
       redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), longest))
     end
   elseif longest > 0 then
+    local before = redis.call('pttl', KEYS[1])
     redis.call('pexpire', KEYS[1], longest)
     if downgraded then
       -- The writer kept read holds: the lock is in read mode now, and waiting readers may
       -- join them at once (Redisson leaves them to their time bound).
       redis.call(ARGV[4], KEYS[2], '1')
+    elseif longest < before then
+      -- The lock now ends sooner than waiters were told when they last tried: one of them
+      -- tries again and sleeps until the new end, lest the lock stand free meanwhile.
+      redis.call(ARGV[4], KEYS[2], '0')
     end
   else
     -- Read mode and every read hold has run out: nobody holds the lock.

@@ -16,6 +16,12 @@ type Option = reentrant.Option
 // context ends with cause ErrLeaseLost. The lease must be at least a millisecond (Redis
 // counts leases in milliseconds); otherwise the call fails with ErrInvalidLease and
 // nothing is sent to Redis.
+//
+// A re-entry never shortens what an earlier hold of the same owner was promised: the lock
+// then expires at the later of the two ends (Redisson's RLock sets the new lease, which
+// may cut the first hold short), and a hold that any of its acquisitions took without
+// WithLease is renewed until it is fully released. A partial Unlock leaves the expiry as
+// it is.
 func WithLease(d time.Duration) Option { return reentrant.WithLease(d) }
 
 // WithFencing makes every first-level acquisition take a fencing token: the next value of

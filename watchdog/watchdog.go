@@ -155,10 +155,12 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 			return h.join(parent)
 		}
 		// Redis says this is a first-level acquisition, so the hold we knew of is gone
-		// (its key expired or was deleted) even if we had not noticed yet.
+		// (its key expired or was deleted) even if we had not noticed yet. The new hold
+		// must not derive from the old one's context, which ends now.
 		delete(w.holds, k)
 		h.end(lockerr.ErrLeaseLost)
 		w.lost.Add(1)
+		parent = h.outside(parent)
 	}
 	if w.ctx.Err() != nil {
 		// Closed meanwhile: nobody will renew or watch this hold.
@@ -238,13 +240,37 @@ func (w *Watchdog) lapse(h *Hold) {
 }
 
 // join returns a context for a re-entry. One that derives from the hold's context already
-// ends with it; another gets a child that the hold ends too.
+// ends with it; another gets a child that the hold ends too, and that counts as deriving
+// from the hold.
 func (h *Hold) join(parent context.Context) context.Context {
 	if parent.Value(h) == h {
 		return parent
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	h.extra = append(h.extra, cancel)
+	return &joined{Context: ctx, h: h}
+}
+
+// joined is the context of a re-entry that did not derive from its hold's context.
+type joined struct {
+	context.Context
+	h *Hold
+}
+
+// Value answers the hold for the key h, as the hold's own context does.
+func (c *joined) Value(key any) any {
+	if h, ok := key.(*Hold); ok && h == c.h {
+		return h
+	}
+	return c.Context.Value(key)
+}
+
+// outside returns what the hold's context derives from when ctx ends with the hold (it is
+// the hold's context, a re-entry's, or derives from one), and ctx otherwise.
+func (h *Hold) outside(ctx context.Context) context.Context {
+	if ctx.Value(h) == h {
+		return h.parent
+	}
 	return ctx
 }
 
@@ -256,14 +282,14 @@ func (h *Hold) end(cause error) {
 	}
 }
 
-// Outside returns the context that the owner's hold of name derives from, when ctx is
-// that hold's own context; otherwise it returns ctx. A hold taken with Outside's result
-// does not end when that hold does.
+// Outside returns the context that the owner's hold of name derives from, when ctx ends
+// with that hold (it is the hold's context, a re-entry's, or derives from one); otherwise
+// it returns ctx. A hold taken with Outside's result does not end when that hold does.
 func (w *Watchdog) Outside(ctx context.Context, name, owner string) context.Context {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if h := w.holds[holdKey{name, owner}]; h != nil && h.ctx == ctx {
-		return h.parent
+	if h := w.holds[holdKey{name, owner}]; h != nil {
+		return h.outside(ctx)
 	}
 	return ctx
 }
