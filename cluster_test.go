@@ -121,7 +121,7 @@ func TestCluster(t *testing.T) {
 			if err := c1.Lock(name).Unlock(held); err != nil {
 				t.Fatal(err)
 			}
-			if err := <-got; err != nil {
+			if err := redistest.Recv(t, got, 30*time.Second, "the waiter's turn"); err != nil {
 				t.Fatal(err)
 			}
 			if c2.Stats().TimedOut != timedOut {
@@ -174,7 +174,7 @@ func TestCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			for i := 0; i < 3; i++ {
-				if got := <-order; got != i {
+				if got := redistest.Recv(t, order, 30*time.Second, "the next fair grant"); got != i {
 					t.Errorf("fair grant %d went to waiter %d", i, got)
 				}
 			}
@@ -518,7 +518,7 @@ func TestSentinelFailover(t *testing.T) {
 	if err := c.Lock("after").Unlock(held); err != nil {
 		t.Fatal(err)
 	}
-	if err := <-got; err != nil {
+	if err := redistest.Recv(t, got, 30*time.Second, "the waiter's turn"); err != nil {
 		t.Fatalf("waiter on the new master: %v", err)
 	}
 	role, _ := s.Master().Do(t, "ROLE").ToArray()
@@ -617,7 +617,7 @@ func TestClusterShardedPubSubOption(t *testing.T) {
 				if err := holder.Lock(name).Unlock(held); err != nil {
 					t.Fatal(err)
 				}
-				if err := <-acquired; err != nil {
+				if err := redistest.Recv(t, acquired, 60*time.Second, "the waiter's turn"); err != nil {
 					t.Fatal(err)
 				}
 				took := time.Since(unlocked)

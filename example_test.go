@@ -155,7 +155,11 @@ func ExampleClient_Stats() {
 	}()
 	exampleWait("the waiter parked", func() bool { return c.Stats().Waiting == 1 })
 	_ = mu.Unlock(held)
-	<-done
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		log.Fatal("the waiter did not get the lock")
+	}
 	st := c.Stats()
 	fmt.Println("woken by a message:", st.Woken, "by the time bound:", st.TimedOut)
 	// Output: woken by a message: 1 by the time bound: 0

@@ -21,26 +21,6 @@ import (
 // context's deadline, and it ends with ErrLeaseLost only once Redis has lost the hold.
 // Each one is a case in which relock once broke the rule.
 
-// truthClient returns a relock client on b that is closed at the test's end.
-func truthClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(b.Client(t), opts...)
-	if err != nil {
-		t.Fatalf("relock.New: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func truthPTTL(t *testing.T, rc rueidis.Client, key string) int64 {
-	t.Helper()
-	v, err := sdo(t, rc, "PTTL", key).AsInt64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // sleepUntil sleeps until at, which is a point the test computed from a lease.
 func sleepUntil(at time.Time) { time.Sleep(time.Until(at)) }
 
@@ -58,7 +38,7 @@ func live(t *testing.T, ctx context.Context, what string) {
 // the new lease, and another client got in while both contexts were live.)
 func TestReentryWithShorterLeaseKeepsLonger(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c, other := truthClient(t, b), truthClient(t, b)
+		c, other := kindClient(t, b), kindClient(t, b)
 		type kind struct {
 			name string
 			lock func(ctx context.Context, lease time.Duration) (context.Context, error)
@@ -101,7 +81,7 @@ func TestReentryWithShorterLeaseKeepsLonger(t *testing.T) {
 // still refused.)
 func TestReentryWithLaterLeaseExtendsHold(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c := truthClient(t, b)
+		c := kindClient(t, b)
 		mu := c.Lock("truth:later")
 		start := time.Now()
 		first, err := mu.Lock(context.Background(), rlock.WithLease(3*time.Second))
@@ -135,8 +115,8 @@ func TestReentryWithLaterLeaseExtendsHold(t *testing.T) {
 func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
-		alive := truthClient(t, b, relock.WithWatchdogTimeout(3*time.Second))
-		crashing := truthClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
+		alive := kindClient(t, b, relock.WithWatchdogTimeout(3*time.Second))
+		crashing := kindClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		r1, err := alive.RWLock("truth:readers").RLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -149,7 +129,7 @@ func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
 		crashing.Close() // renewal stops; the read hold is left to run out
 		// The crashed reader's key had 1.5s; the live reader renews every second.
 		sleepUntil(start.Add(4 * time.Second))
-		if p := truthPTTL(t, side, crashed); p != -2 {
+		if p, _ := sdo(t, side, "PTTL", crashed).AsInt64(); p != -2 {
 			t.Fatalf("the crashed reader's timeout key has PTTL %d at 4s; want it gone (its lease was 1.5s)", p)
 		}
 		live(t, r1, "live reader")
@@ -159,7 +139,7 @@ func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
 		if n, _ := sdo(t, side, "EXISTS", "truth:readers").AsInt64(); n != 0 {
 			t.Fatalf("the lock hash outlives its last live reader: %s", snapshot(t, side, "truth:readers"))
 		}
-		w, err := truthClient(t, b).RWLock("truth:readers").TryLock(context.Background())
+		w, err := kindClient(t, b).RWLock("truth:readers").TryLock(context.Background())
 		if err != nil {
 			t.Fatalf("a writer after the last live reader left: %v", err)
 		}
@@ -172,8 +152,8 @@ func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
 // (A renewal once set the hash and every reader's key to the renewer's lease.)
 func TestShortReaderDoesNotShortenLongReader(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		long := truthClient(t, b, relock.WithWatchdogTimeout(30*time.Second))
-		short := truthClient(t, b, relock.WithWatchdogTimeout(time.Second))
+		long := kindClient(t, b, relock.WithWatchdogTimeout(30*time.Second))
+		short := kindClient(t, b, relock.WithWatchdogTimeout(time.Second))
 		r1, err := long.RWLock("truth:mixed").RLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -185,7 +165,7 @@ func TestShortReaderDoesNotShortenLongReader(t *testing.T) {
 		sleepUntil(start.Add(800 * time.Millisecond)) // the short client renews at 333ms and 667ms
 		short.Close()
 		sleepUntil(start.Add(3 * time.Second)) // the short reader's lease ran out
-		if err := keep(truthClient(t, b).RWLock("truth:mixed").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
+		if err := keep(kindClient(t, b).RWLock("truth:mixed").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
 			t.Fatalf("a writer's TryLock beside the long reader: %v; want ErrLocked", err)
 		}
 		live(t, r1, "long reader")
@@ -198,7 +178,7 @@ func TestShortReaderDoesNotShortenLongReader(t *testing.T) {
 // the first lease while the hash and the owner's field lived on.)
 func TestPartialReadReleaseKeepsPromise(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c, other := truthClient(t, b), truthClient(t, b)
+		c, other := kindClient(t, b), kindClient(t, b)
 		rw := c.RWLock("truth:partial")
 		start := time.Now()
 		first, err := rw.RLock(context.Background(), rwlock.WithLease(2*time.Second))
@@ -231,7 +211,7 @@ func TestPartialReadReleaseKeepsPromise(t *testing.T) {
 // others), not ErrUpgrade.
 func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c, other := truthClient(t, b), truthClient(t, b)
+		c, other := kindClient(t, b), kindClient(t, b)
 		side := b.Client(t)
 		held, err := other.RWLock("truth:dead-read").RLock(context.Background())
 		if err != nil {
@@ -279,7 +259,7 @@ func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 // hand-over by default, and waiters with a wait bound lost their turn.)
 func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		holderC, firstC, secondC := truthClient(t, b), truthClient(t, b), truthClient(t, b)
+		holderC, firstC, secondC := kindClient(t, b), kindClient(t, b), kindClient(t, b)
 		side := b.Client(t)
 		holder, err := holderC.FairLock("truth:fair").Lock(context.Background())
 		if err != nil {
@@ -342,7 +322,7 @@ func fairQueue(t *testing.T, rc rueidis.Client, name string) []string {
 // queued anew at the back.)
 func TestLateFairWaiterKeepsItsPlace(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := truthClient(t, b)
+		c := kindClient(t, b)
 		side := b.Client(t)
 		holder, err := c.FairLock("truth:late").Lock(context.Background())
 		if err != nil {
@@ -371,7 +351,7 @@ func TestLateFairWaiterKeepsItsPlace(t *testing.T) {
 		// Make the first waiter's entry look as if its refresh were late: its deadline passed.
 		mustDo(t, side, "ZADD", "redisson_lock_timeout:{truth:late}", "1", late)
 		// Anybody's attempt looks at the queue; the lock is held, so nobody's turn passes.
-		if err := keep(truthClient(t, b).FairLock("truth:late").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
+		if err := keep(kindClient(t, b).FairLock("truth:late").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
 			t.Fatalf("TryLock: %v; want ErrLocked", err)
 		}
 		if q := fairQueue(t, side, "truth:late"); len(q) != 2 || q[0] != late {
@@ -404,7 +384,7 @@ func TestLateFairWaiterKeepsItsPlace(t *testing.T) {
 // failed: the caller got ErrWrongType and the lock stayed held for a full lease.)
 func TestFailedFencedAcquireLeavesNothing(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := truthClient(t, b)
+		c := kindClient(t, b)
 		side := b.Client(t)
 		kinds := map[string]func(ctx context.Context) error{
 			"rlock": func(ctx context.Context) error { return keep(c.Lock("truth:fence-r", rlock.WithFencing()).Lock(ctx)) },
@@ -444,8 +424,8 @@ func TestFailedFencedAcquireLeavesNothing(t *testing.T) {
 // holder.)
 func TestRestartEndsHoldsAtReconnect(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		holderC := truthClient(t, b) // default 30s lease: renewals every 10s
-		waiterC := truthClient(t, b)
+		holderC := kindClient(t, b) // default 30s lease: renewals every 10s
+		waiterC := kindClient(t, b)
 		held, err := holderC.Lock("truth:restart").Lock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -493,7 +473,7 @@ func TestRestartEndsHoldsAtReconnect(t *testing.T) {
 // was once born ended, with ErrLeaseLost, while Redis held the new hold for its lease.)
 func TestNewHoldThroughLostHoldsContext(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c, other := truthClient(t, b), truthClient(t, b)
+		c, other := kindClient(t, b), kindClient(t, b)
 		mu := c.Lock("truth:relocked")
 		old, err := mu.Lock(context.Background())
 		if err != nil {
@@ -522,7 +502,7 @@ func TestNewHoldThroughLostHoldsContext(t *testing.T) {
 // derived from the write hold's re-entry context and ended with it, while Redis kept it.)
 func TestDowngradeThroughReentryContext(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c := truthClient(t, b)
+		c := kindClient(t, b)
 		rw := c.RWLock("truth:downgrade")
 		// A context that carries the owner without deriving from the write hold: that of
 		// another lock the owner holds.
@@ -556,5 +536,57 @@ func TestDowngradeThroughReentryContext(t *testing.T) {
 		if err := rw.RUnlock(r); err != nil {
 			t.Fatal(err)
 		}
+	})
+}
+
+// A writer's fixed-lease write hold lives on while its owner's read hold of the same lock
+// keeps the shared hash, and with it the write field, alive: its context stays live as long
+// as Redis keeps the lock in write mode, and ends once Redis lets it go. (It once ended at
+// its own lease while the read hold's renewals kept the lock write-locked, with nobody
+// knowing.)
+func TestWriteHoldLivesWithItsReadHold(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := kindClient(t, b, relock.WithWatchdogTimeout(3*time.Second))
+		other := kindClient(t, b)
+		side := b.Client(t)
+		rw := c.RWLock("truth:coupled")
+		start := time.Now()
+		w, err := rw.Lock(context.Background(), rwlock.WithLease(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := rw.RLock(w) // renewed by the watchdog
+		if err != nil {
+			t.Fatal(err)
+		}
+		sleepUntil(start.Add(2500 * time.Millisecond)) // 1.5s past the write lease
+		field := ""
+		fields, _ := sdo(t, side, "HKEYS", "truth:coupled").AsStrSlice()
+		for _, f := range fields {
+			if strings.HasSuffix(f, ":write") {
+				field = f
+			}
+		}
+		// The read hold's renewals keep the hash, so Redis still holds the lock in write
+		// mode, and the write hold's context must say so.
+		if field == "" {
+			t.Fatalf("the write field is gone while the read hold keeps the hash: %v", fields)
+		}
+		live(t, w, "write hold kept by the shared hash")
+		if err := keep(other.RWLock("truth:coupled").TryRLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("another reader beside the write hold: %v; want ErrLocked", err)
+		}
+		if err := rw.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-w.Done():
+		case <-time.After(15 * time.Second):
+			t.Fatal("the write hold's context did not end after its read hold left")
+		}
+		waitUntil(t, "Redis let the write hold go when its context ended", func() bool {
+			n, err := sdo(t, side, "EXISTS", "truth:coupled").AsInt64()
+			return err == nil && n == 0
+		})
 	})
 }

@@ -478,9 +478,14 @@ func ExampleClient_migrationOwnership() {
 	err = mu.Unlock(relock.NewOwner(held)) // Redisson: IllegalMonitorStateException
 	fmt.Println("unlock by another owner:", errors.Is(err, relock.ErrNotHeld))
 
-	done := make(chan error)
+	done := make(chan error, 1)
 	go func() { done <- mu.Unlock(held) }()
-	fmt.Println("unlock from another goroutine:", <-done)
+	select {
+	case err := <-done:
+		fmt.Println("unlock from another goroutine:", err)
+	case <-time.After(30 * time.Second):
+		log.Fatal("the unlock from another goroutine did not return")
+	}
 	// Output:
 	// held by this owner: true
 	// held by another owner: false
@@ -510,8 +515,12 @@ func ExampleClient_migrationLockInterruptibly() {
 	}()
 	exampleWait("the waiter parked", func() bool { return c.Stats().Waiting == 1 })
 	interrupt() // Thread.interrupt()
-	err = <-errc
-	fmt.Println("waiter interrupted:", errors.Is(err, context.Canceled))
+	select {
+	case err := <-errc:
+		fmt.Println("waiter interrupted:", errors.Is(err, context.Canceled))
+	case <-time.After(30 * time.Second):
+		log.Fatal("the interrupted waiter did not return")
+	}
 	fmt.Println("unlock:", mu.Unlock(held))
 	// Output:
 	// waiter interrupted: true
@@ -613,7 +622,11 @@ func ExampleClient_migrationLeaseLost() {
 	deleted, err := mu.ForceUnlock(context.Background()) // an operator's forceUnlock()
 	fmt.Println("force unlocked:", deleted, err)
 
-	<-held.Done()
+	select {
+	case <-held.Done():
+	case <-time.After(30 * time.Second):
+		log.Fatal("the lost hold's context did not end")
+	}
 	fmt.Println("hold context cause:", context.Cause(held))
 	fmt.Println("lease lost:", errors.Is(context.Cause(held), relock.ErrLeaseLost))
 	fmt.Println("unlock:", errors.Is(mu.Unlock(held), relock.ErrNotHeld))

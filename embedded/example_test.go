@@ -74,7 +74,12 @@ func ExampleServer() {
 	if err := first.Lock("orders:42").Unlock(held); err != nil {
 		log.Fatal(err)
 	}
-	fmt.Println("second client:", <-done)
+	select {
+	case err := <-done:
+		fmt.Println("second client:", err)
+	case <-time.After(30 * time.Second):
+		log.Fatal("the second client did not get the lock")
+	}
 	// Output:
 	// held by the first client: true hold count: 1
 	// the first client unlocks

@@ -43,8 +43,13 @@ func ExampleMutex() {
 	if err := mu.Unlock(held); err != nil {
 		log.Fatal(err)
 	}
-	for i := 0; i < 3; i++ {
-		fmt.Println(<-granted)
+	for range 3 {
+		select {
+		case who := <-granted:
+			fmt.Println(who)
+		case <-time.After(30 * time.Second):
+			log.Fatal("a waiter did not get its turn")
+		}
 	}
 	// Output:
 	// first

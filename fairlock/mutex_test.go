@@ -113,7 +113,7 @@ func wakeCounter(t *testing.T, b *redistest.Backend, name string) func() int64 {
 	if err := dc.Do(context.Background(), dc.B().Psubscribe().Pattern("redisson_lock__channel:{"+name+"}:*").Build()).Error(); err != nil {
 		t.Fatal(err)
 	}
-	<-subscribed
+	redistest.Recv(t, subscribed, 10*time.Second, "the subscription's confirmation")
 	return n.Load
 }
 
@@ -217,7 +217,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 		}
 		q := queue(t, side, "leaving")
 		ws[1].cancel()
-		if err := <-ws[1].done; !errors.Is(err, context.Canceled) {
+		if err := redistest.Recv(t, ws[1].done, 10*time.Second, "the cancelled waiter's return"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled waiter: %v", err)
 		}
 		after := queue(t, side, "leaving")
@@ -231,7 +231,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, i := range []int{0, 2} {
-			if err := <-ws[i].done; err != nil {
+			if err := redistest.Recv(t, ws[i].done, 30*time.Second, "a waiter's turn"); err != nil {
 				t.Errorf("waiter %d: %v", i, err)
 			}
 			ws[i].cancel()
@@ -281,7 +281,7 @@ func TestLiveWaiterNeverEvicted(t *testing.T) {
 		if err := mu.Unlock(holder); err != nil {
 			t.Fatal(err)
 		}
-		if first, second := <-granted, <-granted; first != "patient" || second != "late" {
+		if first, second := redistest.Recv(t, granted, 30*time.Second, "the first grant"), redistest.Recv(t, granted, 30*time.Second, "the second grant"); first != "patient" || second != "late" {
 			t.Fatalf("granted to %s, then %s; want the patient waiter first", first, second)
 		}
 	})
@@ -331,7 +331,7 @@ func TestKilledWaiterSkipped(t *testing.T) {
 		if err := c.FairLock("killed").Unlock(holder); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-behind; err != nil {
+		if err := redistest.Recv(t, behind, 30*time.Second, "the waiter behind the killed one"); err != nil {
 			t.Fatalf("waiter behind the killed one: %v", err)
 		}
 		took := time.Since(unlocked)
@@ -552,7 +552,7 @@ func TestWaiterRefreshCost(t *testing.T) {
 		time.Sleep(10 * refresh)
 		after, elapsed := stats.Calls(t), time.Since(start)
 		cancel()
-		if err := <-done; !errors.Is(err, context.Canceled) {
+		if err := redistest.Recv(t, done, 10*time.Second, "the cancelled waiter's return"); !errors.Is(err, context.Canceled) {
 			t.Errorf("waiter: %v; want context.Canceled", err)
 		}
 		// INFO commandstats counts the commands scripts run too, and the connections'
@@ -597,7 +597,7 @@ func TestForceUnlockWakesNext(t *testing.T) {
 		if ok, err := newClient(t, b).FairLock("forced").ForceUnlock(context.Background()); !ok || err != nil {
 			t.Fatalf("ForceUnlock = %v, %v; want true", ok, err)
 		}
-		if err := <-done; err != nil {
+		if err := redistest.Recv(t, done, 30*time.Second, "the waiter after ForceUnlock"); err != nil {
 			t.Fatalf("waiter after ForceUnlock: %v", err)
 		}
 		if st := waiterClient.Stats(); st.Woken != 1 || st.TimedOut != 0 {
@@ -641,7 +641,10 @@ func TestNoQueueJumping(t *testing.T) {
 					mu.Lock()
 					order = append(order, who)
 					mu.Unlock()
-					<-keep
+					select {
+					case <-keep:
+					case <-ctx.Done():
+					}
 					err = lock.Unlock(held)
 				}
 				done <- err
@@ -666,7 +669,7 @@ func TestNoQueueJumping(t *testing.T) {
 		})
 		close(release)
 		for _, d := range []chan error{first, second} {
-			if err := <-d; err != nil {
+			if err := redistest.Recv(t, d, 30*time.Second, "a waiter's turn"); err != nil {
 				t.Fatal(err)
 			}
 		}

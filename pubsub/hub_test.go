@@ -119,7 +119,7 @@ func TestWakeOneAndWakeAll(t *testing.T) {
 		publish(t, rc, "herd", pubsub.WakeAll)
 		eventually(t, "not all woken by WakeAll", func() bool { return h.Stats().Woken == 3 })
 		for _, d := range done {
-			if err := <-d; err != nil {
+			if err := redistest.Recv(t, d, 10*time.Second, "a woken Wait's return"); err != nil {
 				t.Error(err)
 			}
 		}
@@ -250,7 +250,7 @@ func TestClose(t *testing.T) {
 		done := wait(s, time.Minute)
 		eventually(t, "waiter not parked", func() bool { return h.Stats().Waiting == 1 })
 		h.Close()
-		if err := <-done; !errors.Is(err, lockerr.ErrClosed) {
+		if err := redistest.Recv(t, done, 10*time.Second, "the parked Wait's return at Close"); !errors.Is(err, lockerr.ErrClosed) {
 			t.Errorf("parked Wait at Close: %v; want ErrClosed", err)
 		}
 		if _, err := h.Subscribe("closing"); !errors.Is(err, lockerr.ErrClosed) {

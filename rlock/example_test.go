@@ -112,7 +112,12 @@ func ExampleWithFencing() {
 		log.Fatal(err)
 	}
 	oldToken, _ := slow.Token(held)
-	<-held.Done() // the holder stalls past its lease; its context tells why
+	// The holder stalls past its lease; its context tells why.
+	select {
+	case <-held.Done():
+	case <-time.After(30 * time.Second):
+		log.Fatal("the hold's context did not end at its lease")
+	}
 	fmt.Println("first holder:", context.Cause(held))
 
 	next, err := c.Lock("ledger", rlock.WithFencing()).Lock(context.Background())

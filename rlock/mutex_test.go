@@ -301,7 +301,7 @@ func TestLostWakeup(t *testing.T) {
 		if err := holder.Lock("lossy").Unlock(held); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-acquired; err != nil {
+		if err := redistest.Recv(t, acquired, 30*time.Second, "the waiter's Lock"); err != nil {
 			t.Fatalf("waiter after lost wake-up: %v", err)
 		}
 		if st := waiter.Stats(); st.Reconnects == 0 {
@@ -334,7 +334,7 @@ func TestLostWakeupConnectionCut(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The lease is a minute: only the reconnect's wake-up can let the waiter in in time.
-		if err := <-acquired; err != nil {
+		if err := redistest.Recv(t, acquired, 30*time.Second, "the waiter's Lock"); err != nil {
 			t.Fatalf("waiter after its connections were cut: %v", err)
 		}
 		if st := waiter.Stats(); st.Reconnects == 0 || st.TimedOut != 0 {
@@ -385,7 +385,7 @@ func TestRedissonLayout(t *testing.T) {
 		if n, err := unlock.Exec(ctx, side, []string{"shared", channel}, []string{"0", javaOwner}).AsInt64(); err != nil || n != 1 {
 			t.Fatalf("redisson unlock = %d, %v", n, err)
 		}
-		if err := <-acquired; err != nil {
+		if err := redistest.Recv(t, acquired, 30*time.Second, "the Go waiter's Lock"); err != nil {
 			t.Fatalf("Go waiter: %v", err)
 		}
 		if st := c.Stats(); st.Woken != 1 || st.TimedOut != 0 {
@@ -437,7 +437,7 @@ func TestRedissonLayout(t *testing.T) {
 		if err := dc.Do(ctx, subscribe).Error(); err != nil {
 			t.Fatal(err)
 		}
-		<-subscribed
+		redistest.Recv(t, subscribed, 10*time.Second, "the subscription's confirmation")
 		if err := c.Lock("shared").Unlock(held); err != nil {
 			t.Fatal(err)
 		}
@@ -624,7 +624,7 @@ func TestCallsAfterClose(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-waited; !errors.Is(err, relock.ErrClosed) {
+		if err := redistest.Recv(t, waited, 10*time.Second, "the parked waiter's return at Close"); !errors.Is(err, relock.ErrClosed) {
 			t.Errorf("parked waiter at Close: %v; want ErrClosed", err)
 		}
 		mu := c.Lock("closing")
@@ -701,7 +701,7 @@ func TestOwnerAcrossLocks(t *testing.T) {
 		// Ownership travels with the context: another goroutine may unlock.
 		done := make(chan error)
 		go func() { done <- c.Lock("second").Unlock(held) }()
-		if err := <-done; err != nil {
+		if err := redistest.Recv(t, done, 10*time.Second, "the unlock from another goroutine"); err != nil {
 			t.Errorf("unlock from another goroutine: %v", err)
 		}
 		if err := c.Lock("first").Unlock(held); err != nil {

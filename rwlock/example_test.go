@@ -74,7 +74,12 @@ func ExampleWithWriterPreference() {
 	_, err = rw.TryRLock(relock.NewOwner(ctx))
 	fmt.Println("new reader gives way:", errors.Is(err, relock.ErrLocked))
 	_ = rw.RUnlock(reader)
-	fmt.Println("writer:", <-wrote)
+	select {
+	case err := <-wrote:
+		fmt.Println("writer:", err)
+	case <-time.After(30 * time.Second):
+		log.Fatal("the writer did not get the lock")
+	}
 	// Output:
 	// new reader gives way: true
 	// writer: <nil>

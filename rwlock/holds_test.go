@@ -121,7 +121,7 @@ func TestReadReentry(t *testing.T) {
 		if err := mu.RUnlock(r); err != nil {
 			t.Fatal(err)
 		}
-		if err := <-wrote; err != nil {
+		if err := redistest.Recv(t, wrote, 30*time.Second, "the writer's turn"); err != nil {
 			t.Fatalf("the writer after the reader left: %v", err)
 		}
 		if p := pttl(t, side, timeoutKey("again", owner, 1)); p != -2 {
@@ -365,7 +365,7 @@ func TestForceUnlock(t *testing.T) {
 		collect := func(done chan error, n int, what string) {
 			t.Helper()
 			for i := 0; i < n; i++ {
-				if err := <-done; err != nil {
+				if err := redistest.Recv(t, done, 30*time.Second, what+" after ForceUnlock"); err != nil {
 					t.Errorf("%s after ForceUnlock: %v", what, err)
 				}
 			}

@@ -30,7 +30,10 @@ import (
 // applies to write holds).
 type Option = reentrant.Option
 
-// WithLease takes a hold for a fixed lease that is not renewed (see rlock.WithLease).
+// WithLease takes a hold for a fixed lease that is not renewed (see rlock.WithLease). All
+// read holds of one owner end together, at the latest end any of them was promised. A
+// write hold shares the lock's hash with its owner's read holds of the lock, so it lasts
+// at least as long as they do: its context ends only once Redis lets it go.
 func WithLease(d time.Duration) Option { return reentrant.WithLease(d) }
 
 // WithFencing makes every first-level write acquisition take a fencing token (see

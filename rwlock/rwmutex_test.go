@@ -69,7 +69,11 @@ func TestSharedReadersExclusiveWriter(t *testing.T) {
 				n := inside.Add(1)
 				for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
 				}
-				<-release
+				select {
+				case <-release:
+				case <-time.After(30 * time.Second):
+					t.Error("the reader was never released")
+				}
 				inside.Add(-1)
 				if err := mu.RUnlock(held); err != nil {
 					t.Error(err)
@@ -107,7 +111,7 @@ func TestSharedReadersExclusiveWriter(t *testing.T) {
 		}
 		close(release)
 		readers.Wait()
-		if err := <-wrote; err != nil {
+		if err := redistest.Recv(t, wrote, 30*time.Second, "the writer's turn"); err != nil {
 			t.Fatal(err)
 		}
 		if m := most.Load(); m != 8 {
@@ -385,7 +389,7 @@ func TestRedissonLayout(t *testing.T) {
 		if n, err := writeUnlock.Exec(ctx, side, []string{"layout", channel}, []string{"1", java + ":write"}).AsInt64(); n != 1 || err != nil {
 			t.Fatalf("Java write unlock = %d, %v", n, err)
 		}
-		if err := <-got; err != nil {
+		if err := redistest.Recv(t, got, 30*time.Second, "the Go reader's turn"); err != nil {
 			t.Fatalf("Go reader after the Java writer: %v", err)
 		}
 		if st := c.Stats(); st.TimedOut != 0 {
@@ -409,7 +413,7 @@ func TestRedissonLayout(t *testing.T) {
 		if err := dc.Do(ctx, subscribe).Error(); err != nil {
 			t.Fatal(err)
 		}
-		<-ready
+		redistest.Recv(t, ready, 10*time.Second, "the subscription's confirmation")
 		w, err := mu.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -430,7 +434,7 @@ func TestRedissonLayout(t *testing.T) {
 		if err := mu.Unlock(w); err != nil {
 			t.Fatal(err)
 		}
-		if m := <-msgs; m != "1" {
+		if m := redistest.Recv(t, msgs, 10*time.Second, "the writer's unlock message"); m != "1" {
 			t.Errorf("the Go writer's unlock published %q; want 1", m)
 		}
 		// The last reader's unlock publishes "0".
@@ -441,7 +445,7 @@ func TestRedissonLayout(t *testing.T) {
 		if err := mu.RUnlock(r); err != nil {
 			t.Fatal(err)
 		}
-		if m := <-msgs; m != "0" {
+		if m := redistest.Recv(t, msgs, 10*time.Second, "the last reader's unlock message"); m != "0" {
 			t.Errorf("the last reader's unlock published %q; want 0", m)
 		}
 	})
@@ -532,7 +536,7 @@ func TestWriterPreference(t *testing.T) {
 		if err := c2.RWLock("preferred").RUnlock(anchor); err != nil {
 			t.Fatal(err)
 		}
-		r := <-wrote
+		r := redistest.Recv(t, wrote, 30*time.Second, "the preferred writer's turn")
 		writerWaiting.Store(false)
 		if r.err != nil {
 			t.Fatalf("the writer: %v", r.err)
@@ -591,7 +595,7 @@ func TestNoKeysLeft(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if err := <-wrote; err != nil {
+		if err := redistest.Recv(t, wrote, 30*time.Second, "the waiting writer's turn"); err != nil {
 			t.Fatalf("the waiting writer: %v", err)
 		}
 		eventually(t, 5*time.Second, "keys left", func() bool {

@@ -68,7 +68,11 @@ func ExampleWatchdog() {
 	if err := rc.Do(ctx, rc.B().Del().Key("orders").Build()).Error(); err != nil {
 		log.Fatal(err)
 	}
-	<-held.Done()
+	select {
+	case <-held.Done():
+	case <-time.After(30 * time.Second):
+		log.Fatal("the lost hold's context did not end")
+	}
 	fmt.Println("cause:", context.Cause(held))
 	st := w.Stats()
 	fmt.Println("holds:", st.Holds, "lost:", st.Lost)
@@ -97,7 +101,11 @@ func ExampleGrant() {
 	token, ok := w.Token("ledger", "client-a:1")
 	fmt.Println("token:", token, ok)
 
-	<-held.Done()
+	select {
+	case <-held.Done():
+	case <-time.After(30 * time.Second):
+		log.Fatal("the hold's context did not end at its lease")
+	}
 	fmt.Println("cause:", context.Cause(held))
 	st := w.Stats()
 	fmt.Println("renewal calls:", st.Calls, "lost:", st.Lost)

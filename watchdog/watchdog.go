@@ -66,15 +66,20 @@ type holdKey struct{ name, owner string }
 // Hold is one owner's hold of one lock as its client knows it. Its fields are guarded by
 // the Watchdog's mutex.
 type Hold struct {
-	key      holdKey
-	renew    bool   // renewed by the watchdog; false for a fixed lease
-	prefix   string // a read-write lock's key prefix "{name}"; "" for other locks
-	count    int64  // the hold count as this client last learned it from Redis
-	token    int64
-	fenced   bool
-	parent   context.Context // what ctx derives from
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
+	key    holdKey
+	renew  bool   // renewed by the watchdog; false for a fixed lease
+	prefix string // a read-write lock's key prefix "{name}"; "" for other locks
+	count  int64  // the hold count as this client last learned it from Redis
+	token  int64
+	fenced bool
+	parent context.Context // what ctx derives from
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	// own is the deadline the hold's own acquisitions and renewals promise; deadline is
+	// when the hold ends, which for a write hold of a read-write lock is also no earlier
+	// than its owner's read hold of the lock: they share the hash, whose expiry keeps the
+	// write field as long as the read hold lives.
+	own      time.Time
 	deadline time.Time
 	// due mirrors deadline as nanoseconds since the watchdog's base time, so that the hold's
 	// context can check it without the watchdog's mutex.
@@ -151,15 +156,13 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 			// renewed until it is released.
 			h.count = g.Count
 			h.renew = h.renew || g.Renew
-			w.setDeadline(h, later(h.deadline, g.Sent.Add(g.Lease)))
-			return h.join(parent)
+			w.setDeadline(h, later(h.own, g.Sent.Add(g.Lease)))
+			return h.join(w, parent)
 		}
 		// Redis says this is a first-level acquisition, so the hold we knew of is gone
 		// (its key expired or was deleted) even if we had not noticed yet. The new hold
 		// must not derive from the old one's context, which ends now.
-		delete(w.holds, k)
-		h.end(lockerr.ErrLeaseLost)
-		w.lost.Add(1)
+		w.drop(h, lockerr.ErrLeaseLost)
 		parent = h.outside(parent)
 	}
 	if w.ctx.Err() != nil {
@@ -169,10 +172,10 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 		return ctx
 	}
 	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1}
-	w.setDeadline(h, g.Sent.Add(g.Lease))
 	ctx, cancel := context.WithCancelCause(parent)
 	h.parent, h.ctx, h.cancel = parent, &holdContext{Context: ctx, w: w, h: h}, cancel
 	w.holds[k] = h
+	w.setDeadline(h, g.Sent.Add(g.Lease))
 	if h.deadline.Before(w.wakeAt) {
 		// A fixed lease that ends before the loop would look again.
 		select {
@@ -190,10 +193,62 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// setDeadline sets the hold's local deadline. w.mu must be held, or h not yet shared.
+// setDeadline sets the deadline the hold's own acquisitions and renewals promise, and
+// what follows from it. w.mu must be held, or h not yet shared.
 func (w *Watchdog) setDeadline(h *Hold, d time.Time) {
+	h.own = d
+	w.place(h)
+	if wh := w.writeHold(h); wh != nil {
+		w.place(wh)
+	}
+}
+
+// place sets when the hold ends: its own deadline, or for a write hold the later of that
+// and its owner's read hold's.
+func (w *Watchdog) place(h *Hold) {
+	d := h.own
+	if r := w.readHold(h); r != nil {
+		d = later(d, r.deadline)
+	}
 	h.deadline = d
 	h.due.Store(int64(d.Sub(w.base)))
+}
+
+// writeHold returns, for a read hold, its owner's write hold of the same lock, if known.
+func (w *Watchdog) writeHold(h *Hold) *Hold {
+	if h.prefix == "" || strings.HasSuffix(h.key.owner, writeSuffix) {
+		return nil
+	}
+	return w.holds[holdKey{h.key.name, h.key.owner + writeSuffix}]
+}
+
+// readHold returns, for a write hold, its owner's read hold of the same lock, if known.
+func (w *Watchdog) readHold(h *Hold) *Hold {
+	owner, ok := strings.CutSuffix(h.key.owner, writeSuffix)
+	if h.prefix == "" || !ok {
+		return nil
+	}
+	return w.holds[holdKey{h.key.name, owner}]
+}
+
+// writeSuffix ends the hash field of a read-write lock's write hold.
+const writeSuffix = ":write"
+
+// drop forgets a hold and ends its context with cause: nil for a release, which the
+// holder asked for, or ErrLeaseLost. w.mu must be held.
+func (w *Watchdog) drop(h *Hold, cause error) {
+	delete(w.holds, h.key)
+	h.end(cause)
+	if cause != nil {
+		w.lost.Add(1)
+	}
+	if wh := w.writeHold(h); wh != nil {
+		if cause == nil {
+			// Released: the hash keeps at least the read hold's end, and so the write field.
+			wh.own = later(wh.own, h.deadline)
+		}
+		w.place(wh)
+	}
 }
 
 // holdContext is a hold's context. Its Err looks at the hold's local deadline itself: after
@@ -207,13 +262,17 @@ type holdContext struct {
 	h               *Hold
 }
 
-func (c *holdContext) Err() error {
-	if err := c.Context.Err(); err != nil {
+func (c *holdContext) Err() error { return c.w.err(c.Context, c.h) }
+
+// err is the Err of a context that ends with h: ctx's own, or, when h's deadline has
+// passed and the watchdog's goroutine has not yet ended it, the end it gets now.
+func (w *Watchdog) err(ctx context.Context, h *Hold) error {
+	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if time.Since(c.w.base).Nanoseconds() >= c.h.due.Load() {
-		c.w.lapse(c.h)
-		return c.Context.Err()
+	if time.Since(w.base).Nanoseconds() >= h.due.Load() {
+		w.lapse(h)
+		return ctx.Err()
 	}
 	return nil
 }
@@ -233,29 +292,31 @@ func (w *Watchdog) lapse(h *Hold) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.holds[h.key] == h && !time.Now().Before(h.deadline) {
-		delete(w.holds, h.key)
-		h.end(lockerr.ErrLeaseLost)
-		w.lost.Add(1)
+		w.drop(h, lockerr.ErrLeaseLost)
 	}
 }
 
 // join returns a context for a re-entry. One that derives from the hold's context already
 // ends with it; another gets a child that the hold ends too, and that counts as deriving
 // from the hold.
-func (h *Hold) join(parent context.Context) context.Context {
+func (h *Hold) join(w *Watchdog, parent context.Context) context.Context {
 	if parent.Value(h) == h {
 		return parent
 	}
 	ctx, cancel := context.WithCancelCause(parent)
 	h.extra = append(h.extra, cancel)
-	return &joined{Context: ctx, h: h}
+	return &joined{Context: ctx, w: w, h: h}
 }
 
-// joined is the context of a re-entry that did not derive from its hold's context.
+// joined is the context of a re-entry that did not derive from its hold's context. Like
+// the hold's own context, its Err looks at the hold's deadline itself.
 type joined struct {
 	context.Context
+	w *Watchdog
 	h *Hold
 }
+
+func (c *joined) Err() error { return c.w.err(c.Context, c.h) }
 
 // Value answers the hold for the key h, as the hold's own context does.
 func (c *joined) Value(key any) any {
@@ -342,11 +403,7 @@ func (w *Watchdog) forget(name, owner string, cause error) {
 		w.mu.Unlock()
 		return
 	}
-	delete(w.holds, h.key)
-	h.end(cause)
-	if cause != nil {
-		w.lost.Add(1)
-	}
+	w.drop(h, cause)
 	var flight chan struct{}
 	if h.sending {
 		flight = w.flight
@@ -461,11 +518,9 @@ func (w *Watchdog) earliestRenewable() (time.Time, bool) {
 func (w *Watchdog) expire(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for k, h := range w.holds {
+	for _, h := range w.holds {
 		if !now.Before(h.deadline) {
-			delete(w.holds, k)
-			h.end(lockerr.ErrLeaseLost)
-			w.lost.Add(1)
+			w.drop(h, lockerr.ErrLeaseLost)
 		}
 	}
 }
@@ -535,14 +590,12 @@ func (w *Watchdog) renew(sent time.Time, checkAll bool) (failed bool) {
 			}
 			if renewed[j] == 1 {
 				if !c.check {
-					w.setDeadline(h, later(h.deadline, sent.Add(w.lease)))
+					w.setDeadline(h, later(h.own, sent.Add(w.lease)))
 					w.renewed.Add(1)
 				}
 				continue
 			}
-			delete(w.holds, h.key)
-			h.end(lockerr.ErrLeaseLost)
-			w.lost.Add(1)
+			w.drop(h, lockerr.ErrLeaseLost)
 		}
 	}
 	w.flight = nil

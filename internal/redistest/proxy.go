@@ -19,6 +19,7 @@ type Proxy struct {
 
 	mu    sync.Mutex
 	lose  [][]byte // one-shot: requests containing this lose their reply
+	holds []*held  // see HoldRequest; fired ones stay listed so that close frees them
 	conns map[net.Conn]struct{}
 	wg    sync.WaitGroup
 	hole  blackhole // see proxy_faults.go
@@ -108,6 +109,7 @@ func (p *Proxy) upstream(c, u net.Conn) {
 	for {
 		n, err := c.Read(buf)
 		if n > 0 {
+			p.holdIfArmed(buf[:n])
 			cut := p.fire(buf[:n])
 			p.hole.wait()
 			if _, werr := u.Write(buf[:n]); werr != nil {
@@ -161,10 +163,72 @@ func (p *Proxy) close() {
 	p.ln.Close()
 	p.hole.shutdown()
 	p.mu.Lock()
+	for _, h := range p.holds {
+		h.free()
+	}
 	for c := range p.conns {
 		c.Close()
 	}
 	p.conns = nil
 	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// held is one HoldRequest fault.
+type held struct {
+	markers [][]byte
+	fired   bool // guarded by Proxy.mu
+	arrived chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *held) free() { h.once.Do(func() { close(h.release) }) }
+
+// HoldRequest arms a one-shot fault: the next request whose bytes contain every marker is
+// held at the proxy, not delivered to the server, until release is called (or the proxy
+// closes); then it goes on as usual. arrived is closed when that request reaches the
+// proxy. Whatever the same client connection sends behind it waits with it; other
+// connections are not affected. It makes a race window deterministic: hold a request,
+// act while it is held, release it. release is idempotent.
+func (p *Proxy) HoldRequest(markers ...string) (arrived <-chan struct{}, release func()) {
+	h := &held{arrived: make(chan struct{}), release: make(chan struct{})}
+	for _, m := range markers {
+		h.markers = append(h.markers, []byte(m))
+	}
+	p.mu.Lock()
+	if p.conns == nil {
+		h.free() // closed: nothing will be held
+	}
+	p.holds = append(p.holds, h)
+	p.mu.Unlock()
+	return h.arrived, h.free
+}
+
+// holdIfArmed blocks while req matches an armed HoldRequest, until it is released.
+func (p *Proxy) holdIfArmed(req []byte) {
+	p.mu.Lock()
+	var h *held
+	for _, c := range p.holds {
+		if !c.fired && containsAll(req, c.markers) {
+			h = c
+			h.fired = true
+			break
+		}
+	}
+	p.mu.Unlock()
+	if h == nil {
+		return
+	}
+	close(h.arrived)
+	<-h.release
+}
+
+func containsAll(b []byte, subs [][]byte) bool {
+	for _, s := range subs {
+		if !bytes.Contains(b, s) {
+			return false
+		}
+	}
+	return true
 }

@@ -308,3 +308,47 @@ func TestMissingRedisServer(t *testing.T) {
 		t.Fatalf("with %s=1: fatal=%q skipped=%q, want fatal %q", requireEnv, r.fatal, r.skipped, want)
 	}
 }
+
+// HoldRequest keeps the marked request from the server until it is released, and holds
+// nothing else: a test that relies on it to open a race window must find the window open.
+func TestProxyHoldRequest(t *testing.T) {
+	b := Mini(t)
+	p := StartProxy(t, b.Addr)
+	held, other := b.clientVia(t, p), b.clientVia(t, p)
+	ctx := context.Background()
+
+	arrived, release := p.HoldRequest("held-key")
+	defer release()
+	done := make(chan error, 1)
+	go func() { done <- held.Do(ctx, held.B().Set().Key("held-key").Value("v").Build()).Error() }()
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the marked request did not reach the proxy")
+	}
+	// Another connection goes through while the request is held.
+	if err := other.Do(ctx, other.B().Set().Key("free-key").Value("v").Build()).Error(); err != nil {
+		t.Fatalf("SET on another connection: %v", err)
+	}
+	if b.Mini.Exists("held-key") {
+		t.Fatal("the held request reached the server before its release")
+	}
+	release()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("held SET: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the held request was not delivered after its release")
+	}
+	if !b.Mini.Exists("held-key") {
+		t.Fatal("the released request did not reach the server")
+	}
+}
+
+// clientVia returns a rueidis client for b whose connections pass p.
+func (b *Backend) clientVia(t *testing.T, p *Proxy) rueidis.Client {
+	t.Helper()
+	return (&Backend{Name: b.Name, Addr: p.Addr()}).Client(t)
+}

@@ -2,6 +2,7 @@ package torture
 
 import (
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -176,5 +177,248 @@ func TestOverlapsByLock(t *testing.T) {
 	ov := Overlaps(h)
 	if len(ov) != 2 || ov[0][1].Acq != 6 || ov[1][1].Acq != 12 || ov[1][0].Acq != 11 {
 		t.Errorf("Overlaps = %v; want the sections acquired at 6 (with 1) and 12 (with 11)", ov)
+	}
+}
+
+// fairSim is an in-process stand-in for a fair lock's server side: a holder and a queue
+// of owners. With fair set, a free lock goes to the head of the queue (or to a caller
+// when nobody waits); without, to whoever asks first, as a fair lock that forgot its
+// queue would.
+type fairSim struct {
+	fair   bool
+	mu     sync.Mutex
+	holder int // 0: free
+	queue  []int
+	token  int64
+	wake   chan struct{} // closed and replaced on every release
+}
+
+// try is one acquire script: it grants the lock to owner, or queues it (once).
+func (s *fairSim) try(owner int) (int64, bool, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	head := 0
+	if len(s.queue) > 0 {
+		head = s.queue[0]
+	}
+	if s.holder == 0 && (!s.fair || head == 0 || head == owner) {
+		for i, o := range s.queue {
+			if o == owner {
+				s.queue = append(s.queue[:i], s.queue[i+1:]...)
+				break
+			}
+		}
+		s.holder = owner
+		s.token++
+		return s.token, true, nil
+	}
+	if !slices.Contains(s.queue, owner) {
+		s.queue = append(s.queue, owner)
+	}
+	return 0, false, s.wake
+}
+
+func (s *fairSim) release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.holder = 0
+	close(s.wake)
+	s.wake = make(chan struct{})
+}
+
+// fairHistory runs goroutines that take the simulated lock iters times each, as the
+// torture's fair sections do: every attempt answered "wait" is noted with its send and
+// reply times, and a waiter tries again when the lock is released or every 10ms (its
+// refresh), so its entry never runs out.
+func fairHistory(fair bool, goroutines, iters int) []Record {
+	s := &fairSim{fair: fair, wake: make(chan struct{})}
+	var (
+		mu      sync.Mutex
+		history []Record
+		owners  atomic.Int64
+		wg      sync.WaitGroup
+	)
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range iters {
+				owner := int(owners.Add(1))
+				r := Record{Worker: "control", Lock: "fair", G: g, I: i, Call: time.Now().UnixNano()}
+				for {
+					sent := time.Now().UnixNano()
+					tok, ok, wake := s.try(owner)
+					got := time.Now().UnixNano()
+					if ok {
+						r.Token = tok
+						break
+					}
+					r.Queued = append(r.Queued, [2]int64{sent, got})
+					select {
+					case <-wake:
+					case <-time.After(10 * time.Millisecond):
+					}
+				}
+				r.Acq = time.Now().UnixNano()
+				time.Sleep(time.Duration(50+rand.IntN(200)) * time.Microsecond)
+				r.Live, r.End = true, time.Now().UnixNano()
+				s.release()
+				r.Rel, r.UnlockOK = time.Now().UnixNano(), true
+				mu.Lock()
+				history = append(history, r)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return history
+}
+
+// The fair-order checker must bite: a fair lock that grants a free lock to whoever asks,
+// ahead of live waiters queued before the asker came, makes a history it refuses. (The
+// torture's mutant: the fair acquire script ignoring the head of its queue.)
+func TestControlFairOrderUnfairFails(t *testing.T) {
+	h := fairHistory(false, 8, 50)
+	ov := CheckFairOrder(h, time.Second, nil)
+	t.Logf("grant to anyone: %d grants out of turn of %d", len(ov), len(h))
+	if len(ov) == 0 {
+		t.Error("no grant out of turn found in the history of a lock that ignores its queue")
+	}
+}
+
+// ... and passes a lock that grants in queue order.
+func TestControlFairOrderFairPasses(t *testing.T) {
+	h := fairHistory(true, 8, 50)
+	queued := 0
+	for _, r := range h {
+		if len(r.Queued) > 0 {
+			queued++
+		}
+	}
+	ov := CheckFairOrder(h, time.Second, nil)
+	t.Logf("fair: %d grants out of turn, %d of %d sections queued", len(ov), queued, len(h))
+	if len(ov) != 0 {
+		t.Errorf("%d grants out of turn under a lock that grants in queue order, e.g. %v after %v", len(ov), ov[0].Jumper, ov[0].Skipped)
+	}
+	if queued == 0 {
+		t.Error("no section queued: the control shows nothing")
+	}
+}
+
+// The reorderings the fair lock may make are not violations: a waiter whose entry may
+// have run out (paused or cut off past its lifetime, or late), one that gave up, one
+// whose queue a restart emptied; nor is a grant to a waiter that came first, or one that
+// queued only after the other's Lock call.
+func TestCheckFairOrderLegitimate(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	entry := time.Second
+	// B calls at 100ms and is granted (token 1) at 200ms.
+	b := Record{Lock: "fair", Worker: "b", Call: ms(100), Acq: ms(200), Token: 1, Live: true, End: ms(201), Rel: ms(202), UnlockOK: true}
+	waiter := func(token int64, queued ...[2]int64) Record {
+		r := Record{Lock: "fair", Worker: "a", Call: queued[0][0] - ms(1), Queued: queued}
+		if token == 0 {
+			r.LockErr = "context deadline exceeded"
+			r.Acq = ms(3000)
+			return r
+		}
+		r.Acq, r.Token, r.Live, r.End, r.Rel, r.UnlockOK = ms(2000), token, true, ms(2001), ms(2002), true
+		return r
+	}
+	q := func(sent, got int64) [2]int64 { return [2]int64{ms(sent), ms(got)} }
+	cases := []struct {
+		name string
+		a    Record
+		cuts []Window
+		want int
+	}{
+		{"queued first, live, granted after b", waiter(2, q(10, 20), q(500, 510)), nil, 1},
+		{"queued first, live, gave up after b", waiter(0, q(10, 20), q(500, 510)), nil, 1},
+		{"granted before b", waiter(1, q(10, 20)), nil, 0},
+		{"queued after b's call", waiter(2, q(90, 110), q(500, 510)), nil, 0},
+		{"entry may have run out before b's grant (paused)", waiter(2, q(-900, -890)), nil, 0},
+		{"refresh came too late to keep the entry (gap)", waiter(2, q(-900, -890), q(150, 160)), nil, 0},
+		{"gave up before b's grant", waiter(0, q(10, 20), q(150, 160)), nil, 0},
+		{"a restart emptied the queue", waiter(2, q(10, 20), q(500, 510)), []Window{{ms(120), ms(130)}}, 0},
+		{"a restart overlaps the only attempt", waiter(2, q(10, 20)), []Window{{ms(15), ms(30)}}, 0},
+	}
+	for _, c := range cases {
+		got := len(CheckFairOrder([]Record{c.a, b}, entry, c.cuts))
+		if got != c.want {
+			t.Errorf("%s: %d violations, want %d", c.name, got, c.want)
+		}
+	}
+}
+
+// deletedHold is a hold deleted at 1s behind the back of its section, which lingered from
+// 0.5s; it was acquired at 0.5s and renewals found it in Redis until one sent at 0.9s.
+func deletedHold() Record {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	return Record{Lock: "rlock", Worker: "w", Owner: "c:1", Call: ms(490), Acq: ms(500), Token: 1,
+		Lingered: true, LingerFrom: ms(501), Basis: ms(900), DelFrom: ms(1000), DelTo: ms(1001),
+		End: ms(5000), Rel: ms(5001)}
+}
+
+// The deleted-hold check must bite: a deleted hold whose context never ended, or ended
+// only at its local deadline although a renewal had found it gone, is refused. (The
+// torture's mutant: a watchdog that ignores renewal results of 0.)
+func TestControlDeletedHoldNeverEndedFails(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	lease := 1500 * time.Millisecond
+	never := deletedHold()
+	atDeadline := deletedHold()
+	atDeadline.Gone, atDeadline.LingerDone, atDeadline.LingerLost = ms(1400), ms(2400), true
+	otherCause := deletedHold()
+	otherCause.Gone, otherCause.LingerDone = ms(1400), ms(1401)
+	for name, r := range map[string]Record{"never ended": never, "ended at its deadline": atDeadline, "ended with another cause": otherCause} {
+		bad, _ := CheckDeletedHolds([]Record{r}, lease)
+		if len(bad) != 1 {
+			t.Errorf("%s: %d holds refused, want 1", name, len(bad))
+		} else {
+			t.Logf("%s: refused: %s", name, bad[0].Why)
+		}
+	}
+}
+
+// ... and accepts holds whose context ended when a renewal found them gone, or at their
+// deadline when no renewal answered; every deleted hold seen lost counts.
+func TestCheckDeletedHoldsPasses(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	lease := 1500 * time.Millisecond
+	onRenewal := deletedHold()
+	onRenewal.Gone, onRenewal.LingerDone, onRenewal.LingerLost = ms(1400), ms(1401), true
+	noReply := deletedHold()
+	noReply.LingerDone, noReply.LingerLost = ms(2400), true
+	short := Record{Lock: "rlock", Worker: "w", Owner: "c:2", Call: ms(900), Acq: ms(950), Token: 2,
+		End: ms(1100), Rel: ms(1101), Lost: true, DelFrom: ms(1000), DelTo: ms(1001)}
+	bad, lost := CheckDeletedHolds([]Record{onRenewal, noReply, short}, lease)
+	if len(bad) != 0 || lost != 3 {
+		t.Errorf("CheckDeletedHolds = %v, %d lost; want none refused, 3 lost", bad, lost)
+	}
+}
+
+// A deleted hold counts as held until its deletion: a holder that comes in after it is
+// no overlap, and the history is linearizable, while one that came in before it is
+// caught by both checks.
+func TestDeletedHoldWindow(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	old := deletedHold()
+	old.Live = true // it never learned, and wrote on
+	after := Record{Lock: "rlock", Worker: "x", Call: ms(600), Acq: ms(1010), Token: 2, Live: true, End: ms(1100), Rel: ms(1101), UnlockOK: true}
+	if ov := Overlaps([]Record{old, after}); len(ov) != 0 {
+		t.Errorf("a holder after the deletion overlaps the deleted hold: %v", ov)
+	}
+	if res := CheckLinearizable([]Record{old, after}, time.Minute); res != porcupine.Ok {
+		t.Errorf("porcupine: %s, want %s", res, porcupine.Ok)
+	}
+	before := after
+	before.Acq, before.End = ms(800), ms(900)
+	if ov := Overlaps([]Record{old, before}); len(ov) != 1 {
+		t.Errorf("a holder before the deletion: %d overlaps, want 1", len(ov))
+	}
+	if res := CheckLinearizable([]Record{old, before}, time.Minute); res != porcupine.Illegal {
+		t.Errorf("porcupine: %s, want %s", res, porcupine.Illegal)
+	}
+	// Its stale write, turned away after the deletion, is no live rejection.
+	old.Write, old.Check = WriteRejected, ms(4000)
+	if f := CheckFencing([]Record{old, after}, 0); len(f.LiveRejected) != 0 {
+		t.Errorf("the deleted hold's stale write counts as rejected while live: %v", f.LiveRejected)
 	}
 }

@@ -50,10 +50,61 @@ type Record struct {
 	Last     int64  `json:"last"`     // highest accepted token, as the resource answered
 	UnlockOK bool   `json:"unlockOK"` // Unlock returned nil
 	Unlock   string `json:"unlock,omitempty"`
+	// Lost: the hold's context was not live at End and its cause was ErrLeaseLost.
+	Lost bool `json:"lost,omitempty"`
+
+	// Owner is the hash field of the hold (or of the attempt): "<client>:<n>", or for a
+	// write hold "<client>:<n>:write", as the acquire script was sent it.
+	Owner string `json:"owner,omitempty"`
+	// Queued: for a fair lock, every attempt of the Lock call that Redis answered "wait",
+	// as {sent, reply}: the script ran in between and left the waiter queued, with an
+	// entry that lives until at least sent + the entry lifetime unless refreshed.
+	Queued [][2]int64 `json:"queued,omitempty"`
+
+	// Linger marks a note, not an attempt: the section that holds Owner's hold of Lock
+	// lingers, waiting for its context to end (the parent asked for it, to delete the
+	// hold behind its back). The section's own record follows later.
+	Linger bool `json:"linger,omitempty"`
+	// Of a section that lingered: when it began to, when it saw its context end (0: not
+	// within the linger's bound), and whether the cause was ErrLeaseLost.
+	Lingered   bool  `json:"lingered,omitempty"`
+	LingerFrom int64 `json:"lingerFrom,omitempty"`
+	LingerDone int64 `json:"lingerDone,omitempty"`
+	LingerLost bool  `json:"lingerLost,omitempty"`
+	// Of a section that lingered, as its client's renewals went: Basis is when the latest
+	// request that found the hold in Redis was sent (the acquiring one, or a renewal), so
+	// the hold's local deadline is Basis + lease; Gone is when the first renewal reply
+	// that found the hold gone arrived (0: none did).
+	Basis int64 `json:"basis,omitempty"`
+	Gone  int64 `json:"gone,omitempty"`
+
+	// DelFrom and DelTo are set by the parent, not the worker, for a hold that a fault
+	// removed from Redis behind its holder's back (its key deleted, or the server
+	// restarted without persistence): the hold was in Redis at DelFrom and gone by DelTo.
+	DelFrom int64 `json:"-"`
+	DelTo   int64 `json:"-"`
 }
 
+// Attempt reports whether the record is one attempt to enter the section (not the first or
+// last line of a worker, nor a note).
+func (r Record) Attempt() bool { return !r.Hello && !r.Done && !r.Linger }
+
 // Held reports whether the record is an acquisition.
-func (r Record) Held() bool { return !r.Hello && !r.Done && r.LockErr == "" && r.Acq != 0 }
+func (r Record) Held() bool { return r.Attempt() && r.LockErr == "" && r.Acq != 0 }
+
+// Deleted reports whether a fault removed the hold from Redis behind its holder's back.
+func (r Record) Deleted() bool { return r.DelFrom != 0 }
+
+// heldUntil returns until when the section surely held its lock alone, as the library
+// promises: to End when its context was live then; for a deleted hold, to the deletion
+// (Redis kept the hold until then, whatever its context said) or End if sooner. ok is false
+// when the record promises nothing.
+func (r Record) heldUntil() (until int64, ok bool) {
+	if r.Deleted() {
+		return min(r.End, r.DelFrom), true
+	}
+	return r.End, r.Live
+}
 
 // Read reports whether the record is a read hold, which other read holds may overlap.
 func (r Record) Read() bool { return r.Mode == ModeRead }
@@ -95,13 +146,19 @@ func Holds(history []Record) []Record {
 // section and an exclusive one (two read sections may overlap). Each section is compared
 // with the conflicting live section that started before it and ends last, so a section is
 // counted at most once, and every conflicting pair makes its later section count.
+//
+// A deleted hold counts until its deletion, not to its End: after the deletion another
+// holder may come in while the old one, not knowing yet, still runs its section. That is
+// the fault's known consequence (fencing turns the stale writer away), not a lock's bug.
 func Overlaps(history []Record) [][2]Record {
 	byLock := map[string][]Record{}
 	var locks []string
 	for _, r := range Holds(history) {
-		if !r.Live {
+		until, ok := r.heldUntil()
+		if !ok || until < r.Acq {
 			continue
 		}
+		r.End = until
 		if _, ok := byLock[r.Lock]; !ok {
 			locks = append(locks, r.Lock)
 		}
@@ -151,6 +208,8 @@ func Overlaps(history []Record) [][2]Record {
 //     The hold ended at some unknown moment after it was granted, which may be before
 //     Lock returned (a process paused past the lease while Lock returns); the library
 //     promises nothing about it but that it was granted exclusively.
+//   - Release of a deleted hold: [DelFrom, DelTo], the deletion, whatever the section
+//     did after it.
 //
 // A lock that lets two live sections overlap, or grants a hold while another is live,
 // has no linearization: both Acquires are forced before either Release. Tokens that do
@@ -214,6 +273,9 @@ func Operations(history []Record) []porcupine.Operation {
 		if !h.UnlockOK {
 			ret = end
 		}
+		if h.Deleted() {
+			call, ret = h.DelFrom, h.DelTo
+		}
 		ops = append(ops, porcupine.Operation{
 			ClientId: client, Input: lockInput{Owner: i}, Call: call, Return: ret,
 		})
@@ -263,7 +325,9 @@ func CheckFencing(history []Record, counter int64) Fencing {
 			f.Errors++
 		case WriteRejected:
 			f.Rejected++
-			if r.Live {
+			// A deleted hold's write may have come after the deletion and a newer holder's
+			// write: turned away rightly, whatever its context said.
+			if r.Live && (!r.Deleted() || r.Check < r.DelFrom) {
 				f.LiveRejected = append(f.LiveRejected, r)
 			}
 			if r.Token >= maxToken {
@@ -283,4 +347,204 @@ func CheckFencing(history []Record, counter int64) Fencing {
 		}
 	}
 	return f
+}
+
+// Window is a span of time [From, To], in UnixNano.
+type Window struct{ From, To int64 }
+
+// queueMargin is taken off a fair waiter's entry lifetime, for the millisecond rounding of
+// Redis's TIME and the strict comparison by which an entry is found dead.
+const queueMargin = 25 * time.Millisecond
+
+// OrderViolation is a fair grant out of turn: Jumper was granted while Skipped, a live
+// waiter queued since before Jumper first tried, was still waiting.
+type OrderViolation struct{ Skipped, Jumper Record }
+
+// queueSpans returns the spans during which a fair waiter was surely in the queue, live,
+// from its attempts answered "wait" (r.Queued). Each attempt's script ran between its
+// send and its reply and left an entry that lives until at least send + entry: so the
+// waiter is surely queued from the reply on, and stays so while each next attempt's
+// reply comes before the entry of the one before can have run out. A gap (the waiter was
+// paused, cut off, or late) ends a span: its entry may have been taken for dead, and it
+// may have queued again at the back. A cut (a server restart, which empties every queue)
+// ends a span too, and an attempt that overlaps a cut tells nothing.
+//
+// A waiter that was never granted is in the queue no later than its last reply: after
+// it, it may have given up and left.
+//
+// Redis runs on the workers' machine, so the scripts' TIME and the workers' clocks are
+// one clock.
+func queueSpans(r Record, entry time.Duration, cuts []Window) []Window {
+	life := int64(entry - queueMargin)
+	cutIn := func(from, to int64) (int64, bool) { // the first cut that starts in [from, to]
+		first, ok := int64(math.MaxInt64), false
+		for _, c := range cuts {
+			if c.From >= from && c.From <= to && c.From < first {
+				first, ok = c.From, true
+			}
+		}
+		return first, ok
+	}
+	overlapsCut := func(from, to int64) bool {
+		for _, c := range cuts {
+			if c.From <= to && from <= c.To {
+				return true
+			}
+		}
+		return false
+	}
+	qs := append([][2]int64(nil), r.Queued...)
+	sort.Slice(qs, func(i, j int) bool { return qs[i][0] < qs[j][0] })
+	var out []Window
+	var cur *Window
+	closeCur := func() {
+		if cur == nil {
+			return
+		}
+		if c, ok := cutIn(cur.From, cur.To); ok {
+			cur.To = c
+		}
+		if !r.Held() && len(qs) > 0 {
+			cur.To = min(cur.To, qs[len(qs)-1][1])
+		}
+		if cur.To > cur.From {
+			out = append(out, *cur)
+		}
+		cur = nil
+	}
+	for _, q := range qs {
+		sent, got := q[0], q[1]
+		if overlapsCut(sent, got) {
+			closeCur()
+			continue
+		}
+		if cur != nil && got < cur.To {
+			if _, cut := cutIn(cur.From, got); !cut {
+				cur.To = max(cur.To, sent+life)
+				continue
+			}
+		}
+		closeCur()
+		cur = &Window{From: got, To: sent + life}
+	}
+	closeCur()
+	return out
+}
+
+// CheckFairOrder finds the grants of a fair lock out of turn in history, which must be
+// the fair lock's. A grant (fencing tokens order the grants) to B breaks the order when
+// a waiter A was surely in the queue and live (queueSpans) from before B's Lock call
+// until after B's Lock returned, and A was not granted before B. The fair lock promises
+// that, and nothing about waiters that died (killed, paused or cut off past their
+// entry's lifetime: skipped as dead), that gave up, or that a restart dropped (cuts).
+// Each jumper counts once.
+func CheckFairOrder(history []Record, entry time.Duration, cuts []Window) []OrderViolation {
+	grants := Holds(history)
+	sort.Slice(grants, func(i, j int) bool { return grants[i].Call < grants[j].Call })
+	skipped := map[int]Record{} // by index in grants: the first waiter found jumped
+	for _, a := range history {
+		if !a.Attempt() || len(a.Queued) == 0 {
+			continue
+		}
+		for _, sp := range queueSpans(a, entry, cuts) {
+			// The grants whose Lock call began after the waiter was queued, and returned
+			// while it still was (Call ≤ Acq, so Call ≤ sp.To).
+			i := sort.Search(len(grants), func(i int) bool { return grants[i].Call > sp.From })
+			for ; i < len(grants) && grants[i].Call <= sp.To; i++ {
+				b := grants[i]
+				if b.Acq > sp.To || (a.Held() && a.Token <= b.Token) {
+					continue // still queued when b returned? unknown; or a was granted first
+				}
+				if _, ok := skipped[i]; !ok {
+					skipped[i] = a
+				}
+			}
+		}
+	}
+	out := make([]OrderViolation, 0, len(skipped))
+	for i, a := range skipped {
+		out = append(out, OrderViolation{Skipped: a, Jumper: grants[i]})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Jumper.Token < out[j].Jumper.Token })
+	return out
+}
+
+// LostHold is a deleted hold whose holder's context did not end as it must.
+type LostHold struct {
+	R   Record
+	Why string
+}
+
+// lostSlack is how far before its local deadline a lingering hold's context must be seen
+// to end to count as ended by the renewal that found it gone; and how far before the
+// deadline that renewal's reply must have come for the check to apply.
+const (
+	lostSlack = 100 * time.Millisecond
+	goneSlack = 300 * time.Millisecond
+)
+
+// CheckDeletedHolds checks the deleted holds of history whose sections lingered (waited
+// for their context to end) across the deletion. Each one's context must end, with cause
+// ErrLeaseLost, and when a renewal told the client the hold was gone (Gone), because of
+// it: a context that lives on to its local deadline (Basis + lease) after such a reply
+// means the client ignored what Redis said. It returns the holds that fail, and how many
+// deleted holds (lingering or not) saw their context end with ErrLeaseLost.
+func CheckDeletedHolds(history []Record, lease time.Duration) (bad []LostHold, lost int) {
+	for _, r := range Holds(history) {
+		if !r.Deleted() {
+			continue
+		}
+		if r.Lost || (r.Lingered && r.LingerDone != 0 && r.LingerLost) {
+			lost++
+		}
+		if !r.Lingered {
+			continue
+		}
+		deadline := r.Basis + int64(lease)
+		switch {
+		case r.LingerDone == 0:
+			bad = append(bad, LostHold{r, fmt.Sprintf("its context was still live %v after the deletion",
+				time.Duration(r.End-r.DelTo).Round(time.Millisecond))})
+		case !r.LingerLost:
+			bad = append(bad, LostHold{r, "its context ended with another cause than ErrLeaseLost"})
+		case r.Gone != 0 && r.Basis != 0 && r.Gone < deadline-int64(goneSlack) && r.LingerDone >= deadline-int64(lostSlack):
+			bad = append(bad, LostHold{r, fmt.Sprintf("a renewal found it gone %v before its local deadline, yet its context lived on to the deadline",
+				time.Duration(deadline-r.Gone).Round(time.Millisecond))})
+		}
+	}
+	return bad, lost
+}
+
+// RestartOverlap measures, after a restart without persistence that lost the holds
+// marked deleted at it (DelFrom == restart.From) and let clients back in at restart.To,
+// how long an old hold's context stayed live after a new holder of the same lock (one
+// granted on the restarted server) had acquired: the context of a hold that lingered
+// lived until it was seen to end, another one whose section found it live at least until
+// its Check. It returns the longest such overlap over the conflicting pairs, 0 if none.
+func RestartOverlap(history []Record, restart Window) time.Duration {
+	var worst int64
+	holds := Holds(history)
+	for _, o := range holds {
+		if o.DelFrom != restart.From {
+			continue
+		}
+		var live int64
+		switch {
+		case o.Lingered && o.LingerDone != 0:
+			live = o.LingerDone
+		case o.Lingered:
+			live = o.End // never seen to end: at least until its section went on
+		case o.Live:
+			live = o.Check
+		default:
+			continue
+		}
+		for _, n := range holds {
+			if n.Lock != o.Lock || n.Deleted() && n.DelFrom == restart.From || n.Acq <= restart.To || (o.Read() && n.Read()) {
+				continue
+			}
+			worst = max(worst, live-n.Acq)
+		}
+	}
+	return time.Duration(worst)
 }

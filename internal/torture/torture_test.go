@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -50,9 +51,10 @@ const (
 	faultPubSub    fault = "pubsub"    // CLIENT KILL TYPE pubsub
 	faultRestart   fault = "restart"   // restart the lock server without persistence
 	faultSleep     fault = "sleep"     // DEBUG SLEEP 2 on the lock server
+	faultDelete    fault = "delete"    // DEL a held lock's key behind its holder's back
 )
 
-var allFaults = []fault{faultKill, faultStop, faultBlackhole, faultPubSub, faultRestart, faultSleep}
+var allFaults = []fault{faultKill, faultStop, faultBlackhole, faultPubSub, faultRestart, faultSleep, faultDelete}
 
 // pastLease is how long a stop or a blackhole lasts: past the watchdog timeout.
 const pastLease = watchdogTimeout + 500*time.Millisecond
@@ -73,11 +75,14 @@ type config struct {
 // kindSummary is what one run (or all of them) found on one kind of lock.
 type kindSummary struct {
 	acquisitions, reads, overlaps, lostUpdates, staleRejected int
+	orderViolations                                           int // fair lock only
+	deleted, lostHolds                                        int // holds removed by a fault; of them, seen lost by their holders
 }
 
 // summary is what one run (or all of them) found.
 type summary struct {
 	faults, hangs, workerErrors int
+	restartOverlap              time.Duration // the longest, over restarts
 	kinds                       map[string]*kindSummary
 }
 
@@ -100,6 +105,9 @@ func (s *summary) total() kindSummary {
 		t.overlaps += k.overlaps
 		t.lostUpdates += k.lostUpdates
 		t.staleRejected += k.staleRejected
+		t.orderViolations += k.orderViolations
+		t.deleted += k.deleted
+		t.lostHolds += k.lostHolds
 	}
 	return t
 }
@@ -108,6 +116,7 @@ func (s *summary) add(o summary) {
 	s.faults += o.faults
 	s.hangs += o.hangs
 	s.workerErrors += o.workerErrors
+	s.restartOverlap = max(s.restartOverlap, o.restartOverlap)
 	for name, k := range o.kinds {
 		m := s.kind(name)
 		m.acquisitions += k.acquisitions
@@ -115,6 +124,9 @@ func (s *summary) add(o summary) {
 		m.overlaps += k.overlaps
 		m.lostUpdates += k.lostUpdates
 		m.staleRejected += k.staleRejected
+		m.orderViolations += k.orderViolations
+		m.deleted += k.deleted
+		m.lostHolds += k.lostHolds
 	}
 }
 
@@ -122,8 +134,9 @@ func (s *summary) add(o summary) {
 func (s summary) String() string {
 	t := s.total()
 	var b strings.Builder
-	fmt.Fprintf(&b, "torture: acquisitions=%d faults=%d overlaps=%d lost-updates=%d hangs=%d stale-writes-rejected=%d worker-errors=%d",
-		t.acquisitions, s.faults, t.overlaps, t.lostUpdates, s.hangs, t.staleRejected, s.workerErrors)
+	fmt.Fprintf(&b, "torture: acquisitions=%d faults=%d overlaps=%d lost-updates=%d hangs=%d stale-writes-rejected=%d worker-errors=%d order-violations=%d deleted-holds=%d lost-holds=%d restart-overlap-max=%dms",
+		t.acquisitions, s.faults, t.overlaps, t.lostUpdates, s.hangs, t.staleRejected, s.workerErrors,
+		t.orderViolations, t.deleted, t.lostHolds, s.restartOverlap.Milliseconds())
 	for _, name := range kinds {
 		k := s.kinds[name]
 		if k == nil {
@@ -134,6 +147,10 @@ func (s summary) String() string {
 			fmt.Fprintf(&b, " (reads=%d writes=%d)", k.reads, k.acquisitions-k.reads)
 		}
 		fmt.Fprintf(&b, " overlaps=%d lost-updates=%d stale-writes-rejected=%d", k.overlaps, k.lostUpdates, k.staleRejected)
+		if name == kindFair {
+			fmt.Fprintf(&b, " order-violations=%d", k.orderViolations)
+		}
+		fmt.Fprintf(&b, " lost-holds=%d/%d", k.lostHolds, k.deleted)
 	}
 	return b.String()
 }
@@ -142,13 +159,14 @@ func (s summary) String() string {
 // with all of them mixed, and checks every history. Each worker takes the three kinds of
 // lock at once, each kind on its own lock.
 func TestTorture(t *testing.T) {
-	// Short mode (CI, with -race): about a minute. The mixed run is longer, so that each
-	// fault lands at least once before the workers are done.
+	// Short mode (CI, with -race): about a minute and a half, two and a half on a loaded
+	// machine. The mixed run is longer, so that each fault lands at least once before the
+	// workers are done.
 	cfg := config{workers: 3, goroutines: 3, iters: 60, period: time.Second, maxFaults: 3, deadline: 90 * time.Second}
 	mixed := cfg
 	mixed.iters, mixed.maxFaults = 120, 2*len(allFaults)
 	if *long {
-		// Long mode: about 5 minutes. The deadlines add up to 15 minutes, which bounds a
+		// Long mode: about 6 minutes. The deadlines add up to 16.5 minutes, which bounds a
 		// run whose workers hang.
 		cfg = config{workers: 4, goroutines: 4, iters: 200, period: time.Second, maxFaults: 10, deadline: 90 * time.Second}
 		// The mixed run alone must reach 20,000 acquisitions under every fault. Its faults
@@ -231,6 +249,20 @@ type harness struct {
 	byFault  map[fault]int
 	deck     []fault // the rest of this round of faults
 	pauses   []pause
+	// deletions are the faults that removed holds behind their holders' backs; cuts are
+	// the restarts (from the first blackholed proxy to the last reopened), which empty
+	// the fair queues.
+	deletions []deletion
+	cuts      []Window
+}
+
+// deletion is one fault that removed holds from Redis behind their holders' backs: a DEL
+// of a held lock's key, or a restart of the server without persistence.
+type deletion struct {
+	restart bool
+	win     Window                     // the holds were in Redis at From and gone by To
+	open    int64                      // restart: when the clients could reach the new server
+	fields  map[string]map[string]bool // by kind of lock: the hash fields removed
 }
 
 // pause is one SIGSTOP of a worker, from just before the signal to just after SIGCONT.
@@ -408,32 +440,171 @@ func (h *harness) inject(f fault) {
 	case faultPubSub:
 		h.lock.Do(t, "CLIENT", "KILL", "TYPE", "pubsub")
 	case faultRestart:
-		// A restart without persistence loses every lock and the fencing counter. The
-		// docs (operations.md) say holders learn it at their next renewal, so a server
-		// back at once lets a new holder in while an old one still believes it holds:
-		// a documented window, not a bug. The run therefore does what an operator must:
-		// keep the restarted server away from clients past the lease (every proxy
-		// blackholed, so every old hold's context ends on its local deadline first) and
-		// set each lock's fencing counter back above every token handed out.
-		began := time.Now()
-		for _, w := range h.workers {
-			w.proxy.Blackhole()
-		}
-		toks := map[string]int64{}
-		for _, k := range kinds {
-			toks[k], _ = h.lock.Do(t, "GET", tokenCounter(k)).AsInt64()
-		}
-		h.lock.Restart(t)
-		for _, k := range kinds {
-			h.lock.Do(t, "SET", tokenCounter(k), strconv.FormatInt(toks[k]+1000, 10))
-		}
-		time.Sleep(time.Until(began.Add(pastLease)))
-		for _, w := range h.workers {
-			w.proxy.Unblackhole()
-		}
+		h.restart()
 	case faultSleep:
 		h.lock.Do(t, "DEBUG", "SLEEP", "2")
+	case faultDelete:
+		h.deleteHeld()
 	}
+}
+
+// deleteHeld deletes a held lock's key behind its holder's back: it asks a worker to
+// linger in its next section, deletes that section's lock key (only if the hold is still
+// there), and waits for the section to end. The holder must learn of the loss from its
+// next renewal: its context ends with ErrLeaseLost.
+func (h *harness) deleteHeld() {
+	ws := h.lingerers()
+	if len(ws) == 0 {
+		return
+	}
+	w := ws[rand.IntN(len(ws))]
+	off := fileSize(w.history)
+	_ = w.cmd.Process.Signal(lingerSignal)
+	notes := h.awaitNotes(map[*worker]int64{w: off}, 3*time.Second)
+	note, ok := notes[w]
+	if !ok {
+		_ = w.cmd.Process.Signal(stopLingerSignal)
+		h.t.Logf("delete: no section of %s lingered within 3s", w.id)
+		return
+	}
+	from := time.Now().UnixNano()
+	fields, _ := h.lock.Do(h.t, "EVAL", deleteHeldScript, "1", lockKey(lockName, note.Lock), note.Owner).AsStrSlice()
+	to := time.Now().UnixNano()
+	if len(fields) > 0 {
+		h.deletions = append(h.deletions, deletion{win: Window{from, to}, fields: map[string]map[string]bool{note.Lock: set(fields)}})
+	} else {
+		h.t.Logf("delete: the hold of %s's lingering section on %s was gone already", w.id, note.Lock)
+	}
+	h.awaitSections(notes, map[*worker]int64{w: off})
+}
+
+// deleteHeldScript deletes the lock KEYS[1] if ARGV[1] holds it, and returns the fields
+// the hash had (empty if it was not held so).
+const deleteHeldScript = `
+if redis.call('hexists', KEYS[1], ARGV[1]) == 0 then return {} end
+local fields = redis.call('hkeys', KEYS[1])
+redis.call('del', KEYS[1])
+return fields`
+
+// restart restarts the lock server without persistence, which loses every lock, queue
+// and fencing counter. Each worker is asked first to linger in its next section, so that
+// old holders are still holding, watching their contexts, when the server comes back.
+// While the server restarts, every proxy is blackholed: the holds present just before are
+// noted (they are the ones lost), and each lock's fencing counter is set back above
+// every token handed out before any client reaches the new server. The proxies then open
+// at once: new holders come in while old ones have not yet learned that their holds are
+// gone, which the run measures (RestartOverlap). The docs (operations.md) describe that
+// window; the client shortens it by checking every hold when its subscriber reconnects.
+func (h *harness) restart() {
+	t := h.t
+	offs := map[*worker]int64{}
+	for _, w := range h.lingerers() {
+		offs[w] = fileSize(w.history)
+		_ = w.cmd.Process.Signal(lingerSignal)
+	}
+	notes := h.awaitNotes(offs, time.Second)
+	for w := range offs {
+		if _, ok := notes[w]; !ok {
+			_ = w.cmd.Process.Signal(stopLingerSignal)
+			delete(offs, w)
+		}
+	}
+
+	began := time.Now().UnixNano()
+	for _, w := range h.workers {
+		w.proxy.Blackhole()
+	}
+	// Requests already past the proxies reach the server before it is looked at.
+	time.Sleep(50 * time.Millisecond)
+	d := deletion{restart: true, fields: map[string]map[string]bool{}}
+	d.win.From = time.Now().UnixNano()
+	toks := map[string]int64{}
+	for _, k := range kinds {
+		fields, _ := h.lock.Do(t, "HKEYS", lockKey(lockName, k)).AsStrSlice()
+		d.fields[k] = set(fields)
+		toks[k], _ = h.lock.Do(t, "GET", tokenCounter(k)).AsInt64()
+	}
+	h.lock.Restart(t)
+	for _, k := range kinds {
+		h.lock.Do(t, "SET", tokenCounter(k), strconv.FormatInt(toks[k]+1000, 10))
+	}
+	d.win.To = time.Now().UnixNano()
+	for _, w := range h.workers {
+		w.proxy.Unblackhole()
+	}
+	d.open = time.Now().UnixNano()
+	h.deletions = append(h.deletions, d)
+	h.cuts = append(h.cuts, Window{began, d.open})
+	h.awaitSections(notes, offs)
+}
+
+func set(ss []string) map[string]bool {
+	m := map[string]bool{}
+	for _, s := range ss {
+		m[s] = true
+	}
+	return m
+}
+
+// lingerers returns the running workers that can be asked to linger: their signal
+// handlers are in place once their first record is written.
+func (h *harness) lingerers() []*worker {
+	var ws []*worker
+	for _, w := range h.running() {
+		if h.clientOf(w) != "" {
+			ws = append(ws, w)
+		}
+	}
+	return ws
+}
+
+// awaitNotes waits, at most wait, for each worker of offs to note in its history (past
+// the offset) that a section lingers, and returns the notes found.
+func (h *harness) awaitNotes(offs map[*worker]int64, wait time.Duration) map[*worker]Record {
+	notes := map[*worker]Record{}
+	for end := time.Now().Add(wait); len(notes) < len(offs) && time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		for w, off := range offs {
+			if _, ok := notes[w]; ok {
+				continue
+			}
+			for _, r := range readHistoryFrom(h.t, w.history, off) {
+				if r.Linger {
+					notes[w] = r
+					break
+				}
+			}
+		}
+	}
+	return notes
+}
+
+// awaitSections waits until the lingering section of each note has written its record,
+// or its worker has exited, bounded by the linger's own bound and some.
+func (h *harness) awaitSections(notes map[*worker]Record, offs map[*worker]int64) {
+	end := time.Now().Add(lingerMax + 2*time.Second)
+	for w, n := range notes {
+		for !w.exited() && time.Now().Before(end) {
+			found := false
+			for _, r := range readHistoryFrom(h.t, w.history, offs[w]) {
+				if r.Attempt() && r.Lock == n.Lock && r.G == n.G && r.I == n.I {
+					found = true
+				}
+			}
+			if found {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// fileSize is the size of the file at path, 0 if it is not there.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
 }
 
 // tokenCounter is the fencing counter of the lock of kind, on the lock server.
@@ -480,6 +651,7 @@ func run(t *testing.T, cfg config) summary {
 	var history []Record
 	for _, w := range h.workers {
 		rs := readHistory(t, w.history, -1)
+		markDeleted(rs, h.deletions)
 		history = append(history, rs...)
 		if w.killed {
 			continue
@@ -521,7 +693,7 @@ func run(t *testing.T, cfg config) summary {
 		k.acquisitions = len(holds)
 		attempts, lost := 0, 0
 		for _, r := range hk {
-			if !r.Hello && !r.Done {
+			if r.Attempt() {
 				attempts++
 			}
 		}
@@ -570,6 +742,56 @@ func run(t *testing.T, cfg config) summary {
 		}
 		for _, r := range f.Unsuperseded {
 			t.Errorf("%s: write rejected with no higher token handed out: %v", kind, r)
+		}
+
+		if kind == kindFair {
+			ov := CheckFairOrder(hk, entryLife, h.cuts)
+			k.orderViolations = len(ov)
+			queued := 0
+			for _, r := range hk {
+				if r.Attempt() && len(r.Queued) > 0 {
+					queued++
+				}
+			}
+			t.Logf("%s: %d grants out of turn; %d Lock calls queued (%d restarts emptied the queue)", kind, len(ov), queued, len(h.cuts))
+			for i, v := range ov {
+				if i == 5 {
+					break
+				}
+				t.Errorf("%s: granted out of turn:\n  %v\n  while this waiter queued before its Lock call and was live until after it returned:\n  %v (queued %s)",
+					kind, v.Jumper, v.Skipped, describeQueued(v.Skipped))
+			}
+		}
+
+		bad, lostHolds := CheckDeletedHolds(hk, watchdogTimeout)
+		k.lostHolds = lostHolds
+		lingered := 0
+		for _, r := range holds {
+			if r.Deleted() {
+				k.deleted++
+				if r.Lingered {
+					lingered++
+				}
+			}
+		}
+		if k.deleted > 0 {
+			t.Logf("%s: %d holds deleted behind their holders' backs (%d lingering), %d seen lost by their holders%s",
+				kind, k.deleted, lingered, lostHolds, lossDelays(holds))
+		}
+		for _, b := range bad {
+			t.Errorf("%s: deleted hold: %s: %v (lingered from %s, deleted at %s, basis %s, gone %s)", kind, b.Why, b.R,
+				stamp(b.R.LingerFrom), stamp(b.R.DelFrom), stamp(b.R.Basis), stamp(b.R.Gone))
+		}
+		for _, d := range h.deletions {
+			if !d.restart {
+				continue
+			}
+			o := RestartOverlap(hk, Window{d.win.From, d.open})
+			t.Logf("%s: restart at %s: old and new holders overlapped for %v", kind, stamp(d.win.From), o.Round(time.Millisecond))
+			s.restartOverlap = max(s.restartOverlap, o)
+			if o > watchdogTimeout {
+				t.Errorf("%s: after a restart an old hold's context stayed live %v after a new holder acquired, more than a lease (%v)", kind, o, watchdogTimeout)
+			}
 		}
 
 		t0 := time.Now()
@@ -621,7 +843,7 @@ func lockErrors(history []Record) string {
 func unfinished(rs []Record, cfg config) map[string]int {
 	last := map[string]bool{}
 	for _, r := range rs {
-		if !r.Hello && !r.Done && r.I == cfg.iters-1 {
+		if r.Attempt() && r.I == cfg.iters-1 {
 			last[r.Lock+"/"+strconv.Itoa(r.G)] = true
 		}
 	}
@@ -725,8 +947,68 @@ func scan(t *testing.T, s *redistest.Server) []string {
 	return nil
 }
 
+// markDeleted marks the holds that a deletion removed: their fields were in the hash
+// when it was deleted (owners are fresh for every Lock call, so a field names one hold).
+func markDeleted(history []Record, ds []deletion) {
+	for i := range history {
+		r := &history[i]
+		if !r.Held() || r.Owner == "" {
+			continue
+		}
+		for _, d := range ds {
+			if d.fields[r.Lock][r.Owner] {
+				r.DelFrom, r.DelTo = d.win.From, d.win.To
+				break
+			}
+		}
+	}
+}
+
+// lossDelays describes how long the deleted holds that lingered took to see their context
+// end after the deletion.
+func lossDelays(holds []Record) string {
+	var ds []time.Duration
+	for _, r := range holds {
+		if r.Deleted() && r.Lingered && r.LingerDone != 0 {
+			ds = append(ds, time.Duration(r.LingerDone-r.DelTo))
+		}
+	}
+	if len(ds) == 0 {
+		return ""
+	}
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	return fmt.Sprintf("; lingering holds saw the loss %v to %v after the deletion", ds[0].Round(time.Millisecond), ds[len(ds)-1].Round(time.Millisecond))
+}
+
+func stamp(ns int64) string {
+	if ns == 0 {
+		return "-"
+	}
+	return time.Unix(0, ns).Format("15:04:05.000000")
+}
+
+func describeQueued(r Record) string {
+	var b strings.Builder
+	for i, q := range r.Queued {
+		if i > 0 {
+			b.WriteString(" ")
+		}
+		fmt.Fprintf(&b, "%s→%s", stamp(q[0]), stamp(q[1]))
+	}
+	return b.String()
+}
+
 // readHistory reads up to n records (all when n < 0) of a worker's history file.
 func readHistory(t *testing.T, path string, n int) []Record {
+	return readRecords(t, path, 0, n)
+}
+
+// readHistoryFrom reads the records of a worker's history file past offset off.
+func readHistoryFrom(t *testing.T, path string, off int64) []Record {
+	return readRecords(t, path, off, -1)
+}
+
+func readRecords(t *testing.T, path string, off int64, n int) []Record {
 	f, err := os.Open(path)
 	if os.IsNotExist(err) {
 		return nil
@@ -735,6 +1017,11 @@ func readHistory(t *testing.T, path string, n int) []Record {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if off > 0 {
+		if _, err := f.Seek(off, io.SeekStart); err != nil {
+			t.Fatal(err)
+		}
+	}
 	var rs []Record
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)

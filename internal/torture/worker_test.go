@@ -10,8 +10,12 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -19,6 +23,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/lua"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 )
@@ -44,6 +49,19 @@ const (
 	// refreshPeriod of the fair lock's waiters and of the read-write lock's waiting
 	// writers: an entry of a killed waiter lives two periods, within the wait for keys.
 	refreshPeriod = 500 * time.Millisecond
+	// entryLife is how long a fair waiter's queue entry lives without a refresh.
+	entryLife = 2 * refreshPeriod
+	// lingerMax bounds how long a lingering section waits for its context to end: past
+	// the lease, which ends any hold's context whose renewals fail, and then some.
+	lingerMax = 2*watchdogTimeout + time.Second
+)
+
+// Signals from the parent to a worker: lingerSignal asks that the next section to acquire
+// (of any kind) linger, waiting for its context to end, so that its hold can be deleted
+// behind its back; stopLingerSignal takes the request back.
+const (
+	lingerSignal     = syscall.SIGUSR1
+	stopLingerSignal = syscall.SIGUSR2
 )
 
 // The kinds of lock the workers take, each on a lock of its own (lockKey) with a fenced
@@ -152,6 +170,15 @@ func newLocker(c *relock.Client, base, kind string) locker {
 // goroutine of relock or rueidis may be left (goleak); a leak is reported on stderr and in
 // the exit code, after the Done record.
 func workerMain() int {
+	// Before goleak's snapshot: the signal handling goroutines live as long as the process.
+	var linger atomic.Bool
+	sigs := make(chan os.Signal, 4)
+	signal.Notify(sigs, lingerSignal, stopLingerSignal)
+	go func() {
+		for s := range sigs {
+			linger.Store(s == lingerSignal)
+		}
+	}()
 	ignore := goleak.IgnoreCurrent()
 	id := os.Getenv(envWorker)
 	gs, _ := strconv.Atoi(os.Getenv(envGs))
@@ -175,7 +202,8 @@ func workerMain() int {
 		fmt.Fprintln(os.Stderr, "torture worker: resource client:", err)
 		return 2
 	}
-	c, err := relock.New(lrc, relock.WithWatchdogTimeout(watchdogTimeout), relock.WithTimeout(callTimeout))
+	sp := newSpy(lrc)
+	c, err := relock.New(sp, relock.WithWatchdogTimeout(watchdogTimeout), relock.WithTimeout(callTimeout))
 	if err != nil {
 		rrc.Close()
 		lrc.Close()
@@ -193,7 +221,7 @@ func workerMain() int {
 				for i := range iters {
 					// Read-write lock: half the sections read, half write.
 					read := kind == kindRW && rand.IntN(2) == 0
-					hist.add(section(lk, read, rrc, id, g, i))
+					hist.add(section(lk, read, rrc, id, g, i, &sectionEnv{spy: sp, linger: &linger, hist: hist, name: lockKey(base, kind)}))
 				}
 			})
 		}
@@ -211,25 +239,60 @@ func workerMain() int {
 	return 0
 }
 
+// sectionEnv is what a section needs besides its lock: the client's spy, the parent's
+// request to linger, the history (for the linger note), and the lock's name.
+type sectionEnv struct {
+	spy    *spy
+	linger *atomic.Bool
+	hist   *historyFile
+	name   string
+}
+
 // section makes one attempt: lock, a fenced write (a read of the counter in a read
-// section), unlock.
-func section(lk locker, read bool, rrc rueidis.Client, id string, g, i int) Record {
+// section), unlock. When the parent asked for it, the first section to acquire lingers
+// after acquiring: it notes that in the history and waits (at most lingerMax) for its
+// hold's context to end, then goes on (its write may then be a stale holder's).
+func section(lk locker, read bool, rrc rueidis.Client, id string, g, i int, env *sectionEnv) Record {
 	r := Record{Worker: id, Lock: lk.kind, G: g, I: i}
 	if read {
 		r.Mode = ModeRead
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), lockWait)
+	log := &attemptLog{}
+	ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), attemptKey{}, log), lockWait)
 	defer cancel()
 	r.Call = time.Now().UnixNano()
 	held, err := lk.lock(ctx, read)
 	r.Acq = time.Now().UnixNano()
+	log.mu.Lock()
+	r.Owner, r.Queued = log.field, log.queued
+	grantSent := log.grantSent
+	log.mu.Unlock()
+	if lk.kind != kindFair {
+		r.Queued = nil
+	}
 	if err != nil {
 		r.LockErr = err.Error()
 		time.Sleep(5 * time.Millisecond)
 		return r
 	}
+	defer env.spy.forget(env.name, r.Owner)
 	if !read {
 		r.Token, _ = lk.token(held)
+	}
+	if env.linger.CompareAndSwap(true, false) {
+		r.Lingered = true
+		r.LingerFrom = time.Now().UnixNano()
+		env.hist.add(Record{Linger: true, Worker: id, Lock: lk.kind, Mode: r.Mode, G: g, I: i, Owner: r.Owner, Acq: r.Acq})
+		t := time.NewTimer(lingerMax)
+		select {
+		case <-held.Done():
+			r.LingerDone = time.Now().UnixNano()
+			r.LingerLost = errors.Is(context.Cause(held), relock.ErrLeaseLost)
+		case <-t.C:
+		}
+		t.Stop()
+		r.Basis, r.Gone = env.spy.renewals(env.name, r.Owner)
+		r.Basis = max(r.Basis, grantSent)
 	}
 	// Mostly short sections, and now and then a long one, so that a fault aimed at the
 	// holder often lands inside a section and its write reaches the resource late.
@@ -248,6 +311,7 @@ func section(lk locker, read bool, rrc rueidis.Client, id string, g, i int) Reco
 	r.End = time.Now().UnixNano()
 	if !r.Live {
 		r.Cause = fmt.Sprint(context.Cause(held))
+		r.Lost = errors.Is(context.Cause(held), relock.ErrLeaseLost)
 	}
 	err = lk.unlock(held, read)
 	r.Rel = time.Now().UnixNano()
@@ -285,4 +349,163 @@ func write(rrc rueidis.Client, kind string, token int64, r *Record) string {
 	}
 	r.Last = vs[2]
 	return WriteRejected
+}
+
+// attemptKey carries a Lock call's attemptLog in its context, down to the spy: relock
+// passes the caller's context values on to its Redis calls.
+type attemptKey struct{}
+
+// attemptLog is what the spy saw of one Lock call's acquire scripts.
+type attemptLog struct {
+	mu        sync.Mutex
+	field     string     // the hash field the scripts were sent for
+	queued    [][2]int64 // {sent, reply} of each attempt answered "wait"
+	grantSent int64      // when the attempt answered "granted" was sent
+}
+
+// spy is the worker's Redis client as relock sees it: it passes every call through and
+// notes, without changing anything, what the history needs to know from the lock's own
+// traffic: each acquire script a section's Lock sends and its answer (for the fair
+// order), and each renewal the watchdog sends and its answer per hold (for holds deleted
+// behind their holders' backs).
+type spy struct {
+	rueidis.Client
+	mu      sync.Mutex
+	renewed map[string]*renewLog // by lock name and field
+}
+
+// renewLog is what renewals said about one hold: ok is when the latest request that found
+// it in Redis was sent, before gone, when the first reply that found it gone came.
+type renewLog struct{ ok, gone int64 }
+
+// Scripts the spy recognises, by SHA1 (EVALSHA) and by source (EVAL).
+const (
+	roleAcquire = 1 + iota
+	roleRenew
+	roleRenewRW
+)
+
+var scriptRoles = func() map[string]int {
+	m := map[string]int{}
+	for _, s := range []*lua.Script{lua.RLockAcquire(), lua.FairAcquire(), lua.RWLockReadAcquire(), lua.RWLockWriteAcquire()} {
+		m[s.SHA1], m[s.Source] = roleAcquire, roleAcquire
+	}
+	m[lua.RLockRenew().SHA1], m[lua.RLockRenew().Source] = roleRenew, roleRenew
+	m[lua.RWLockRenew().SHA1], m[lua.RWLockRenew().Source] = roleRenewRW, roleRenewRW
+	return m
+}()
+
+func newSpy(rc rueidis.Client) *spy { return &spy{Client: rc, renewed: map[string]*renewLog{}} }
+
+// script returns the role of a script call, with its keys and arguments.
+func script(args []string) (role int, keys, argv []string) {
+	if len(args) < 3 || (!strings.EqualFold(args[0], "EVALSHA") && !strings.EqualFold(args[0], "EVAL")) {
+		return 0, nil, nil
+	}
+	n, err := strconv.Atoi(args[2])
+	if err != nil || 3+n > len(args) {
+		return 0, nil, nil
+	}
+	return scriptRoles[args[1]], args[3 : 3+n], args[3+n:]
+}
+
+func (s *spy) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	log, _ := ctx.Value(attemptKey{}).(*attemptLog)
+	if log == nil {
+		return s.Client.Do(ctx, cmd)
+	}
+	role, _, argv := script(cmd.Commands())
+	if role != roleAcquire || len(argv) < 2 {
+		return s.Client.Do(ctx, cmd)
+	}
+	field := strings.Clone(argv[1]) // every acquire script takes the hold's field second
+	sent := time.Now().UnixNano()
+	res := s.Client.Do(ctx, cmd)
+	got := time.Now().UnixNano()
+	v, err := res.AsIntSlice()
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	log.field = field
+	if err == nil && len(v) > 0 {
+		switch v[0] {
+		case 0:
+			log.queued = append(log.queued, [2]int64{sent, got})
+		case 1:
+			log.grantSent = sent
+		}
+	}
+	return res
+}
+
+func (s *spy) DoMulti(ctx context.Context, multi ...rueidis.Completed) []rueidis.RedisResult {
+	type renewal struct {
+		i           int
+		check       bool // "0" for the lease: checked, not extended
+		names, flds []string
+	}
+	var rs []renewal
+	for i := range multi {
+		role, keys, argv := script(multi[i].Commands())
+		if role != roleRenew && role != roleRenewRW || len(argv) < 1 {
+			continue
+		}
+		step := 1
+		if role == roleRenewRW {
+			step = 2 // each lock's hash, then its key prefix
+		}
+		r := renewal{i: i, check: argv[0] == "0"}
+		for k := 0; k < len(keys); k += step {
+			r.names = append(r.names, strings.Clone(keys[k]))
+		}
+		for _, f := range argv[1:] {
+			r.flds = append(r.flds, strings.Clone(f))
+		}
+		rs = append(rs, r)
+	}
+	sent := time.Now().UnixNano()
+	res := s.Client.DoMulti(ctx, multi...)
+	got := time.Now().UnixNano()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range rs {
+		v, err := res[r.i].AsIntSlice()
+		if err != nil || len(v) != len(r.names) || len(v) != len(r.flds) {
+			continue
+		}
+		for j, ok := range v {
+			k := r.names[j] + "\x00" + r.flds[j]
+			l := s.renewed[k]
+			if l == nil {
+				l = &renewLog{}
+				s.renewed[k] = l
+			}
+			switch {
+			case l.gone != 0:
+			case ok == 1 && !r.check:
+				l.ok = max(l.ok, sent)
+			case ok == 1:
+			default:
+				l.gone = got
+			}
+		}
+	}
+	return res
+}
+
+// renewals returns what the renewals said of the hold of name by field: when the latest
+// one that found it was sent, and when the first reply that found it gone came (0: none).
+func (s *spy) renewals(name, field string) (ok, gone int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if l := s.renewed[name+"\x00"+field]; l != nil {
+		return l.ok, l.gone
+	}
+	return 0, 0
+}
+
+// forget drops what the spy knows of a hold whose section is over.
+func (s *spy) forget(name, field string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.renewed, name+"\x00"+field)
 }

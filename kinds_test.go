@@ -1,0 +1,335 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/rwlock"
+)
+
+// holdKind is one kind of hold, reached through the client's API only, so that one test
+// covers every kind whose scripts share a path.
+type holdKind struct {
+	name string
+	// lock takes a hold of the lock named n; lease 0 takes the watchdog's lease (renewed).
+	lock   func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error)
+	unlock func(c *relock.Client, ctx context.Context, n string) error
+	count  func(c *relock.Client, ctx context.Context, n string) (int, error)
+	// channel is the start of the channel a waiter of the lock n subscribes to.
+	channel func(n string) string
+}
+
+var (
+	kindRLock = holdKind{
+		name: "rlock",
+		lock: func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error) {
+			if lease > 0 {
+				return c.Lock(n).Lock(ctx, rlock.WithLease(lease))
+			}
+			return c.Lock(n).Lock(ctx)
+		},
+		unlock:  func(c *relock.Client, ctx context.Context, n string) error { return c.Lock(n).Unlock(ctx) },
+		count:   func(c *relock.Client, ctx context.Context, n string) (int, error) { return c.Lock(n).HoldCount(ctx) },
+		channel: func(n string) string { return "redisson_lock__channel:{" + n + "}" },
+	}
+	kindFair = holdKind{
+		name: "fair",
+		lock: func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error) {
+			// A fair waiter comes back every refresh period; a minute keeps that from
+			// standing in for the wake-up TestWakeupBeforeSubscription is about.
+			opts := []fairlock.Option{fairlock.WithRefreshPeriod(time.Minute)}
+			if lease > 0 {
+				opts = append(opts, fairlock.WithLease(lease))
+			}
+			return c.FairLock(n).Lock(ctx, opts...)
+		},
+		unlock: func(c *relock.Client, ctx context.Context, n string) error { return c.FairLock(n).Unlock(ctx) },
+		count: func(c *relock.Client, ctx context.Context, n string) (int, error) {
+			return c.FairLock(n).HoldCount(ctx)
+		},
+		// A fair waiter listens on a channel of its own: this prefix and its owner.
+		channel: func(n string) string { return "redisson_lock__channel:{" + n + "}:" },
+	}
+	kindWrite = holdKind{
+		name: "write",
+		lock: func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error) {
+			if lease > 0 {
+				return c.RWLock(n).Lock(ctx, rwlock.WithLease(lease))
+			}
+			return c.RWLock(n).Lock(ctx)
+		},
+		unlock:  func(c *relock.Client, ctx context.Context, n string) error { return c.RWLock(n).Unlock(ctx) },
+		count:   func(c *relock.Client, ctx context.Context, n string) (int, error) { return c.RWLock(n).HoldCount(ctx) },
+		channel: func(n string) string { return "redisson_rwlock:{" + n + "}" },
+	}
+	kindRead = holdKind{
+		name: "read",
+		lock: func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error) {
+			if lease > 0 {
+				return c.RWLock(n).RLock(ctx, rwlock.WithLease(lease))
+			}
+			return c.RWLock(n).RLock(ctx)
+		},
+		unlock:  func(c *relock.Client, ctx context.Context, n string) error { return c.RWLock(n).RUnlock(ctx) },
+		count:   func(c *relock.Client, ctx context.Context, n string) (int, error) { return c.RWLock(n).RHoldCount(ctx) },
+		channel: func(n string) string { return "redisson_rwlock:{" + n + "}" },
+	}
+)
+
+// kindClient returns a relock client on b with its own connections, closed at the end of
+// the test.
+func kindClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
+	t.Helper()
+	c, err := relock.New(b.Client(t), opts...)
+	if err != nil {
+		t.Fatalf("relock.New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// lockPTTL returns the lock key's PTTL in milliseconds.
+func lockPTTL(t *testing.T, b *redistest.Backend, n string) int64 {
+	t.Helper()
+	ms, err := sdo(t, b.Client(t), "PTTL", n).AsInt64()
+	if err != nil {
+		t.Fatalf("PTTL %s: %v", n, err)
+	}
+	return ms
+}
+
+// A re-entry with a longer lease than the hold's extends the key's expiry to it, and a
+// re-entry that turns the watchdog on gets at least the watchdog's lease at once: the
+// owner's holds must not lapse at the first hold's shorter lease.
+//
+// Guards against the acquire script forgetting PEXPIRE on re-entry (mutant M-a): the
+// key would keep the first hold's 2s, for the plain, the fair and the write lock alike.
+func TestReentryExtendsLease(t *testing.T) {
+	const short = 2 * time.Second
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := kindClient(t, b) // watchdog timeout: the default 30s
+		for _, k := range []holdKind{kindRLock, kindFair, kindWrite} {
+			t.Run(k.name, func(t *testing.T) {
+				for _, tc := range []struct {
+					name    string
+					lease   time.Duration // of the re-entry; 0: the watchdog's
+					atLeast int64         // ms the key must have left right after it
+				}{
+					// Either is far beyond the first hold's 2s, even on a loaded machine.
+					{"longer fixed lease", time.Minute, 30_000},
+					{"watchdog", 0, 10_000},
+				} {
+					t.Run(tc.name, func(t *testing.T) {
+						n := "reentry-extends:" + k.name + ":" + tc.name
+						held, err := k.lock(c, context.Background(), n, short)
+						if err != nil {
+							t.Fatal(err)
+						}
+						again, err := k.lock(c, held, n, tc.lease)
+						if err != nil {
+							t.Fatalf("re-entry: %v", err)
+						}
+						if got, err := k.count(c, again, n); got != 2 || err != nil {
+							t.Fatalf("hold count after the re-entry = %d, %v; want 2", got, err)
+						}
+						if ms := lockPTTL(t, b, n); ms < tc.atLeast {
+							t.Fatalf("PTTL after re-entering a %v hold with lease %v = %dms; want at least %dms",
+								short, tc.lease, ms, tc.atLeast)
+						}
+						for range 2 {
+							if err := k.unlock(c, again, n); err != nil {
+								t.Fatalf("unlock: %v", err)
+							}
+						}
+					})
+				}
+			})
+		}
+	})
+}
+
+// An owner that does not hold a lock cannot release it, whoever it is: another owner of
+// the holder's own client (which the unlock script must turn away, since the client has an
+// owner id to send) or an owner of another client. Unlock fails with ErrNotHeld and the
+// holder keeps its hold.
+//
+// Guards against an unlock script that checks only that the lock's key exists, not the
+// unlocking owner's field (mutant M-c): it would release, or even delete, the holder's
+// lock. TestOtherOwner in package rlock could not see that: none of its unlocking
+// contexts carries an owner of the unlocking client, so the script never runs.
+func TestUnlockByNonHolder(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c1, c2 := kindClient(t, b), kindClient(t, b)
+		ctx := context.Background()
+		// Contexts that carry an owner id of their client, none of them the holder's.
+		own := func(c *relock.Client, parent context.Context, n string) context.Context {
+			t.Helper()
+			held, err := c.Lock(n).Lock(parent, rlock.WithLease(time.Minute))
+			if err != nil {
+				t.Fatalf("lock %s: %v", n, err)
+			}
+			return held
+		}
+		for _, tc := range []struct{ holder, other holdKind }{
+			{kindRLock, kindRLock},
+			{kindFair, kindFair},
+			{kindWrite, kindWrite},
+			{kindWrite, kindRead},
+			{kindRead, kindRead},
+			{kindRead, kindWrite},
+		} {
+			t.Run(tc.holder.name+" held, "+tc.other.name+" unlock", func(t *testing.T) {
+				n := "not-holder:" + tc.holder.name + ":" + tc.other.name
+				held, err := tc.holder.lock(c1, ctx, n, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				others := []struct {
+					name string
+					c    *relock.Client
+					ctx  context.Context
+				}{
+					{"same client, owner of another lock", c1, own(c1, ctx, n+":elsewhere")},
+					{"same client, NewOwner of the holder's context", c1, own(c1, relock.NewOwner(held), n+":fresh")},
+					{"other client", c2, own(c2, ctx, n+":other-client")},
+					{"other client, its owner in the holder's context", c2, own(c2, held, n+":other-in-held")},
+				}
+				for _, o := range others {
+					if err := tc.other.unlock(o.c, o.ctx, n); !errors.Is(err, relock.ErrNotHeld) {
+						t.Errorf("%s: unlock: %v; want ErrNotHeld", o.name, err)
+					}
+					if got, err := tc.holder.count(c1, held, n); got != 1 || err != nil {
+						t.Fatalf("after the unlock by %s: holder's count = %d, %v; want 1", o.name, got, err)
+					}
+					if err := held.Err(); err != nil {
+						t.Fatalf("after the unlock by %s: holder's context ended: %v", o.name, context.Cause(held))
+					}
+				}
+				if err := tc.holder.unlock(c1, held, n); err != nil {
+					t.Fatalf("holder's unlock: %v", err)
+				}
+			})
+		}
+	})
+}
+
+// A waiter whose first try fails and whose holder unlocks before the waiter's subscription
+// is confirmed hears no message: the unlock was published before anyone listened. It must
+// try again as soon as its subscription is confirmed, and get the lock then, not sit out
+// the holder's whole lease (a minute here; the bound is 10s).
+//
+// The window is made deterministic by a proxy in front of the waiter's client that holds
+// its SUBSCRIBE back until the holder's unlock has run.
+//
+// Guards against a waiter that, once subscribed, waits for a message before trying again
+// (mutant M-b, in the engine's wait loop that every kind shares).
+func TestWakeupBeforeSubscription(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		holder := kindClient(t, b)
+		proxy := redistest.StartProxy(t, b.Addr)
+		waiter := kindClient(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()})
+		for _, tc := range []struct{ holder, waiter holdKind }{
+			{kindRLock, kindRLock},
+			{kindFair, kindFair},
+			{kindWrite, kindWrite},
+			{kindWrite, kindRead},
+		} {
+			t.Run(tc.waiter.name+" behind "+tc.holder.name, func(t *testing.T) {
+				n := "subscribe-gap:" + tc.holder.name + ":" + tc.waiter.name
+				held, err := tc.holder.lock(holder, context.Background(), n, time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The waiter's SUBSCRIBE to its channel ("$9" is the length of the command's
+				// name in the protocol: UNSUBSCRIBE does not match). Other requests may name
+				// the channel too (a fair waiter's first try does).
+				arrived, release := proxy.HoldRequest("$9\r\nSUBSCRIBE\r\n", tc.waiter.channel(n))
+				defer release()
+
+				acquired := make(chan error, 1)
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+					defer cancel()
+					h, err := tc.waiter.lock(waiter, ctx, n, 0)
+					if err == nil {
+						err = tc.waiter.unlock(waiter, h, n)
+					}
+					acquired <- err
+				}()
+				select {
+				case <-arrived: // the waiter tried, found the lock held, and subscribes
+				case err := <-acquired:
+					t.Fatalf("waiter returned before it subscribed: %v", err)
+				case <-time.After(10 * time.Second):
+					t.Fatal("the waiter did not subscribe within 10s")
+				}
+				// Nobody listens on the channel yet: this unlock's message is lost.
+				if err := tc.holder.unlock(holder, held, n); err != nil {
+					t.Fatalf("holder's unlock: %v", err)
+				}
+				release()
+				select {
+				case err := <-acquired:
+					if err != nil {
+						t.Fatalf("waiter: %v", err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatal("waiter not in within 10s of a lock freed before its subscription was " +
+						"confirmed: it waits out the holder's minute-long lease instead of trying again")
+				}
+			})
+		}
+	})
+}
+
+// A re-entry never shortens what the owner's earlier hold was promised: after a re-entry
+// with a shorter fixed lease, or one that turns the watchdog on (30s), the key keeps the
+// first hold's minute.
+//
+// Guards against a re-entry that sets the expiry to its own lease rather than to the
+// longer of the two: the first hold's context would outlive the key.
+func TestReentryNeverShortensLease(t *testing.T) {
+	const long = time.Minute
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := kindClient(t, b) // watchdog timeout: the default 30s
+		for _, k := range []holdKind{kindRLock, kindFair, kindWrite} {
+			t.Run(k.name, func(t *testing.T) {
+				for _, tc := range []struct {
+					name  string
+					lease time.Duration // of the re-entry; 0: the watchdog's
+				}{
+					{"shorter fixed lease", 2 * time.Second},
+					{"watchdog", 0},
+				} {
+					t.Run(tc.name, func(t *testing.T) {
+						n := "reentry-keeps:" + k.name + ":" + tc.name
+						held, err := k.lock(c, context.Background(), n, long)
+						if err != nil {
+							t.Fatal(err)
+						}
+						again, err := k.lock(c, held, n, tc.lease)
+						if err != nil {
+							t.Fatalf("re-entry: %v", err)
+						}
+						// Far beyond 30s, and far within a minute, even on a loaded machine.
+						if ms := lockPTTL(t, b, n); ms < 45_000 {
+							t.Fatalf("PTTL after re-entering a %v hold with lease %v = %dms; want the first hold's minute (at least 45000ms)",
+								long, tc.lease, ms)
+						}
+						for range 2 {
+							if err := k.unlock(c, again, n); err != nil {
+								t.Fatalf("unlock: %v", err)
+							}
+						}
+					})
+				}
+			})
+		}
+	})
+}
