@@ -8,7 +8,9 @@
 -- ARGV[2] owner (the read field)
 -- ARGV[3] owner's write field "<owner>:write"
 -- ARGV[4] "1" when new readers give way to waiting writers
--- Returns {1, read hold count, 0} when the owner now holds a read hold, else {0, ms}: how
+-- Returns {1, read hold count, w} when the owner now holds a read hold, with w = 1 when it
+-- was taken beside the owner's own write hold (a downgrade: the write field now lives as
+-- long as this hold keeps the hash) and 0 otherwise; else {0, ms}: how
 -- long to wait before trying again, the lock's PTTL, or, while a waiting writer goes first
 -- and its entry runs out sooner, the time until it does (a writer that died never takes
 -- the lock, so nobody would publish when its turn passes).
@@ -89,4 +91,8 @@ if count > 1 then
 end
 redis.call('set', KEYS[2] .. ':' .. count, 1, 'px', expiry)
 redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), expiry))
-return {1, count, 0}
+local beside = 0
+if mode == 'write' then
+  beside = 1
+end
+return {1, count, beside}

@@ -4,8 +4,10 @@
 -- ARGV[1]    lease in milliseconds; "0" checks the holds without renewing them
 -- ARGV[i+1]  the field ("<owner>" or "<owner>:write") whose hold of lock i is renewed
 -- Returns an array: 1 where the field still holds the lock (and was renewed), 0 where the
--- hold is gone. A read hold is gone when its field is, or when its newest timeout key ran
--- out (a paused reader whose share others may already have counted as over).
+-- hold is gone, 2 where a read hold was renewed while its owner also holds the write lock
+-- (whose field lives as long as the hash, which this renewal kept). A read hold is gone
+-- when its field is, or when its newest timeout key ran out (a paused reader whose share
+-- others may already have counted as over).
 --
 -- A renewal touches only the renewer's own keys, as Redisson's read-lock renewal does
 -- now: a crashed reader's timeout keys run out however long the other readers stay. It
@@ -33,6 +35,9 @@ for i = 1, #KEYS / 2 do
       redis.call('pexpire', name, math.max(redis.call('pttl', name), expiry))
     end
     renewed[i] = 1
+    if lease > 0 and string.sub(field, -6) ~= ':write' and redis.call('hexists', name, field .. ':write') == 1 then
+      renewed[i] = 2
+    end
   else
     renewed[i] = 0
   end

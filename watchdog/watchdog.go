@@ -66,20 +66,15 @@ type holdKey struct{ name, owner string }
 // Hold is one owner's hold of one lock as its client knows it. Its fields are guarded by
 // the Watchdog's mutex.
 type Hold struct {
-	key    holdKey
-	renew  bool   // renewed by the watchdog; false for a fixed lease
-	prefix string // a read-write lock's key prefix "{name}"; "" for other locks
-	count  int64  // the hold count as this client last learned it from Redis
-	token  int64
-	fenced bool
-	parent context.Context // what ctx derives from
-	ctx    context.Context
-	cancel context.CancelCauseFunc
-	// own is the deadline the hold's own acquisitions and renewals promise; deadline is
-	// when the hold ends, which for a write hold of a read-write lock is also no earlier
-	// than its owner's read hold of the lock: they share the hash, whose expiry keeps the
-	// write field as long as the read hold lives.
-	own      time.Time
+	key      holdKey
+	renew    bool   // renewed by the watchdog; false for a fixed lease
+	prefix   string // a read-write lock's key prefix "{name}"; "" for other locks
+	count    int64  // the hold count as this client last learned it from Redis
+	token    int64
+	fenced   bool
+	parent   context.Context // what ctx derives from
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
 	deadline time.Time
 	// due mirrors deadline as nanoseconds since the watchdog's base time, so that the hold's
 	// context can check it without the watchdog's mutex.
@@ -140,6 +135,9 @@ type Grant struct {
 	// Prefix is set for a read-write lock: its key prefix "{<name>}", under which the read
 	// holds' timeout keys are renewed with the hash.
 	Prefix string
+	// KeepsWrite is set for a read hold taken beside its owner's write hold of the lock:
+	// the write field lives as long as the hash, whose expiry this hold raised.
+	KeepsWrite bool
 }
 
 // Acquired records a successful acquisition and returns the context for the hold, derived
@@ -156,7 +154,10 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 			// renewed until it is released.
 			h.count = g.Count
 			h.renew = h.renew || g.Renew
-			w.setDeadline(h, later(h.own, g.Sent.Add(g.Lease)))
+			w.setDeadline(h, later(h.deadline, g.Sent.Add(g.Lease)))
+			if g.KeepsWrite {
+				w.keepWrite(h)
+			}
 			return h.join(w, parent)
 		}
 		// Redis says this is a first-level acquisition, so the hold we knew of is gone
@@ -176,6 +177,9 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 	h.parent, h.ctx, h.cancel = parent, &holdContext{Context: ctx, w: w, h: h}, cancel
 	w.holds[k] = h
 	w.setDeadline(h, g.Sent.Add(g.Lease))
+	if g.KeepsWrite {
+		w.keepWrite(h)
+	}
 	if h.deadline.Before(w.wakeAt) {
 		// A fixed lease that ends before the loop would look again.
 		select {
@@ -193,25 +197,20 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// setDeadline sets the deadline the hold's own acquisitions and renewals promise, and
-// what follows from it. w.mu must be held, or h not yet shared.
+// setDeadline sets the hold's local deadline. w.mu must be held, or h not yet shared.
 func (w *Watchdog) setDeadline(h *Hold, d time.Time) {
-	h.own = d
-	w.place(h)
-	if wh := w.writeHold(h); wh != nil {
-		w.place(wh)
-	}
-}
-
-// place sets when the hold ends: its own deadline, or for a write hold the later of that
-// and its owner's read hold's.
-func (w *Watchdog) place(h *Hold) {
-	d := h.own
-	if r := w.readHold(h); r != nil {
-		d = later(d, r.deadline)
-	}
 	h.deadline = d
 	h.due.Store(int64(d.Sub(w.base)))
+}
+
+// keepWrite records that the read hold h raised the expiry of a hash that holds its
+// owner's write field (Redis said so): a read-write lock's write hold has no key of its
+// own, its field lives as long as the hash, so the write hold lasts at least as long as
+// the read hold was promised.
+func (w *Watchdog) keepWrite(h *Hold) {
+	if wh := w.writeHold(h); wh != nil && h.deadline.After(wh.deadline) {
+		w.setDeadline(wh, h.deadline)
+	}
 }
 
 // writeHold returns, for a read hold, its owner's write hold of the same lock, if known.
@@ -220,15 +219,6 @@ func (w *Watchdog) writeHold(h *Hold) *Hold {
 		return nil
 	}
 	return w.holds[holdKey{h.key.name, h.key.owner + writeSuffix}]
-}
-
-// readHold returns, for a write hold, its owner's read hold of the same lock, if known.
-func (w *Watchdog) readHold(h *Hold) *Hold {
-	owner, ok := strings.CutSuffix(h.key.owner, writeSuffix)
-	if h.prefix == "" || !ok {
-		return nil
-	}
-	return w.holds[holdKey{h.key.name, owner}]
 }
 
 // writeSuffix ends the hash field of a read-write lock's write hold.
@@ -242,12 +232,14 @@ func (w *Watchdog) drop(h *Hold, cause error) {
 	if cause != nil {
 		w.lost.Add(1)
 	}
-	if wh := w.writeHold(h); wh != nil {
-		if cause == nil {
-			// Released: the hash keeps at least the read hold's end, and so the write field.
-			wh.own = later(wh.own, h.deadline)
+	if wh := w.writeHold(h); wh != nil && cause != nil {
+		// The read hold is gone, and maybe the hash with it (deleted, or a restart): look
+		// at the write hold, which the read hold's expiry may have been keeping, at once.
+		w.check.Store(true)
+		select {
+		case w.kick <- struct{}{}:
+		default:
 		}
-		w.place(wh)
 	}
 }
 
@@ -588,10 +580,13 @@ func (w *Watchdog) renew(sent time.Time, checkAll bool) (failed bool) {
 			if err != nil || w.holds[h.key] != h {
 				continue // failed: try again next round; or released meanwhile
 			}
-			if renewed[j] == 1 {
+			if renewed[j] >= 1 {
 				if !c.check {
-					w.setDeadline(h, later(h.own, sent.Add(w.lease)))
+					w.setDeadline(h, later(h.deadline, sent.Add(w.lease)))
 					w.renewed.Add(1)
+				}
+				if renewed[j] == 2 {
+					w.keepWrite(h)
 				}
 				continue
 			}

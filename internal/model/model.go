@@ -105,10 +105,17 @@ type hold struct {
 	side     side
 	renew    bool      // renewed by the watchdog: some acquisition had no WithLease
 	deadline time.Time // the latest that a fixed lease promised (sent + lease); zero if none
-	fenced   bool
-	token    int64
-	forced   *span // when ForceUnlock deleted the lock under it: it may take a while to learn
-	ctxs     []context.Context
+	// keptBy is, for a write hold, its owner's read hold that was taken while the write
+	// hold was held and is renewed: the read hold's renewals keep the shared hash, and
+	// with it the write field, alive (and the client learns of a loss through them).
+	keptBy *hold
+	// keptUntil is, for a write hold whose keeping read hold was released, the latest its
+	// client may take it to last: that read hold's last renewal plus a lease.
+	keptUntil time.Time
+	fenced    bool
+	token     int64
+	forced    *span // when ForceUnlock deleted the lock under it: it may take a while to learn
+	ctxs      []context.Context
 }
 
 // waiter is an owner blocked in Lock.
@@ -387,6 +394,15 @@ func (m *model) grant(owner string, s side, lease time.Duration, fenced bool, t 
 	} else {
 		h.deadline = latest(h.deadline, t.lo.Add(lease))
 	}
+	// A read hold taken while its owner holds the write lock raises the hash's expiry,
+	// which keeps the write field: the write hold lasts at least as long as it.
+	if wh := m.holds[field(owner, write)]; s == read && wh != nil && m.lock.fields[field(owner, write)] > 0 {
+		if lease == 0 {
+			wh.keptBy = h
+		} else {
+			wh.deadline = latest(wh.deadline, t.lo.Add(lease))
+		}
+	}
 	delete(m.waiters, owner)
 	return h
 }
@@ -422,6 +438,14 @@ func (m *model) release(owner string, s side, t span) released {
 	n := m.lock.fields[f]
 	if s == read {
 		delete(m.reads[owner], n+1)
+		if wh := m.holds[field(owner, write)]; n == 0 && wh != nil && wh.keptBy != nil {
+			// The read hold's last renewal, at most a period ago, raised the hash's
+			// expiry, and the write hold's end with it: Redis keeps it at least a lease
+			// past that renewal, and the client takes it to last at most a lease past now.
+			wh.deadline = latest(wh.deadline, t.lo.Add(m.lease-m.period-m.slop))
+			wh.keptUntil = latest(wh.keptUntil, t.hi.Add(m.lease))
+			wh.keptBy = nil
+		}
 	}
 	if n == 0 {
 		delete(m.lock.fields, f)

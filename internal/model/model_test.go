@@ -928,8 +928,8 @@ func (w *world) check() {
 			delete(w.m.holds, field(h.owner, h.side))
 		case !held && h.forced != nil:
 			grace := h.forced.hi.Add(w.m.period + w.m.slop)
-			if !h.renew {
-				grace = latest(h.deadline, h.forced.hi).Add(w.m.slop)
+			if !h.renew && h.keptBy == nil {
+				grace = latest(latest(h.deadline, h.keptUntil), h.forced.hi).Add(w.m.slop)
 			}
 			if now.lo.After(grace) {
 				w.violate("%s's %s hold context is still live at %v after ForceUnlock at %v", name, h.side, now, *h.forced)

@@ -393,6 +393,11 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 func (a *attempt) granted(count, token int64, sent time.Time) {
 	a.grant = watchdog.Grant{Name: a.m.name, Owner: a.owner, Count: count, Token: token, Fenced: a.fenced,
 		Sent: sent, Lease: a.lease, Renew: a.renew, Prefix: a.m.prefix}
+	if a.m.kind == Read {
+		// The read acquire script's third value says whether the hold was taken beside
+		// the owner's write hold.
+		a.grant.Token, a.grant.KeepsWrite = 0, token == 1
+	}
 }
 
 // hold registers the acquisition with the watchdog and returns the hold's context.
