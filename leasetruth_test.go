@@ -246,7 +246,8 @@ func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 			n, err := sdo(t, side, "EXISTS", timeout).AsInt64()
 			return err == nil && n == 0
 		})
-		if err := keep(c.RWLock("truth:dead-read").TryLock(mine)); !errors.Is(err, relock.ErrLocked) {
+		// The ended hold's context names the owner; a live context is needed to lock with.
+		if err := keep(c.RWLock("truth:dead-read").TryLock(context.WithoutCancel(mine))); !errors.Is(err, relock.ErrLocked) {
 			t.Fatalf("TryLock by the owner of a dead read hold: %v; want ErrLocked (not an upgrade)", err)
 		}
 		live(t, held, "other reader")
@@ -588,5 +589,26 @@ func TestWriteHoldLivesWithItsReadHold(t *testing.T) {
 			n, err := sdo(t, side, "EXISTS", "truth:coupled").AsInt64()
 			return err == nil && n == 0
 		})
+	})
+}
+
+// Lock with a context that has already ended fails with its error and takes nothing, for
+// every kind: a hold taken then would get a context that is born ended, while Redis kept
+// the lock for a full lease. (Lock once took a free lock with such a context.)
+func TestLockWithEndedContextTakesNothing(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := kindClient(t, b)
+		side := b.Client(t)
+		ended, cancel := context.WithCancel(context.Background())
+		cancel()
+		for _, k := range []holdKind{kindRLock, kindFair, kindWrite, kindRead} {
+			name := "truth:ended-" + k.name
+			if _, err := k.lock(c, ended, name, 0); !errors.Is(err, context.Canceled) {
+				t.Fatalf("%s: Lock with an ended context: %v; want context.Canceled", k.name, err)
+			}
+			if n, _ := sdo(t, side, "EXISTS", name).AsInt64(); n != 0 {
+				t.Fatalf("%s: Lock with an ended context left the lock held: %s", k.name, snapshot(t, side, name))
+			}
+		}
 	})
 }

@@ -265,6 +265,20 @@ func (s *Sub) Release() {
 	}
 }
 
+// PassOn wakes one other waiter parked on the channel, if there is one. A waiter that got
+// the lock calls it: the waiters still parked were told how long to sleep by attempts made
+// while the previous holder held the lock, and one of them must learn the new hold's
+// lease, or the lock could stand free until their old bounds run out (a new holder that
+// never unlocks: it crashed, or its fixed lease ran out).
+func (s *Sub) PassOn() {
+	h := s.h
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(s.c.waiters) > 0 {
+		h.grantOne(s.c)
+	}
+}
+
 // Stats is a snapshot of a hub's activity.
 type Stats struct {
 	Channels   int    // channels subscribed, or being subscribed or unsubscribed

@@ -46,11 +46,11 @@ func (m *Mutex) Name() string { return m.l.Name() }
 // see rwlock.RWMutex.RLock.)
 //
 // While waiting Lock sends nothing to Redis: it is woken by the unlock message, or at
-// the latest when the holder's lease runs out. When ctx ends first, Lock returns ctx
-// unchanged and an error for which errors.Is(err, ctx.Err()) holds. The attempt already
-// sent when ctx ends is finished (bounded by the client's timeout) rather than abandoned,
-// so that a lock acquired at that moment is never left behind unknown to the caller; if
-// ctx is already done Lock may therefore still succeed when the lock is free.
+// the latest when the holder's lease runs out. When ctx ends first (or has ended before
+// the call), Lock returns ctx unchanged and an error for which errors.Is(err, ctx.Err())
+// holds. The attempt already sent when ctx ends is finished (bounded by the client's
+// timeout) rather than abandoned, and if it took the lock, the hold is released again:
+// a lock is never left behind unknown to the caller.
 //
 // Without WithLease the lease is the client's watchdog timeout, renewed until Unlock.
 func (m *Mutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {

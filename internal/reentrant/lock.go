@@ -186,13 +186,17 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 		defer cancel()
 	}
 
+	// A caller whose context has ended gets its error, and nothing is sent.
+	if err := ctx.Err(); err != nil {
+		return ctx, m.fail(op, err)
+	}
 	// The uncontended path is this one round trip.
 	ttl, err := a.try(wctx)
 	if err != nil {
 		return ctx, m.fail(op, err)
 	}
 	if ttl == 0 {
-		return a.hold(held), nil
+		return a.keep(ctx, held, op)
 	}
 	if !wait {
 		return ctx, m.fail(op, lockerr.ErrLocked)
@@ -200,6 +204,20 @@ func (m *Lock) lock(ctx context.Context, op string, wait bool, opts []Option) (c
 	if err := a.wait(wctx, ttl); err != nil {
 		a.leave(ctx)
 		return ctx, m.fail(op, err)
+	}
+	return a.keep(ctx, held, op)
+}
+
+// keep registers an acquisition with the watchdog and returns the hold's context; unless
+// the caller's context ended while the attempt was in flight (it was finished rather than
+// abandoned, so that no hold is left behind unknown): then the hold it took is released
+// again, and the caller gets its context's error.
+func (a *attempt) keep(ctx, held context.Context, op string) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		dctx, cancel := a.m.c.Detached(ctx)
+		defer cancel()
+		_, _ = a.m.release(dctx, a.owner)
+		return ctx, a.m.fail(op, err)
 	}
 	return a.hold(held), nil
 }
@@ -428,6 +446,9 @@ func (a *attempt) wait(ctx context.Context, ttl time.Duration) error {
 	}
 	for {
 		if ttl, err = a.try(ctx); err != nil || ttl == 0 {
+			if err == nil && a.m.kind != Fair {
+				sub.PassOn() // a fair waiter's channel is its own
+			}
 			return err
 		}
 		if refreshes {
