@@ -12,7 +12,8 @@
 -- ARGV[5] the publish command
 -- ARGV[6] the waiters' channel prefix "redisson_lock__channel:{<name>}:"; a waiter
 --         listens on the prefix followed by its owner
--- ARGV[7] the message that tells the next waiter the turn was taken ("2")
+-- ARGV[7] the message that tells a waiter to try again ("2"): the turn was taken, or it is
+--         now first because the waiters ahead of it were found dead
 -- Returns {1, hold count, token} when the owner now holds the lock (token as for an
 -- RLock), or {0, ms}: how long the caller may wait before it tries again: the lock's PTTL,
 -- or, when another live waiter is first and its entry runs out sooner, the time until it
@@ -73,6 +74,7 @@ if head then
 end
 if free then
   -- The turn passes: waiters at the head whose entries ran out are gone (a killed process).
+  local skipped = false
   while head do
     deadline = redis.call('zscore', KEYS[3], head)
     if deadline and tonumber(deadline) > now then
@@ -81,6 +83,12 @@ if free then
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], head)
     head = redis.call('lindex', KEYS[2], 0)
+    skipped = true
+  end
+  if skipped and head and head ~= ARGV[2] then
+    -- Its turn came when the dead ones' ran out, and nobody told it: a message for a
+    -- dead waiter reaches nobody.
+    redis.call(ARGV[5], ARGV[6] .. head, ARGV[7])
   end
 else
   local kind = shape(KEYS[1])
