@@ -13,37 +13,9 @@
 -- ARGV[6] the message ("0")
 -- Returns, for unlock, nil (not held), 0 (still held) or 1 (released), answered from the
 -- latch when this request id ran before; for leave, 1; for force, 1 if a lock was deleted.
--- Force refuses a key that is not a hash with a plain lock's shape (see shape) with
+-- Force refuses a key that is not a hash with a plain lock's shape (see shape.lua) with
 -- WRONGTYPE and leaves it untouched.
 
--- Guard: a hash is a lock only if it has a lock's shape. shape(key) reads the whole hash
--- (only where the caller's own field is absent) and returns 'rlock' when every field is an
--- owner "<uuid>:<n>" holding a positive count, 'rwlock' when there is also "mode" (read or
--- write) and writers' "<uuid>:<n>:write", else nil: other data, which is never touched.
-local function shape(key)
-  local id = '^' .. string.rep('%x', 8) .. string.rep('%-' .. string.rep('%x', 4), 3) .. '%-' .. string.rep('%x', 12) .. ':%d+'
-  local h, kind, writes = redis.call('hgetall', key), 'rlock', false
-  for i = 1, #h, 2 do
-    local f, v = h[i], h[i + 1]
-    if f == 'mode' then
-      if v ~= 'read' and v ~= 'write' then return nil end
-      kind = 'rwlock'
-    elseif not string.find(v, '^[1-9]%d*$') then
-      return nil
-    elseif string.find(f, id .. ':write$') then
-      writes = true
-    elseif not string.find(f, id .. '$') then
-      return nil
-    end
-  end
-  if writes and kind ~= 'rwlock' then return nil end
-  return kind
-end
-local function wrongtype(kind)
-  if kind == 'rwlock' then return redis.error_reply('WRONGTYPE the key holds a read-write lock') end
-  if kind == 'rlock' then return redis.error_reply('WRONGTYPE the key holds a lock that is not a read-write lock') end
-  return redis.error_reply('WRONGTYPE the key holds a hash that is not a lock')
-end
 local mode = ARGV[1]
 if mode == 'unlock' then
   local done = redis.call('get', KEYS[4])

@@ -23,12 +23,17 @@ type Script struct {
 	SHA1   string
 }
 
+// guarded prepends shape.lua, the lock-shape guard, to a script that uses it.
+func guarded(src string) string { return shape + src }
+
 func newScript(src string) *Script {
 	sum := sha1.Sum([]byte(src))
 	return &Script{Lua: rueidis.NewLuaScript(src), Source: src, SHA1: hex.EncodeToString(sum[:])}
 }
 
 var (
+	//go:embed shape.lua
+	shape string
 	//go:embed rlock_acquire.lua
 	rlockAcquire string
 	//go:embed rlock_unlock.lua
@@ -55,15 +60,15 @@ var (
 
 // Scripts are immutable once made, so one set serves every client in the process.
 var (
-	rlockAcquireScript       = newScript(rlockAcquire)
+	rlockAcquireScript       = newScript(guarded(rlockAcquire))
 	rlockUnlockScript        = newScript(rlockUnlock)
-	rlockForceUnlockScript   = newScript(rlockForceUnlock)
-	rlockStateScript         = newScript(rlockState)
+	rlockForceUnlockScript   = newScript(guarded(rlockForceUnlock))
+	rlockStateScript         = newScript(guarded(rlockState))
 	rlockRenewScript         = newScript(rlockRenew)
-	fairAcquireScript        = newScript(fairAcquire)
-	fairReleaseScript        = newScript(fairRelease)
-	rwlockReadAcquireScript  = newScript(rwlockReadAcquire)
-	rwlockWriteAcquireScript = newScript(rwlockWriteAcquire)
+	fairAcquireScript        = newScript(guarded(fairAcquire))
+	fairReleaseScript        = newScript(guarded(fairRelease))
+	rwlockReadAcquireScript  = newScript(guarded(rwlockReadAcquire))
+	rwlockWriteAcquireScript = newScript(guarded(rwlockWriteAcquire))
 	rwlockUnlockScript       = newScript(rwlockUnlock)
 	rwlockRenewScript        = newScript(rwlockRenew)
 )
