@@ -63,7 +63,7 @@ func BenchmarkRawScripts(b *testing.B) {
 		id := strconv.FormatInt(seq.Add(1), 10)
 		name := "bench:" + id
 		owner := "raw:" + id
-		channel, latch := keys.LockChannel(name), keys.UnlockLatchPrefix(name)
+		channel, latch := keys.Of(name).Channel, keys.Of(name).Latch
 		ctx := context.Background()
 		for i := 0; pb.Next(); i++ {
 			if err := lua.RLockAcquire().Exec(ctx, rc, []string{name}, []string{"30000", owner}).Error(); err != nil {

@@ -297,7 +297,7 @@ func TestInspectBackends(t *testing.T) {
 			}
 			return first.Unlock(h)
 		})
-		channel := keys.LockChannel(names[0])
+		channel := keys.Of(names[0]).Channel
 		waitFor(t, "the waiter's subscription is not on the server", func() bool {
 			if c.Stats().Waiting != 1 {
 				return false

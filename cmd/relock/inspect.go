@@ -67,12 +67,13 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 	if err != nil {
 		return nil, err
 	}
-	queueKey, timeoutKey := keys.QueueKey(name), keys.DeadlinesKey(name)
+	names := keys.Of(name)
+	queueKey, timeoutKey := names.Queue, names.Deadlines
 	queued, err := do(rc.B().Exists().Key(queueKey).Build()).AsInt64()
 	if err != nil {
 		return nil, err
 	}
-	if tok, err := do(rc.B().Get().Key(keys.TokenKey(name)).Build()).AsInt64(); err == nil {
+	if tok, err := do(rc.B().Get().Key(names.Token).Build()).AsInt64(); err == nil {
 		r.Token = &tok
 	}
 	if r.TTLMs, err = do(rc.B().Pttl().Key(name).Build()).AsInt64(); err != nil {
@@ -115,16 +116,16 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 					o.Owner, o.Write = base, true
 				} else {
 					for k := int64(1); k <= n; k++ {
-						ttl, _ := do(rc.B().Pttl().Key(keys.ReadTimeoutKey(name, f, k)).Build()).AsInt64()
+						ttl, _ := do(rc.B().Pttl().Key(names.ReadTimeout(f, k)).Build()).AsInt64()
 						o.ReadTTLsMs = append(o.ReadTTLsMs, ttl)
 					}
 				}
 			}
 			r.Owners = append(r.Owners, o)
 		}
-		channel := keys.LockChannel(name)
+		channel := names.Channel
 		if r.Kind == "rwlock" {
-			channel = keys.RWChannel(name)
+			channel = names.RWChannel
 			if r.Writers, err = waitingWriters(ctx, rc, name); err != nil {
 				return nil, err
 			}
@@ -195,7 +196,7 @@ func shape(fields map[string]string) string {
 // waitingWriters reads an rwlock's zset of waiting writers ("<owner>:write" → deadline in
 // Redis time), in the order of their deadlines.
 func waitingWriters(ctx context.Context, rc rueidis.Client, name string) ([]QueueEntry, error) {
-	zs, err := rc.Do(ctx, rc.B().Zrange().Key(keys.WritersKey(name)).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	zs, err := rc.Do(ctx, rc.B().Zrange().Key(keys.Of(name).Writers).Min("0").Max("-1").Withscores().Build()).AsZScores()
 	if err != nil || len(zs) == 0 {
 		return nil, err
 	}

@@ -144,7 +144,7 @@ func fairOrder(ctx context.Context, env *demoEnv, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	queueKey := keys.QueueKey(name)
+	queueKey := keys.Of(name).Queue
 	var (
 		mu      sync.Mutex
 		granted []int

@@ -55,10 +55,11 @@ var fuzzOwners = []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "0c9b8a7d-6e
 // the fencing counter; the fair lock's queue, deadlines and waiters' channels; the
 // read-write lock's channel, waiting writers and read holds' timeout keys.
 func derived(name string) []string {
-	ks := []string{name, LockChannel(name), TokenKey(name), QueueKey(name), DeadlinesKey(name), RWChannel(name), WritersKey(name)}
+	n := Of(name)
+	ks := []string{n.Lock, n.Channel, n.Token, n.Queue, n.Deadlines, n.RWChannel, n.Writers}
 	for _, o := range fuzzOwners {
-		ks = append(ks, UnlockLatchPrefix(name)+o, FairChannelPrefix(name)+o,
-			ReadTimeoutKey(name, o, 1), ReadTimeoutKey(name, o, 12), ReadTimeoutKey(name, o+":write", 1))
+		ks = append(ks, n.Latch+o, n.Waiter(o),
+			n.ReadTimeout(o, 1), n.ReadTimeout(o, 12), n.ReadTimeout(WriteField(o), 1))
 	}
 	return ks
 }
@@ -68,7 +69,7 @@ func derived(name string) []string {
 // prefixes up to a ':', and those with b or an owner appended. The fuzzer finds few of
 // them by chance.
 func rivals(a, b string) []string {
-	tag := Tagged(a)
+	tag := Of(a).Tag
 	rs := []string{b, "{" + a + "}", hashed(a), "{" + hashed(a) + "}", tag + b, tag + ":" + b, a + ":" + b}
 	for _, k := range derived(a) {
 		rs = append(rs, k, k+":"+b)

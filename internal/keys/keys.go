@@ -28,6 +28,7 @@ const (
 	writers       = "relock_rwlock_writers"  // a read-write lock's waiting writers
 	readTimeout   = ":rwlock_timeout:"       // within a read hold's timeout key, after the owner
 	readTimeoutOf = "rwlock_timeout"
+	writeSuffix   = ":write" // a read-write lock's writer field is its owner followed by this
 )
 
 // reserved lists the prefixes a lock name must not start with (each followed by ':').
@@ -140,66 +141,78 @@ func IsUUID(s string) bool {
 	return true
 }
 
-// Prefixed returns "<prefix>:{<name>}", or "<prefix>:<name>" when name has its own tag.
-func Prefixed(prefix, name string) string {
+// prefixed returns "<prefix>:{<name>}", or "<prefix>:<name>" when name has its own tag.
+func prefixed(prefix, name string) string {
 	if strings.IndexByte(name, '{') >= 0 {
 		return prefix + ":" + name
 	}
 	return prefix + ":{" + name + "}"
 }
 
-// Suffixed returns "{<name>}:<suffix>", or "<name>:<suffix>" when name has its own tag.
-func Suffixed(name, suffix string) string {
-	if strings.IndexByte(name, '{') >= 0 {
-		return name + ":" + suffix
-	}
-	return "{" + name + "}:" + suffix
-}
-
-// Tagged returns the name as its own hash tag: "{<name>}", or the name itself when it has
+// tagged returns the name as its own hash tag: "{<name>}", or the name itself when it has
 // a tag already. It prefixes a read-write lock's read-hold timeout keys.
-func Tagged(name string) string {
+func tagged(name string) string {
 	if strings.IndexByte(name, '{') >= 0 {
 		return name
 	}
 	return "{" + name + "}"
 }
 
-// LockChannel is the channel an rlock's unlock publishes on.
-func LockChannel(name string) string { return Prefixed(lockChannel, name) }
+// Names is the layout of one lock name: every key and channel that a lock of any kind
+// with that name uses. Only the keys of the lock's kind exist in Redis.
+type Names struct {
+	Lock    string // the lock itself: the bare name
+	Channel string // a plain lock's wake-up channel, redisson_lock__channel:{<name>}
+	Token   string // the fencing counter, redisson_lock_token:{<name>}
+	Latch   string // an unlock latch without its request id, redisson_unlock_latch:{<name>}:
 
-// FairChannelPrefix is the prefix of a fair lock's waiters' channels: a waiter listens on
-// it followed by its owner, "redisson_lock__channel:{<name>}:<uuid>:<n>".
-func FairChannelPrefix(name string) string { return LockChannel(name) + ":" }
+	Queue       string // a fair lock's queue of waiting owners, redisson_lock_queue:{<name>}
+	Deadlines   string // a fair lock's zset of its waiters' deadlines, redisson_lock_timeout:{<name>}
+	FairChannel string // a fair waiter's channel without its owner, redisson_lock__channel:{<name>}:
 
-// UnlockLatchPrefix is the unlock latch key without its request id:
-// "redisson_unlock_latch:{<name>}:" followed by the id.
-func UnlockLatchPrefix(name string) string { return Prefixed(unlockLatch, name) + ":" }
-
-// TokenKey is the fencing counter of a lock.
-func TokenKey(name string) string { return Prefixed(token, name) }
-
-// QueueKey is a fair lock's queue of waiting owners.
-func QueueKey(name string) string { return Prefixed(queue, name) }
-
-// DeadlinesKey is a fair lock's zset of its waiters' deadlines.
-func DeadlinesKey(name string) string { return Prefixed(deadlines, name) }
-
-// RWChannel is the channel a read-write lock's unlock publishes on.
-func RWChannel(name string) string { return Prefixed(rwChannel, name) }
-
-// WritersKey is a read-write lock's zset of waiting writers.
-func WritersKey(name string) string { return Prefixed(writers, name) }
-
-// ReadTimeoutPrefix is the prefix of owner's read holds' timeout keys of a read-write
-// lock, "{<name>}:<owner>:rwlock_timeout": hold k's key is this, ':', k.
-func ReadTimeoutPrefix(name, owner string) string {
-	return Suffixed(name, owner) + ":" + readTimeoutOf
+	RWChannel string // a read-write lock's wake-up channel, redisson_rwlock:{<name>}
+	Writers   string // a read-write lock's zset of waiting writers, relock_rwlock_writers:{<name>}
+	Tag       string // the prefix of a read-write lock's read-hold timeout keys, {<name>}
 }
 
-// ReadTimeoutKey is the timeout key of owner's read hold k.
-func ReadTimeoutKey(name, owner string, k int64) string {
-	return ReadTimeoutPrefix(name, owner) + ":" + strconv.FormatInt(k, 10)
+// Of returns the names of the lock name. It does not check name: see Check.
+func Of(name string) Names {
+	ch := prefixed(lockChannel, name)
+	return Names{
+		Lock:        name,
+		Channel:     ch,
+		Token:       prefixed(token, name),
+		Latch:       prefixed(unlockLatch, name) + ":",
+		Queue:       prefixed(queue, name),
+		Deadlines:   prefixed(deadlines, name),
+		FairChannel: ch + ":",
+		RWChannel:   prefixed(rwChannel, name),
+		Writers:     prefixed(writers, name),
+		Tag:         tagged(name),
+	}
+}
+
+// Waiter is the private channel of a fair lock's waiter: redisson_lock__channel:{<name>}:<owner>.
+func (n Names) Waiter(owner string) string { return n.FairChannel + owner }
+
+// ReadTimeouts is the prefix of owner's read holds' timeout keys of a read-write lock,
+// "{<name>}:<owner>:rwlock_timeout": hold k's key is this, ':', k.
+func (n Names) ReadTimeouts(owner string) string {
+	return n.Tag + ":" + owner + ":" + readTimeoutOf
+}
+
+// ReadTimeout is the timeout key of owner's read hold k.
+func (n Names) ReadTimeout(owner string, k int64) string {
+	return n.ReadTimeouts(owner) + ":" + strconv.FormatInt(k, 10)
+}
+
+// WriteField is the hash field that counts owner's write holds of a read-write lock; its
+// read holds are counted under owner itself.
+func WriteField(owner string) string { return owner + writeSuffix }
+
+// IsWriteField reports whether field counts write holds, and whose.
+func IsWriteField(field string) (owner string, ok bool) {
+	return strings.CutSuffix(field, writeSuffix)
 }
 
 // Slot returns the Redis Cluster slot of key: CRC16 (XMODEM) of its hash tag, or of the

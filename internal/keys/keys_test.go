@@ -16,21 +16,19 @@ func TestNames(t *testing.T) {
 		{"user{7}:cart", "redisson_lock__channel:user{7}:cart", "redisson_unlock_latch:user{7}:cart:", "redisson_lock_token:user{7}:cart"},
 	}
 	for _, c := range cases {
-		if got := LockChannel(c.name); got != c.channel {
-			t.Errorf("LockChannel(%q) = %q; want %q", c.name, got, c.channel)
-		}
-		if got := UnlockLatchPrefix(c.name); got != c.latch {
-			t.Errorf("UnlockLatchPrefix(%q) = %q; want %q", c.name, got, c.latch)
-		}
-		if got := TokenKey(c.name); got != c.token {
-			t.Errorf("TokenKey(%q) = %q; want %q", c.name, got, c.token)
+		n := Of(c.name)
+		if n.Channel != c.channel || n.Latch != c.latch || n.Token != c.token {
+			t.Errorf("Of(%q) = channel %q, latch %q, token %q; want %q, %q, %q", c.name, n.Channel, n.Latch, n.Token, c.channel, c.latch, c.token)
 		}
 	}
-	if got := Suffixed("jobs", "s"); got != "{jobs}:s" {
-		t.Errorf("Suffixed = %q", got)
+	if got := Of("jobs").ReadTimeout("o:1", 2); got != "{jobs}:o:1:rwlock_timeout:2" {
+		t.Errorf("ReadTimeout = %q", got)
 	}
-	if got := Suffixed("a{b}", "s"); got != "a{b}:s" {
-		t.Errorf("Suffixed with a tag = %q", got)
+	if got := Of("a{b}").ReadTimeout("o:1", 2); got != "a{b}:o:1:rwlock_timeout:2" {
+		t.Errorf("ReadTimeout with a tag = %q", got)
+	}
+	if got := Of("a{b}").Waiter("o:1"); got != "redisson_lock__channel:a{b}:o:1" {
+		t.Errorf("Waiter with a tag = %q", got)
 	}
 }
 
@@ -39,7 +37,8 @@ func TestNames(t *testing.T) {
 func TestSameSlot(t *testing.T) {
 	names := []string{"a", "orders:42", "{x}", "a{b}c", "a{b}{c}", "a}{b}", "x{y{z}}", "a{}b", "a{b", "{", "}", "{}", "", "ü{ß}"}
 	for _, name := range names {
-		derived := []string{LockChannel(name), UnlockLatchPrefix(name) + "req", TokenKey(name), Suffixed(name, "s")}
+		n := Of(name)
+		derived := []string{n.Channel, n.Latch + "req", n.Token, n.ReadTimeout("o:1", 1)}
 		same := true
 		for _, k := range derived {
 			if Slot(k) != Slot(name) {

@@ -68,13 +68,14 @@ func New(c *core.Client, kind Kind, name string, opts []Option) *Lock {
 		m.err = err
 		return m
 	}
-	m.latch = keys.UnlockLatchPrefix(name)
-	token := keys.TokenKey(name)
+	n := keys.Of(name)
+	m.latch = n.Latch
+	token := n.Token
 	switch kind {
 	case Read, Write:
-		m.channel = keys.RWChannel(name)
-		m.prefix = keys.Tagged(name)
-		writers := keys.WritersKey(name)
+		m.channel = n.RWChannel
+		m.prefix = n.Tag
+		writers := n.Writers
 		if kind == Read {
 			m.keys = [4]string{name, writers}
 		} else {
@@ -82,11 +83,11 @@ func New(c *core.Client, kind Kind, name string, opts []Option) *Lock {
 			m.nkeys = 2
 		}
 	case Fair:
-		m.channel = keys.FairChannelPrefix(name)
-		m.keys = [4]string{name, keys.QueueKey(name), keys.DeadlinesKey(name), token}
+		m.channel = n.FairChannel
+		m.keys = [4]string{name, n.Queue, n.Deadlines, token}
 		m.nkeys = 3
 	default:
-		m.channel = keys.LockChannel(name)
+		m.channel = n.Channel
 		m.keys = [4]string{name, token}
 		m.nkeys = 1
 	}
@@ -231,7 +232,7 @@ func (a *attempt) entryMs() string {
 // readTimeouts is the prefix of the owner's read holds' timeout keys: hold k lives in
 // "<prefix>:k".
 func readTimeouts(name, owner string) string {
-	return keys.ReadTimeoutPrefix(name, owner)
+	return keys.Of(name).ReadTimeouts(owner)
 }
 
 func flag(b bool) string {
