@@ -324,14 +324,14 @@ func badInputCases() []badCase {
 		})
 		add(fmt.Sprintf("lease %v/fairlock", d), func(t *testing.T, e *badEnv) {
 			unchanged(t, e.side, e.key, func() {
-				wantErr(t, keep(e.c.FairLock(e.key).Lock(ctx, fairlock.WithLease(d))), relock.ErrInvalidLease, e.key)
-				wantErr(t, keep(e.c.FairLock(e.key, fairlock.WithLease(d)).TryLock(ctx)), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.FairLock(e.key).Lock(ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.FairLock(e.key, rlock.WithLease(d)).TryLock(ctx)), relock.ErrInvalidLease, e.key)
 			})
 		})
 		add(fmt.Sprintf("lease %v/rwlock", d), func(t *testing.T, e *badEnv) {
 			unchanged(t, e.side, e.key, func() {
-				wantErr(t, keep(e.c.RWLock(e.key).RLock(ctx, rwlock.WithLease(d))), relock.ErrInvalidLease, e.key)
-				wantErr(t, keep(e.c.RWLock(e.key, rwlock.WithLease(d)).Lock(ctx)), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.RWLock(e.key).RLock(ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.RWLock(e.key, rlock.WithLease(d)).Lock(ctx)), relock.ErrInvalidLease, e.key)
 			})
 		})
 	}

@@ -99,7 +99,7 @@ func TestCluster(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			timedOut := c2.Stats().TimedOut
+			timedOut := c2.PubSubStats().TimedOut
 			got := make(chan error, 1)
 			go func() {
 				h, err := c2.Lock(name).Lock(ctx)
@@ -124,7 +124,7 @@ func TestCluster(t *testing.T) {
 			if err := redistest.Recv(t, got, 30*time.Second, "the waiter's turn"); err != nil {
 				t.Fatal(err)
 			}
-			if c2.Stats().TimedOut != timedOut {
+			if c2.PubSubStats().TimedOut != timedOut {
 				t.Error("the waiter was woken by its time bound, not by the sharded message")
 			}
 
@@ -514,7 +514,7 @@ func TestSentinelFailover(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitUntil(t, "waiter not parked", func() bool { return c.Stats().Waiting == 1 })
+	waitUntil(t, "waiter not parked", func() bool { return c.PubSubStats().Waiting == 1 })
 	if err := c.Lock("after").Unlock(held); err != nil {
 		t.Fatal(err)
 	}
@@ -592,7 +592,7 @@ func TestClusterShardedPubSubOption(t *testing.T) {
 			for _, name := range spreadNames(t, cl, fmt.Sprintf("option-%t-", sharded)) {
 				channel := "redisson_lock__channel:{" + name + "}"
 				before := commandCalls(t, cl, "publish", "spublish", "subscribe", "ssubscribe")
-				st := waiter.Stats()
+				st := waiter.PubSubStats()
 
 				held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
 				if err != nil {
@@ -611,7 +611,7 @@ func TestClusterShardedPubSubOption(t *testing.T) {
 				var classic, shard int64
 				waitUntil(t, "the waiter is not subscribed", func() bool {
 					classic, shard = pubsubCounts(t, cl, channel)
-					return classic+shard >= 1 && waiter.Stats().Waiting == 1
+					return classic+shard >= 1 && waiter.PubSubStats().Waiting == 1
 				})
 				unlocked := time.Now()
 				if err := holder.Lock(name).Unlock(held); err != nil {
@@ -623,7 +623,7 @@ func TestClusterShardedPubSubOption(t *testing.T) {
 				took := time.Since(unlocked)
 				after := commandCalls(t, cl, "publish", "spublish", "subscribe", "ssubscribe")
 				delta := func(c string) int64 { return after[c] - before[c] }
-				now := waiter.Stats()
+				now := waiter.PubSubStats()
 				t.Logf("%s (master %s): subscribers NUMSUB %d, SHARDNUMSUB %d; commands %d SUBSCRIBE, %d SSUBSCRIBE, %d PUBLISH, %d SPUBLISH; waiter acquired %v after the unlock, woken +%d, timed out +%d, messages +%d",
 					name, cl.MasterOf(cl.Slot(name)).Addr(), classic, shard, delta("subscribe"), delta("ssubscribe"),
 					delta("publish"), delta("spublish"), took.Round(time.Millisecond), now.Woken-st.Woken, now.TimedOut-st.TimedOut, now.Messages-st.Messages)
@@ -697,9 +697,9 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 		acquired <- err
 	}()
 	waitUntil(t, "the waiter is not subscribed on the shard's master", func() bool {
-		return shardSubscribers(t, master, channel) == 1 && waiter.Stats().Waiting == 1
+		return shardSubscribers(t, master, channel) == 1 && waiter.PubSubStats().Waiting == 1
 	})
-	parked := waiter.Stats()
+	parked := waiter.PubSubStats()
 
 	start := time.Now()
 	fail(cl, master, replica)
@@ -718,10 +718,10 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 				n += shardSubscribers(t, node, channel)
 			}
 		}
-		return n == 1 && shardSubscribers(t, replica, channel) == 1 && waiter.Stats().Waiting == 1
+		return n == 1 && shardSubscribers(t, replica, channel) == 1 && waiter.PubSubStats().Waiting == 1
 	})
 	resubscribed := time.Since(start)
-	st := waiter.Stats()
+	st := waiter.PubSubStats()
 
 	unlocked := time.Now()
 	if err := holder.Lock(name).Unlock(held); err != nil {
@@ -736,7 +736,7 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 		t.Fatal("the waiter did not acquire the lock after the unlock")
 	}
 	took := time.Since(unlocked)
-	now := waiter.Stats()
+	now := waiter.PubSubStats()
 	t.Logf("failover of %s to %s done in %v, subscribed again after %v (reconnects +%d, wake-ups meanwhile +%d); waiter acquired %v after the unlock: woken +%d, timed out +%d, messages +%d",
 		master.Addr(), replica.Addr(), failedOver.Round(time.Millisecond), resubscribed.Round(time.Millisecond),
 		st.Reconnects-parked.Reconnects, st.Woken-parked.Woken, took.Round(time.Millisecond),

@@ -135,7 +135,7 @@ func ExampleError() {
 
 // Stats shows the waiting machinery at work: a waiter parked behind a holder is woken by
 // the unlock message, not by its time bound.
-func ExampleClient_Stats() {
+func ExampleClient_PubSubStats() {
 	srv, err := embedded.Start()
 	if err != nil {
 		log.Fatal(err)
@@ -153,14 +153,14 @@ func ExampleClient_Stats() {
 			_ = mu.Unlock(h)
 		}
 	}()
-	exampleWait("the waiter parked", func() bool { return c.Stats().Waiting == 1 })
+	exampleWait("the waiter parked", func() bool { return c.PubSubStats().Waiting == 1 })
 	_ = mu.Unlock(held)
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):
 		log.Fatal("the waiter did not get the lock")
 	}
-	st := c.Stats()
+	st := c.PubSubStats()
 	fmt.Println("woken by a message:", st.Woken, "by the time bound:", st.TimedOut)
 	// Output: woken by a message: 1 by the time bound: 0
 }

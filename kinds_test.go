@@ -10,7 +10,6 @@ import (
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/rlock"
-	"github.com/relock-go/relock/rwlock"
 )
 
 // holdKind is one kind of hold, reached through the client's API only, so that one test
@@ -45,7 +44,7 @@ var (
 			// standing in for the wake-up TestWakeupBeforeSubscription is about.
 			opts := []fairlock.Option{fairlock.WithRefreshPeriod(time.Minute)}
 			if lease > 0 {
-				opts = append(opts, fairlock.WithLease(lease))
+				opts = append(opts, rlock.WithLease(lease))
 			}
 			return c.FairLock(n).Lock(ctx, opts...)
 		},
@@ -60,7 +59,7 @@ var (
 		name: "write",
 		lock: func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error) {
 			if lease > 0 {
-				return c.RWLock(n).Lock(ctx, rwlock.WithLease(lease))
+				return c.RWLock(n).Lock(ctx, rlock.WithLease(lease))
 			}
 			return c.RWLock(n).Lock(ctx)
 		},
@@ -72,7 +71,7 @@ var (
 		name: "read",
 		lock: func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error) {
 			if lease > 0 {
-				return c.RWLock(n).RLock(ctx, rwlock.WithLease(lease))
+				return c.RWLock(n).RLock(ctx, rlock.WithLease(lease))
 			}
 			return c.RWLock(n).RLock(ctx)
 		},

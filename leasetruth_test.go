@@ -13,7 +13,6 @@ import (
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/rlock"
-	"github.com/relock-go/relock/rwlock"
 )
 
 // The tests in this file guard the lease-truth rule (docs/design.md): a hold's context is
@@ -50,7 +49,7 @@ func TestReentryWithShorterLeaseKeepsLonger(t *testing.T) {
 				return mu.Lock(ctx, rlock.WithLease(d))
 			}, func(ctx context.Context) error { return keep(other.Lock("truth:short").TryLock(ctx)) }},
 			{"write", func(ctx context.Context, d time.Duration) (context.Context, error) {
-				return rw.Lock(ctx, rwlock.WithLease(d))
+				return rw.Lock(ctx, rlock.WithLease(d))
 			}, func(ctx context.Context) error { return keep(other.RWLock("truth:short-rw").TryLock(ctx)) }},
 		}
 		for _, k := range kinds {
@@ -181,11 +180,11 @@ func TestPartialReadReleaseKeepsPromise(t *testing.T) {
 		c, other := kindClient(t, b), kindClient(t, b)
 		rw := c.RWLock("truth:partial")
 		start := time.Now()
-		first, err := rw.RLock(context.Background(), rwlock.WithLease(2*time.Second))
+		first, err := rw.RLock(context.Background(), rlock.WithLease(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
-		second, err := rw.RLock(first, rwlock.WithLease(8*time.Second))
+		second, err := rw.RLock(first, rlock.WithLease(8*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -217,7 +216,7 @@ func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		mine, err := c.RWLock("truth:dead-read").RLock(context.Background(), rwlock.WithLease(time.Second))
+		mine, err := c.RWLock("truth:dead-read").RLock(context.Background(), rlock.WithLease(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -273,7 +272,7 @@ func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
 		go func() {
 			// Takes the lock in its turn and never unlocks: its lease runs out.
 			first := firstC.FairLock("truth:fair", fairlock.WithRefreshPeriod(time.Minute))
-			if _, err := first.Lock(ctx, fairlock.WithLease(lease)); err == nil {
+			if _, err := first.Lock(ctx, rlock.WithLease(lease)); err == nil {
 				firstGot <- time.Now()
 			}
 			close(firstGot)
@@ -390,10 +389,10 @@ func TestFailedFencedAcquireLeavesNothing(t *testing.T) {
 		kinds := map[string]func(ctx context.Context) error{
 			"rlock": func(ctx context.Context) error { return keep(c.Lock("truth:fence-r", rlock.WithFencing()).Lock(ctx)) },
 			"fair": func(ctx context.Context) error {
-				return keep(c.FairLock("truth:fence-f", fairlock.WithFencing()).Lock(ctx))
+				return keep(c.FairLock("truth:fence-f", rlock.WithFencing()).Lock(ctx))
 			},
 			"write": func(ctx context.Context) error {
-				return keep(c.RWLock("truth:fence-w", rwlock.WithFencing()).Lock(ctx))
+				return keep(c.RWLock("truth:fence-w", rlock.WithFencing()).Lock(ctx))
 			},
 		}
 		names := map[string]string{"rlock": "truth:fence-r", "fair": "truth:fence-f", "write": "truth:fence-w"}
@@ -443,7 +442,7 @@ func TestRestartEndsHoldsAtReconnect(t *testing.T) {
 			got <- time.Now()
 			_ = waiterC.Lock("truth:restart").Unlock(h)
 		}()
-		waitUntil(t, "waiter parked", func() bool { return waiterC.Stats().Waiting > 0 })
+		waitUntil(t, "waiter parked", func() bool { return waiterC.PubSubStats().Waiting > 0 })
 		// The restart comes well before the holder's first renewal (10s).
 		b.Server.Restart(t)
 		var acquired time.Time
@@ -552,7 +551,7 @@ func TestWriteHoldLivesWithItsReadHold(t *testing.T) {
 		side := b.Client(t)
 		rw := c.RWLock("truth:coupled")
 		start := time.Now()
-		w, err := rw.Lock(context.Background(), rwlock.WithLease(time.Second))
+		w, err := rw.Lock(context.Background(), rlock.WithLease(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -50,24 +50,21 @@ var migrationAPI = map[string]any{
 	"relock.ErrNotSynced":        relock.ErrNotSynced,
 	"relock.ErrClosed":           relock.ErrClosed,
 
-	"rlock.WithLease":          rlock.WithLease,
-	"rlock.WithWaitTimeout":    rlock.WithWaitTimeout,
-	"fairlock.WithWaitTimeout": fairlock.WithWaitTimeout,
-	"rwlock.WithWaitTimeout":   rwlock.WithWaitTimeout,
-	"rlock.WithFencing":        rlock.WithFencing,
-	"rlock.Mutex.Lock":         (*rlock.Mutex).Lock,
-	"rlock.Mutex.TryLock":      (*rlock.Mutex).TryLock,
-	"rlock.Mutex.Unlock":       (*rlock.Mutex).Unlock,
-	"rlock.Mutex.Do":           (*rlock.Mutex).Do,
-	"rlock.Mutex.ForceUnlock":  (*rlock.Mutex).ForceUnlock,
-	"rlock.Mutex.IsLocked":     (*rlock.Mutex).IsLocked,
-	"rlock.Mutex.IsHeld":       (*rlock.Mutex).IsHeld,
-	"rlock.Mutex.HoldCount":    (*rlock.Mutex).HoldCount,
-	"rlock.Mutex.TTL":          (*rlock.Mutex).TTL,
-	"rlock.Mutex.Name":         (*rlock.Mutex).Name,
-	"rlock.Mutex.Token":        (*rlock.Mutex).Token,
+	"rlock.WithLease":         rlock.WithLease,
+	"rlock.WithWaitTimeout":   rlock.WithWaitTimeout,
+	"rlock.WithFencing":       rlock.WithFencing,
+	"rlock.Mutex.Lock":        (*rlock.Mutex).Lock,
+	"rlock.Mutex.TryLock":     (*rlock.Mutex).TryLock,
+	"rlock.Mutex.Unlock":      (*rlock.Mutex).Unlock,
+	"rlock.Mutex.Do":          (*rlock.Mutex).Do,
+	"rlock.Mutex.ForceUnlock": (*rlock.Mutex).ForceUnlock,
+	"rlock.Mutex.IsLocked":    (*rlock.Mutex).IsLocked,
+	"rlock.Mutex.IsHeld":      (*rlock.Mutex).IsHeld,
+	"rlock.Mutex.HoldCount":   (*rlock.Mutex).HoldCount,
+	"rlock.Mutex.TTL":         (*rlock.Mutex).TTL,
+	"rlock.Mutex.Name":        (*rlock.Mutex).Name,
+	"rlock.Mutex.Token":       (*rlock.Mutex).Token,
 
-	"fairlock.WithLease":         fairlock.WithLease,
 	"fairlock.WithRefreshPeriod": fairlock.WithRefreshPeriod,
 	"fairlock.Mutex.Lock":        (*fairlock.Mutex).Lock,
 	"fairlock.Mutex.TryLock":     (*fairlock.Mutex).TryLock,
@@ -80,8 +77,6 @@ var migrationAPI = map[string]any{
 	"fairlock.Mutex.TTL":         (*fairlock.Mutex).TTL,
 	"fairlock.Mutex.Name":        (*fairlock.Mutex).Name,
 
-	"rwlock.WithLease":            rwlock.WithLease,
-	"rwlock.WithFencing":          rwlock.WithFencing,
 	"rwlock.WithWriterPreference": rwlock.WithWriterPreference,
 	"rwlock.WithRefreshPeriod":    rwlock.WithRefreshPeriod,
 	"rwlock.RWMutex.RLock":        (*rwlock.RWMutex).RLock,
@@ -513,7 +508,7 @@ func ExampleClient_migrationLockInterruptibly() {
 		_, err := mu.Lock(ctx)
 		errc <- err
 	}()
-	exampleWait("the waiter parked", func() bool { return c.Stats().Waiting == 1 })
+	exampleWait("the waiter parked", func() bool { return c.PubSubStats().Waiting == 1 })
 	interrupt() // Thread.interrupt()
 	select {
 	case err := <-errc:

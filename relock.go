@@ -26,6 +26,8 @@ import (
 
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/core"
+	"github.com/relock-go/relock/internal/engine"
+	"github.com/relock-go/relock/internal/lockopt"
 	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
@@ -178,24 +180,24 @@ func (c *Client) ID() string { return c.core.ID }
 // apply to every acquisition through the returned Mutex. An invalid name is reported by
 // the Mutex's methods (ErrInvalidName), so Lock never fails.
 func (c *Client) Lock(name string, opts ...rlock.Option) *rlock.Mutex {
-	return rlock.New(c.core, name, opts...)
+	return (*rlock.Mutex)(engine.New(c.core, engine.Plain, name, lockopt.Merge(&lockopt.Settings{}, opts)))
 }
 
 // FairLock returns the fair (FIFO) reentrant mutex named name: waiters get the lock in the
-// order they arrived. Options are those of package fairlock (and rlock's).
+// order they arrived. Options are those of package fairlock and package rlock.
 func (c *Client) FairLock(name string, opts ...fairlock.Option) *fairlock.Mutex {
-	return fairlock.New(c.core, name, opts...)
+	return (*fairlock.Mutex)(engine.New(c.core, engine.Fair, name, lockopt.Merge(&lockopt.Settings{}, opts)))
 }
 
 // RWLock returns the reentrant read-write lock named name, with Redisson's RReadWriteLock
-// layout. Options are those of package rwlock (and rlock's).
+// layout. Options are those of package rwlock and package rlock.
 func (c *Client) RWLock(name string, opts ...rwlock.Option) *rwlock.RWMutex {
-	return rwlock.New(c.core, name, opts...)
+	return (*rwlock.RWMutex)(engine.NewRW(c.core, name, lockopt.Merge(&lockopt.Settings{}, opts)))
 }
 
-// Stats returns a snapshot of the client's waiting activity: subscriptions, parked
+// PubSubStats returns a snapshot of the client's waiting activity: subscriptions, parked
 // waiters, wake-up messages, and waits ended by messages or by their TTL bound.
-func (c *Client) Stats() pubsub.Stats { return c.core.Hub.Stats() }
+func (c *Client) PubSubStats() pubsub.Stats { return c.core.Hub.Stats() }
 
 // WatchdogStats returns a snapshot of the client's lease renewals: holds known, renewal
 // rounds, script calls and round trips, renewals, and holds found lost.

@@ -17,8 +17,7 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/relock-go/relock"
-	"github.com/relock-go/relock/lua"
-	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/internal/script"
 )
 
 // locker is one per-goroutine handle on one key. Lock waits until the lock is held or ctx
@@ -80,28 +79,28 @@ func openRelock(fair bool) func(endpoint) (instance, error) {
 
 func (r *relockInst) Handle(key string) locker {
 	if r.fair {
-		return relockHandle{r.c.FairLock(key)}
+		mu := r.c.FairLock(key)
+		return relockHandle{func(ctx context.Context) (context.Context, error) { return mu.Lock(ctx) }, mu.Unlock}
 	}
-	return relockHandle{r.c.Lock(key)}
+	mu := r.c.Lock(key)
+	return relockHandle{func(ctx context.Context) (context.Context, error) { return mu.Lock(ctx) }, mu.Unlock}
 }
 
 func (r *relockInst) Close() { _ = r.c.Close(); r.rc.Close() }
 
-// relockMutex is what rlock.Mutex and fairlock.Mutex have in common here.
-type relockMutex interface {
-	Lock(ctx context.Context, opts ...rlock.Option) (context.Context, error)
-	Unlock(ctx context.Context) error
+// relockHandle is what rlock.Mutex and fairlock.Mutex have in common here.
+type relockHandle struct {
+	lock   func(ctx context.Context) (context.Context, error)
+	unlock func(ctx context.Context) error
 }
-
-type relockHandle struct{ mu relockMutex }
 
 func (h relockHandle) Lock(ctx context.Context) (func() error, error) {
 	// ctx carries no owner: every acquisition is a new owner, as a new request would be.
-	held, err := h.mu.Lock(ctx)
+	held, err := h.lock(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return func() error { return h.mu.Unlock(held) }, nil
+	return func() error { return h.unlock(held) }, nil
 }
 
 // --- raw scripts through rueidis
@@ -142,7 +141,7 @@ type rawHandle struct {
 
 func (h *rawHandle) Lock(ctx context.Context) (func() error, error) {
 	for {
-		v, err := lua.RLockAcquire().Exec(ctx, h.rc, []string{h.key}, []string{"30000", h.owner}).AsIntSlice()
+		v, err := script.RLockAcquire().Exec(ctx, h.rc, []string{h.key}, []string{"30000", h.owner}).AsIntSlice()
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +161,7 @@ func (h *rawHandle) Lock(ctx context.Context) (func() error, error) {
 	h.n++
 	req := h.latch + h.owner + ":" + strconv.Itoa(h.n)
 	return func() error {
-		return lua.RLockUnlock().Exec(context.Background(), h.rc, []string{h.key, h.channel, req},
+		return script.RLockUnlock().Exec(context.Background(), h.rc, []string{h.key, h.channel, req},
 			[]string{"0", h.owner, "6000", "publish"}).Error()
 	}, nil
 }

@@ -65,7 +65,7 @@ func ExampleServer() {
 			return nil
 		})
 	}()
-	for deadline := time.Now().Add(30 * time.Second); second.Stats().Waiting == 0; time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(30 * time.Second); second.PubSubStats().Waiting == 0; time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			log.Fatal("the second client never waited")
 		}

@@ -36,7 +36,7 @@ func ExampleMutex() {
 		}()
 		// The next arrives only once this one is parked in the queue, so that their
 		// order is known.
-		for end := time.Now().Add(30 * time.Second); c.Stats().Waiting < i+1 && time.Now().Before(end); {
+		for end := time.Now().Add(30 * time.Second); c.PubSubStats().Waiting < i+1 && time.Now().Before(end); {
 			time.Sleep(time.Millisecond)
 		}
 	}

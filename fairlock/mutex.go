@@ -22,42 +22,39 @@ import (
 	"context"
 	"time"
 
-	"github.com/relock-go/relock/internal/core"
-	"github.com/relock-go/relock/internal/reentrant"
+	"github.com/relock-go/relock/internal/engine"
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/lockopt"
 )
 
-// Option changes how a lock is taken; package rlock's options apply as well.
-type Option = reentrant.Option
+// Option changes how a fair lock is taken: package rlock's options (WithLease,
+// WithFencing, WithWaitTimeout), which apply to every kind of lock, and this package's
+// own. A read-write lock's option does not compile here.
+type Option = lockopt.ForFair
 
 // DefaultRefreshPeriod is how often a waiter refreshes its queue entry by default.
-const DefaultRefreshPeriod = reentrant.DefaultRefresh
-
-// WithLease takes the lock for a fixed lease that is not renewed (see rlock.WithLease).
-func WithLease(d time.Duration) Option { return reentrant.WithLease(d) }
-
-// WithFencing makes every first-level acquisition take a fencing token (see
-// rlock.WithFencing).
-func WithFencing() Option { return reentrant.WithFencing() }
+const DefaultRefreshPeriod = lockopt.DefaultRefresh
 
 // WithRefreshPeriod sets how often a waiter comes back to refresh its queue entry; an
 // entry not refreshed for two periods is taken for a dead waiter's and skipped. Shorter
 // periods find dead waiters sooner for one small script call per waiter and period. It
 // must be at least 10ms, or the call fails with ErrInvalidOption.
-func WithRefreshPeriod(d time.Duration) Option { return reentrant.WithRefresh(d) }
-
-// Mutex is a fair, reentrant distributed lock. Its methods are safe for concurrent use;
-// who holds it is decided by the owner in the context, not by the goroutine. A Mutex with
-// an invalid name fails every call with ErrInvalidName.
-type Mutex struct{ l *reentrant.Lock }
-
-// New returns the fair lock named name on c. Use relock.Client.FairLock instead: it is the
-// same with a public client.
-func New(c *core.Client, name string, opts ...Option) *Mutex {
-	return &Mutex{reentrant.New(c, reentrant.Fair, name, opts)}
+func WithRefreshPeriod(d time.Duration) Option {
+	return lockopt.Fair(lockopt.Refresh(d, lockerr.ErrInvalidOption))
 }
 
+// Mutex is a fair, reentrant distributed lock, made by relock.Client.FairLock. Its methods
+// are safe for concurrent use; who holds it is decided by the owner in the context, not by
+// the goroutine. A Mutex with an invalid name fails every call with ErrInvalidName.
+//
+// (A Mutex is the engine's lock under this kind's name and documentation: the client
+// converts one into the other, so that this package exports no constructor.)
+type Mutex engine.Lock
+
+func (m *Mutex) l() *engine.Lock { return (*engine.Lock)(m) }
+
 // Name returns the lock's name, which is also its Redis key.
-func (m *Mutex) Name() string { return m.l.Name() }
+func (m *Mutex) Name() string { return m.l().Name() }
 
 // Lock acquires the lock in its turn: it joins the queue and waits until every owner that
 // arrived before it has had the lock (or left, or died), or until ctx is done. It returns
@@ -67,46 +64,45 @@ func (m *Mutex) Name() string { return m.l.Name() }
 // When ctx ends first, Lock leaves the queue at once and returns ctx unchanged and an
 // error for which errors.Is(err, ctx.Err()) holds.
 func (m *Mutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
-	return m.l.Lock(ctx, opts...)
+	l := m.l()
+	return l.Lock(ctx, lockopt.Merge(l.Defaults(), opts))
 }
 
 // TryLock makes one attempt and never queues. It fails with ErrLocked when another owner
 // holds the lock or when others are queued for it: a TryLock does not jump the queue.
 func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, error) {
-	return m.l.TryLock(ctx, opts...)
+	l := m.l()
+	return l.TryLock(ctx, lockopt.Merge(l.Defaults(), opts))
 }
 
 // Unlock releases one hold of the owner ctx carries; when the lock is free it wakes
 // exactly the next live waiter. Otherwise as rlock.Mutex.Unlock.
-func (m *Mutex) Unlock(ctx context.Context) error { return m.l.Unlock(ctx) }
+func (m *Mutex) Unlock(ctx context.Context) error { return m.l().Unlock(ctx) }
 
 // Do locks, runs fn with the hold's context, and unlocks, also when fn panics. It returns
 // fn's error joined with Unlock's.
 func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
-	return m.l.Do(ctx, fn, opts...)
+	l := m.l()
+	return l.Do(ctx, fn, lockopt.Merge(l.Defaults(), opts))
 }
 
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was
 // taken WithFencing.
-func (m *Mutex) Token(ctx context.Context) (int64, bool) { return m.l.Token(ctx) }
+func (m *Mutex) Token(ctx context.Context) (int64, bool) { return m.l().Token(ctx) }
 
 // HoldCount returns how many times the owner ctx carries holds the lock.
-func (m *Mutex) HoldCount(ctx context.Context) (int, error) { return m.l.HoldCount(ctx) }
+func (m *Mutex) HoldCount(ctx context.Context) (int, error) { return m.l().HoldCount(ctx) }
 
 // IsHeld reports whether the owner ctx carries holds the lock.
-func (m *Mutex) IsHeld(ctx context.Context) (bool, error) { return m.l.IsHeld(ctx) }
+func (m *Mutex) IsHeld(ctx context.Context) (bool, error) { return m.l().IsHeld(ctx) }
 
 // IsLocked reports whether any owner holds the lock.
-func (m *Mutex) IsLocked(ctx context.Context) (bool, error) { return m.l.IsLocked(ctx) }
+func (m *Mutex) IsLocked(ctx context.Context) (bool, error) { return m.l().IsLocked(ctx) }
 
 // TTL returns the remaining lease of the hold ctx carries, or ErrNotHeld.
-func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) { return m.l.TTL(ctx) }
+func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) { return m.l().TTL(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it and wakes the next live waiter. It reports
 // whether there was a lock to delete; a key that holds other data (a hash without a
 // lock's shape, or a read-write lock's hash) is left untouched (ErrWrongType).
-func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l.ForceUnlock(ctx) }
-
-// WithWaitTimeout bounds how long Lock waits, and only that (see rlock.WithWaitTimeout).
-// A waiter whose bound runs out leaves the queue at once.
-func WithWaitTimeout(d time.Duration) Option { return reentrant.WithWaitTimeout(d) }
+func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l().ForceUnlock(ctx) }

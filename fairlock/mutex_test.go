@@ -18,7 +18,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
-	"github.com/relock-go/relock/pubsub"
+	"github.com/relock-go/relock/rlock"
 )
 
 func TestMain(m *testing.M) {
@@ -104,7 +104,7 @@ func wakeCounter(t *testing.T, b *redistest.Backend, name string) func() int64 {
 		OnMessage: func(m rueidis.PubSubMessage) {
 			// Unlock wake-ups only: a waiter that came while it was another's turn is also
 			// told (with another message) when that turn is taken.
-			if m.Message == pubsub.WakeOne {
+			if m.Message == "0" {
 				n.Add(1)
 			}
 		},
@@ -349,7 +349,7 @@ func TestRestartWithWaiters(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
-		if _, err := c.FairLock("restart").Lock(context.Background(), fairlock.WithLease(time.Minute)); err != nil {
+		if _, err := c.FairLock("restart").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -394,7 +394,7 @@ func TestNoKeysLeft(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				mu := c.FairLock("tidy", fairlock.WithFencing())
+				mu := c.FairLock("tidy", rlock.WithFencing())
 				for j := 0; j < 5; j++ {
 					ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 					held, err := mu.Lock(ctx)
@@ -465,7 +465,7 @@ func TestBadInput(t *testing.T) {
 		if _, err := c.FairLock("a}b").TryLock(ctx); !errors.Is(err, relock.ErrInvalidName) {
 			t.Errorf("name a}b: %v", err)
 		}
-		if _, err := c.FairLock("x").Lock(ctx, fairlock.WithLease(0)); !errors.Is(err, relock.ErrInvalidLease) {
+		if _, err := c.FairLock("x").Lock(ctx, rlock.WithLease(0)); !errors.Is(err, relock.ErrInvalidLease) {
 			t.Errorf("zero lease: %v", err)
 		}
 		if _, err := c.FairLock("x", fairlock.WithRefreshPeriod(time.Millisecond)).Lock(ctx); !errors.Is(err, relock.ErrInvalidOption) {
@@ -499,7 +499,7 @@ func TestHoldsLikeRLock(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		side := b.Client(t)
-		mu := c.FairLock("held", fairlock.WithFencing())
+		mu := c.FairLock("held", rlock.WithFencing())
 		held, err := mu.Lock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -537,7 +537,7 @@ func TestWaiterRefreshCost(t *testing.T) {
 		const refresh = 300 * time.Millisecond
 		c := newClient(t, b)
 		stats := b.Commands(t)
-		if _, err := c.FairLock("costly").Lock(context.Background(), fairlock.WithLease(time.Minute)); err != nil {
+		if _, err := c.FairLock("costly").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -547,7 +547,7 @@ func TestWaiterRefreshCost(t *testing.T) {
 			_, err := c.FairLock("costly", fairlock.WithRefreshPeriod(refresh)).Lock(relock.NewOwner(ctx))
 			done <- err
 		}()
-		eventually(t, 5*time.Second, "waiter not parked", func() bool { return c.Stats().Waiting == 1 })
+		eventually(t, 5*time.Second, "waiter not parked", func() bool { return c.PubSubStats().Waiting == 1 })
 		before, start := stats.Calls(t), time.Now()
 		time.Sleep(10 * refresh)
 		after, elapsed := stats.Calls(t), time.Since(start)
@@ -592,7 +592,7 @@ func TestForceUnlockWakesNext(t *testing.T) {
 			done <- err
 		}()
 		eventually(t, 5*time.Second, "waiter not parked", func() bool {
-			return waiterClient.Stats().Waiting == 1 && len(queue(t, side, "forced")) == 1
+			return waiterClient.PubSubStats().Waiting == 1 && len(queue(t, side, "forced")) == 1
 		})
 		if ok, err := newClient(t, b).FairLock("forced").ForceUnlock(context.Background()); !ok || err != nil {
 			t.Fatalf("ForceUnlock = %v, %v; want true", ok, err)
@@ -600,7 +600,7 @@ func TestForceUnlockWakesNext(t *testing.T) {
 		if err := redistest.Recv(t, done, 30*time.Second, "the waiter after ForceUnlock"); err != nil {
 			t.Fatalf("waiter after ForceUnlock: %v", err)
 		}
-		if st := waiterClient.Stats(); st.Woken != 1 || st.TimedOut != 0 {
+		if st := waiterClient.PubSubStats(); st.Woken != 1 || st.TimedOut != 0 {
 			t.Errorf("waiter's hub %+v; want one wake-up by message and none by time", st)
 		}
 		select {
@@ -621,7 +621,7 @@ func TestNoQueueJumping(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := newClient(t, b)
 		side := b.Client(t)
-		if _, err := c.FairLock("orderly").Lock(context.Background(), fairlock.WithLease(time.Minute)); err != nil {
+		if _, err := c.FairLock("orderly").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		var mu sync.Mutex

@@ -13,7 +13,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
-	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/internal/script"
 )
 
 // benchClient returns a relock client on a fresh real redis-server.
@@ -66,12 +66,12 @@ func BenchmarkRawScripts(b *testing.B) {
 		channel, latch := keys.Of(name).Channel, keys.Of(name).Latch
 		ctx := context.Background()
 		for i := 0; pb.Next(); i++ {
-			if err := lua.RLockAcquire().Exec(ctx, rc, []string{name}, []string{"30000", owner}).Error(); err != nil {
+			if err := script.RLockAcquire().Exec(ctx, rc, []string{name}, []string{"30000", owner}).Error(); err != nil {
 				b.Error(err)
 				return
 			}
 			req := latch + strconv.Itoa(i)
-			if err := lua.RLockUnlock().Exec(ctx, rc, []string{name, channel, req}, []string{"0", owner, "6000", "publish"}).Error(); err != nil {
+			if err := script.RLockUnlock().Exec(ctx, rc, []string{name, channel, req}, []string{"0", owner, "6000", "publish"}).Error(); err != nil {
 				b.Error(err)
 				return
 			}
@@ -107,7 +107,7 @@ func BenchmarkHandoff(b *testing.B) {
 			acquired <- t
 			_ = wmu.Unlock(h)
 		}()
-		for waiter.Stats().Waiting == 0 {
+		for waiter.PubSubStats().Waiting == 0 {
 			time.Sleep(20 * time.Microsecond)
 		}
 		if err := hmu.Unlock(held); err != nil {

@@ -12,25 +12,25 @@ import (
 	"context"
 	"time"
 
-	"github.com/relock-go/relock/internal/core"
-	"github.com/relock-go/relock/internal/reentrant"
+	"github.com/relock-go/relock/internal/engine"
+	"github.com/relock-go/relock/internal/lockopt"
 )
 
-// Mutex is a reentrant distributed lock. Its methods are safe for concurrent use; who
-// holds it is decided by the owner in the context, not by the goroutine.
+// Mutex is a reentrant distributed lock, made by relock.Client.Lock. Its methods are safe
+// for concurrent use; who holds it is decided by the owner in the context, not by the
+// goroutine.
 //
 // A Mutex with an invalid name is still returned by relock.Client.Lock, so that the
 // constructor needs no error; every method then fails with ErrInvalidName.
-type Mutex struct{ l *reentrant.Lock }
+//
+// (A Mutex is the engine's lock under this kind's name and documentation: the client
+// converts one into the other, so that this package exports no constructor.)
+type Mutex engine.Lock
 
-// New returns the mutex named name on c. Use relock.Client.Lock instead: it is the same
-// with a public client.
-func New(c *core.Client, name string, opts ...Option) *Mutex {
-	return &Mutex{reentrant.New(c, reentrant.Plain, name, opts)}
-}
+func (m *Mutex) l() *engine.Lock { return (*engine.Lock)(m) }
 
 // Name returns the lock's name, which is also its Redis key.
-func (m *Mutex) Name() string { return m.l.Name() }
+func (m *Mutex) Name() string { return m.l().Name() }
 
 // Lock acquires the lock, waiting until it is free or ctx is done, and returns the hold's
 // context: derived from ctx, carrying the owner. If ctx already carries an owner of this
@@ -54,13 +54,15 @@ func (m *Mutex) Name() string { return m.l.Name() }
 //
 // Without WithLease the lease is the client's watchdog timeout, renewed until Unlock.
 func (m *Mutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
-	return m.l.Lock(ctx, opts...)
+	l := m.l()
+	return l.Lock(ctx, lockopt.Merge(l.Defaults(), opts))
 }
 
 // TryLock makes one attempt. If another owner holds the lock it returns ctx unchanged and
 // an error for which errors.Is(err, ErrLocked) holds.
 func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, error) {
-	return m.l.TryLock(ctx, opts...)
+	l := m.l()
+	return l.TryLock(ctx, lockopt.Merge(l.Defaults(), opts))
 }
 
 // Unlock releases one hold of the owner ctx carries; the lock is free when the hold count
@@ -82,18 +84,19 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, e
 // reply), the hold is no longer renewed and its context ends with ErrLeaseLost: the lock
 // frees itself when its lease runs out, instead of staying held for a holder that has
 // moved on.
-func (m *Mutex) Unlock(ctx context.Context) error { return m.l.Unlock(ctx) }
+func (m *Mutex) Unlock(ctx context.Context) error { return m.l().Unlock(ctx) }
 
 // Do locks, runs fn with the hold's context, and unlocks, also when fn panics. It returns
 // fn's error joined with Unlock's.
 func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
-	return m.l.Do(ctx, fn, opts...)
+	l := m.l()
+	return l.Do(ctx, fn, lockopt.Merge(l.Defaults(), opts))
 }
 
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was
 // taken WithFencing. Tokens grow with every first-level acquisition of the lock, by any
 // owner of any client; a re-entry keeps its hold's token. It asks nothing of Redis.
-func (m *Mutex) Token(ctx context.Context) (int64, bool) { return m.l.Token(ctx) }
+func (m *Mutex) Token(ctx context.Context) (int64, bool) { return m.l().Token(ctx) }
 
 // HoldCount returns how many times the owner ctx carries holds the lock: 0 when it does
 // not hold it or ctx carries no owner.
@@ -102,22 +105,22 @@ func (m *Mutex) Token(ctx context.Context) (int64, bool) { return m.l.Token(ctx)
 // with the context of a hold that has ended (released, or its lease lost) they answer for
 // that owner rather than fail with the context's error. Their one call to Redis is bounded
 // by the client's timeout.
-func (m *Mutex) HoldCount(ctx context.Context) (int, error) { return m.l.HoldCount(ctx) }
+func (m *Mutex) HoldCount(ctx context.Context) (int, error) { return m.l().HoldCount(ctx) }
 
 // IsHeld reports whether the owner ctx carries holds the lock.
-func (m *Mutex) IsHeld(ctx context.Context) (bool, error) { return m.l.IsHeld(ctx) }
+func (m *Mutex) IsHeld(ctx context.Context) (bool, error) { return m.l().IsHeld(ctx) }
 
 // IsLocked reports whether any owner holds the lock.
-func (m *Mutex) IsLocked(ctx context.Context) (bool, error) { return m.l.IsLocked(ctx) }
+func (m *Mutex) IsLocked(ctx context.Context) (bool, error) { return m.l().IsLocked(ctx) }
 
 // TTL returns the remaining lease of the hold ctx carries. It returns an error for which
 // errors.Is(err, ErrNotHeld) holds when that owner does not hold the lock. A lock without
 // expiry, which neither relock nor Redisson makes, reports a negative duration.
-func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) { return m.l.TTL(ctx) }
+func (m *Mutex) TTL(ctx context.Context) (time.Duration, error) { return m.l().TTL(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it and wakes a waiter. It reports whether
 // there was a lock to delete. A key that holds other data (a hash without a lock's
 // shape, or a read-write lock's hash) is left untouched and the call fails with
 // ErrWrongType. The former holders learn of it at their next renewal (their
 // contexts end with ErrLeaseLost) or when they unlock (ErrNotHeld).
-func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l.ForceUnlock(ctx) }
+func (m *Mutex) ForceUnlock(ctx context.Context) (bool, error) { return m.l().ForceUnlock(ctx) }

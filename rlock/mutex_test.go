@@ -16,7 +16,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
-	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -201,7 +201,7 @@ func TestLockContextTimeout(t *testing.T) {
 			t.Errorf("error %q does not name the lock", err)
 		}
 		eventually(t, 5*time.Second, "hub still holds a subscription", func() bool {
-			return c2.Stats().Channels == 0
+			return c2.PubSubStats().Channels == 0
 		})
 		const channel = "redisson_lock__channel:{busy}"
 		var n []rueidis.RedisMessage
@@ -241,7 +241,7 @@ func TestWaiterDoesNotPoll(t *testing.T) {
 			}
 			acquired <- err
 		}()
-		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.Stats().Waiting == 1 })
+		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
 
 		// Connections made before the window, so that their HELLO is not counted.
 		stats := b.Commands(t)
@@ -271,7 +271,7 @@ func TestWaiterDoesNotPoll(t *testing.T) {
 		case <-time.After(20 * time.Second):
 			t.Fatal("waiter not woken by the unlock")
 		}
-		if st := waiter.Stats(); st.Woken != 1 || st.TimedOut != 0 {
+		if st := waiter.PubSubStats(); st.Woken != 1 || st.TimedOut != 0 {
 			t.Errorf("waiter stats %+v: want one wake-up by message and no TTL timeout", st)
 		}
 	})
@@ -294,7 +294,7 @@ func TestLostWakeup(t *testing.T) {
 			_, err := waiter.Lock("lossy").Lock(ctx)
 			acquired <- err
 		}()
-		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.Stats().Waiting == 1 })
+		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
 		if err := do(t, side, "CLIENT", "KILL", "TYPE", "pubsub").Error(); err != nil {
 			t.Fatal(err)
 		}
@@ -304,7 +304,7 @@ func TestLostWakeup(t *testing.T) {
 		if err := redistest.Recv(t, acquired, 30*time.Second, "the waiter's Lock"); err != nil {
 			t.Fatalf("waiter after lost wake-up: %v", err)
 		}
-		if st := waiter.Stats(); st.Reconnects == 0 {
+		if st := waiter.PubSubStats(); st.Reconnects == 0 {
 			t.Errorf("stats %+v: the hub did not notice its connection was killed", st)
 		}
 	})
@@ -328,7 +328,7 @@ func TestLostWakeupConnectionCut(t *testing.T) {
 			_, err := waiter.Lock("cut").Lock(ctx)
 			acquired <- err
 		}()
-		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.Stats().Waiting == 1 })
+		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
 		proxy.Cut()
 		if err := holder.Lock("cut").Unlock(held); err != nil {
 			t.Fatal(err)
@@ -337,7 +337,7 @@ func TestLostWakeupConnectionCut(t *testing.T) {
 		if err := redistest.Recv(t, acquired, 30*time.Second, "the waiter's Lock"); err != nil {
 			t.Fatalf("waiter after its connections were cut: %v", err)
 		}
-		if st := waiter.Stats(); st.Reconnects == 0 || st.TimedOut != 0 {
+		if st := waiter.PubSubStats(); st.Reconnects == 0 || st.TimedOut != 0 {
 			t.Errorf("stats %+v: want a reconnect and no TTL timeout", st)
 		}
 	})
@@ -381,14 +381,14 @@ func TestRedissonLayout(t *testing.T) {
 			held, err = c.Lock("shared").Lock(wctx)
 			acquired <- err
 		}()
-		eventually(t, 5*time.Second, "Go waiter never parked behind the Java holder", func() bool { return c.Stats().Waiting == 1 })
+		eventually(t, 5*time.Second, "Go waiter never parked behind the Java holder", func() bool { return c.PubSubStats().Waiting == 1 })
 		if n, err := unlock.Exec(ctx, side, []string{"shared", channel}, []string{"0", javaOwner}).AsInt64(); err != nil || n != 1 {
 			t.Fatalf("redisson unlock = %d, %v", n, err)
 		}
 		if err := redistest.Recv(t, acquired, 30*time.Second, "the Go waiter's Lock"); err != nil {
 			t.Fatalf("Go waiter: %v", err)
 		}
-		if st := c.Stats(); st.Woken != 1 || st.TimedOut != 0 {
+		if st := c.PubSubStats(); st.Woken != 1 || st.TimedOut != 0 {
 			t.Errorf("stats %+v: want the waiter woken by the Java unlock's message", st)
 		}
 
@@ -484,12 +484,12 @@ func TestUnlockReplay(t *testing.T) {
 		}
 		acquire := func() {
 			t.Helper()
-			if v, err := lua.RLockAcquire().Exec(ctx, rc, []string{"replayed"}, []string{"30000", owner}).AsIntSlice(); err != nil || v[0] != 1 {
+			if v, err := script.RLockAcquire().Exec(ctx, rc, []string{"replayed"}, []string{"30000", owner}).AsIntSlice(); err != nil || v[0] != 1 {
 				t.Fatalf("acquire = %v, %v", v, err)
 			}
 		}
 		unlock := func(req string) (int64, error) {
-			return lua.RLockUnlock().Exec(ctx, rc, keys(req), []string{"0", owner, "10000", "publish"}).AsInt64()
+			return script.RLockUnlock().Exec(ctx, rc, keys(req), []string{"0", owner, "10000", "publish"}).AsInt64()
 		}
 		count := func() string {
 			v, _ := do(t, rc, "HGET", "replayed", owner).ToString()
@@ -620,7 +620,7 @@ func TestCallsAfterClose(t *testing.T) {
 			_, err := c.Lock("closing").Lock(ctx)
 			waited <- err
 		}()
-		eventually(t, 5*time.Second, "waiter never parked", func() bool { return c.Stats().Waiting == 1 })
+		eventually(t, 5*time.Second, "waiter never parked", func() bool { return c.PubSubStats().Waiting == 1 })
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -667,7 +667,7 @@ func TestWaitBoundedByLease(t *testing.T) {
 		if err != nil {
 			t.Fatalf("waiter: %v", err)
 		}
-		if st := waiter.Stats(); st.TimedOut == 0 {
+		if st := waiter.PubSubStats(); st.TimedOut == 0 {
 			t.Errorf("stats %+v: want the wait ended by its TTL bound", st)
 		}
 		if ok, _ := waiter.Lock("expiring").IsHeld(held); !ok {

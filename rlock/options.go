@@ -3,13 +3,18 @@ package rlock
 import (
 	"time"
 
-	"github.com/relock-go/relock/internal/reentrant"
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/lockopt"
 )
 
 // Option changes how a lock is taken. Options given to relock.Client.Lock apply to every
 // acquisition of that Mutex; options given to Lock, TryLock or Do apply to that call and
-// take precedence. The same options serve package fairlock.
-type Option = reentrant.Option
+// take precedence.
+//
+// This package's options apply to every kind of lock: packages fairlock and rwlock take
+// them as well as their own. An option of another kind (rwlock.WithWriterPreference, say)
+// does not compile where a Mutex's option is expected.
+type Option = lockopt.Shared
 
 // WithLease takes the lock for a fixed lease that is not renewed: if the holder has not
 // unlocked it by then, the lock expires and another owner may take it, and the hold's
@@ -22,7 +27,15 @@ type Option = reentrant.Option
 // may cut the first hold short), and a hold that any of its acquisitions took without
 // WithLease is renewed until it is fully released. A partial Unlock leaves the expiry as
 // it is.
-func WithLease(d time.Duration) Option { return reentrant.WithLease(d) }
+func WithLease(d time.Duration) Option {
+	return func(s *lockopt.Settings) {
+		if d < time.Millisecond {
+			s.Invalid(lockerr.ErrInvalidLease)
+			return
+		}
+		s.Lease = d
+	}
+}
 
 // WithFencing makes every first-level acquisition take a fencing token: the next value of
 // the counter redisson_lock_token:{name}, which never expires (though a restart without
@@ -31,7 +44,9 @@ func WithLease(d time.Duration) Option { return reentrant.WithLease(d) }
 // guards; the resource rejects a token lower than the highest it has seen, which turns
 // away a holder that lost its lease without knowing it (a long pause, a failover). See
 // ExampleWithFencing.
-func WithFencing() Option { return reentrant.WithFencing() }
+func WithFencing() Option {
+	return func(s *lockopt.Settings) { s.Fencing = true }
+}
 
 // WithWaitTimeout bounds how long Lock waits for the lock, and only that, as Redisson's
 // tryLock(waitTime, ...) does: when it runs out Lock fails with an error for which
@@ -39,4 +54,12 @@ func WithFencing() Option { return reentrant.WithFencing() }
 // bounds the wait too, but the hold's context derives from it and would end at that
 // deadline while the lock is still held; WithWaitTimeout's bound does not pass to the
 // hold. d must be positive, or the call fails with ErrInvalidOption.
-func WithWaitTimeout(d time.Duration) Option { return reentrant.WithWaitTimeout(d) }
+func WithWaitTimeout(d time.Duration) Option {
+	return func(s *lockopt.Settings) {
+		if d <= 0 {
+			s.Invalid(lockerr.ErrInvalidOption)
+			return
+		}
+		s.Wait = d
+	}
+}

@@ -68,7 +68,7 @@ func ExampleWithWriterPreference() {
 		wrote <- err
 	}()
 	// The writer is parked, and so registered (bounded, should it fail instead).
-	for end := time.Now().Add(30 * time.Second); c.Stats().Waiting == 0 && time.Now().Before(end); {
+	for end := time.Now().Add(30 * time.Second); c.PubSubStats().Waiting == 0 && time.Now().Before(end); {
 		time.Sleep(time.Millisecond)
 	}
 	_, err = rw.TryRLock(relock.NewOwner(ctx))

@@ -12,6 +12,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 )
 
@@ -262,7 +263,7 @@ func TestDoAndRDo(t *testing.T) {
 			t.Fatal(err)
 		}
 		ran = false
-		err = mu.Do(ctx, func(context.Context) error { ran = true; return nil }, rwlock.WithWaitTimeout(200*time.Millisecond))
+		err = mu.Do(ctx, func(context.Context) error { ran = true; return nil }, rlock.WithWaitTimeout(200*time.Millisecond))
 		if !errors.Is(err, context.DeadlineExceeded) || ran {
 			t.Errorf("Do while a reader holds = %v (ran %v); want DeadlineExceeded, not run", err, ran)
 		}
@@ -306,7 +307,7 @@ func TestTTL(t *testing.T) {
 		// A released hold's context is done: keep its owner, drop its end.
 		notHeld(context.WithoutCancel(r), "a reader that left")
 
-		w, err := mu.Lock(ctx, rwlock.WithLease(5*time.Second))
+		w, err := mu.Lock(ctx, rlock.WithLease(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -317,7 +318,7 @@ func TestTTL(t *testing.T) {
 		}
 		notHeld(context.WithoutCancel(w), "a writer that left")
 
-		r, err = mu.RLock(ctx, rwlock.WithLease(4*time.Second))
+		r, err = mu.RLock(ctx, rlock.WithLease(4*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -377,7 +378,7 @@ func TestForceUnlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		readersDone, writerDone := wait(2, false), wait(1, true)
-		eventually(t, 10*time.Second, "the waiters did not park", func() bool { return c2.Stats().Waiting == 3 })
+		eventually(t, 10*time.Second, "the waiters did not park", func() bool { return c2.PubSubStats().Waiting == 3 })
 		if ok, err := c2.RWLock("forced").ForceUnlock(ctx); !ok || err != nil {
 			t.Fatalf("ForceUnlock of a write lock = %v, %v; want true", ok, err)
 		}
@@ -400,7 +401,7 @@ func TestForceUnlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		writerDone = wait(1, true)
-		eventually(t, 10*time.Second, "the writer did not park", func() bool { return c2.Stats().Waiting == 1 })
+		eventually(t, 10*time.Second, "the writer did not park", func() bool { return c2.PubSubStats().Waiting == 1 })
 		if ok, err := mu.ForceUnlock(ctx); !ok || err != nil {
 			t.Fatalf("ForceUnlock of a read lock = %v, %v; want true", ok, err)
 		}
@@ -410,7 +411,7 @@ func TestForceUnlock(t *testing.T) {
 				t.Errorf("a forced-out reader's RUnlock: %v; want ErrNotHeld", err)
 			}
 		}
-		if st := c2.Stats(); st.TimedOut != 0 {
+		if st := c2.PubSubStats(); st.TimedOut != 0 {
 			t.Errorf("waiters' stats %+v: a wait ran to its time bound", st)
 		}
 		if n, _ := do(t, side, "EXISTS", "forced").AsInt64(); n != 0 {
@@ -427,7 +428,7 @@ func TestWriterFencing(t *testing.T) {
 		c1, c2 := newClient(t, b), newClient(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
-		fenced := []*rwlock.RWMutex{c1.RWLock("fenced", rwlock.WithFencing()), c2.RWLock("fenced", rwlock.WithFencing())}
+		fenced := []*rwlock.RWMutex{c1.RWLock("fenced", rlock.WithFencing()), c2.RWLock("fenced", rlock.WithFencing())}
 		counter := func() int64 {
 			n, _ := do(t, side, "GET", "redisson_lock_token:{fenced}").AsInt64()
 			return n
@@ -507,7 +508,7 @@ func TestWriterFencing(t *testing.T) {
 			t.Errorf("counter %d after a reader and an unfenced writer; want %d", n, last)
 		}
 		// Fencing as an option of one call.
-		w, err = plain.Lock(ctx, rwlock.WithFencing())
+		w, err = plain.Lock(ctx, rlock.WithFencing())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,23 +22,21 @@ import (
 	"context"
 	"time"
 
-	"github.com/relock-go/relock/internal/core"
-	"github.com/relock-go/relock/internal/reentrant"
+	"github.com/relock-go/relock/internal/engine"
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/lockopt"
 )
 
-// Option changes how a lock is taken; package rlock's options apply as well (WithFencing
-// applies to write holds).
-type Option = reentrant.Option
-
-// WithLease takes a hold for a fixed lease that is not renewed (see rlock.WithLease). All
-// read holds of one owner end together, at the latest end any of them was promised. A
-// write hold shares the lock's hash with its owner's read holds of the lock, so it lasts
-// at least as long as they do: its context ends only once Redis lets it go.
-func WithLease(d time.Duration) Option { return reentrant.WithLease(d) }
-
-// WithFencing makes every first-level write acquisition take a fencing token (see
-// rlock.WithFencing). Read holds carry no token.
-func WithFencing() Option { return reentrant.WithFencing() }
+// Option changes how a read or write hold is taken: package rlock's options (WithLease,
+// WithFencing, WithWaitTimeout), which apply to every kind of lock, and this package's
+// own. A fair lock's option does not compile here.
+//
+// Of rlock's options: a fixed lease (rlock.WithLease) ends all read holds of one owner
+// together, at the latest end any of them was promised; a write hold shares the lock's hash
+// with its owner's read holds of the lock, so it lasts at least as long as they do, and
+// its context ends only once Redis lets it go. rlock.WithFencing makes every first-level
+// write acquisition take a fencing token; read holds carry no token.
+type Option = lockopt.ForRW
 
 // WithWriterPreference makes new readers wait while a writer is waiting (a re-entering
 // reader and a writer taking read holds never wait). A waiting writer registers in the
@@ -46,34 +44,30 @@ func WithFencing() Option { return reentrant.WithFencing() }
 // (WithRefreshPeriod); a writer that dies stops holding readers back within two periods.
 // Give the option to the readers and the writers of a lock: readers decide to give way,
 // writers decide to register.
-func WithWriterPreference() Option { return reentrant.WithWriterPreference() }
-
-// WithWaitTimeout bounds how long RLock or Lock waits, and only that (see
-// rlock.WithWaitTimeout).
-func WithWaitTimeout(d time.Duration) Option { return reentrant.WithWaitTimeout(d) }
+func WithWriterPreference() Option {
+	return lockopt.RW(func(s *lockopt.Settings) { s.WriterPreference = true })
+}
 
 // WithRefreshPeriod sets how often a waiting writer under writer preference refreshes its
-// entry (default 5s, at least 10ms).
-func WithRefreshPeriod(d time.Duration) Option { return reentrant.WithRefresh(d) }
-
-// RWMutex is a reentrant distributed read-write lock. Its methods are safe for concurrent
-// use; who holds it is decided by the owner in the context. An RWMutex with an invalid
-// name fails every call with ErrInvalidName.
-type RWMutex struct {
-	r, w *reentrant.Lock
+// entry (default 5s, at least 10ms, or the call fails with ErrInvalidOption).
+func WithRefreshPeriod(d time.Duration) Option {
+	return lockopt.RW(lockopt.Refresh(d, lockerr.ErrInvalidOption))
 }
 
-// New returns the read-write lock named name on c. Use relock.Client.RWLock instead: it is
-// the same with a public client.
-func New(c *core.Client, name string, opts ...Option) *RWMutex {
-	return &RWMutex{
-		r: reentrant.New(c, reentrant.Read, name, opts),
-		w: reentrant.New(c, reentrant.Write, name, opts),
-	}
-}
+// RWMutex is a reentrant distributed read-write lock, made by relock.Client.RWLock. Its
+// methods are safe for concurrent use; who holds it is decided by the owner in the
+// context. An RWMutex with an invalid name fails every call with ErrInvalidName.
+//
+// (An RWMutex is the engine's pair of read and write sides under this kind's name and
+// documentation: the client converts one into the other, so that this package exports no
+// constructor.)
+type RWMutex engine.RW
+
+func (m *RWMutex) r() *engine.Lock { return (*engine.RW)(m).Read() }
+func (m *RWMutex) w() *engine.Lock { return (*engine.RW)(m).Write() }
 
 // Name returns the lock's name, which is also its Redis key.
-func (m *RWMutex) Name() string { return m.w.Name() }
+func (m *RWMutex) Name() string { return m.w().Name() }
 
 // RLock takes a read hold, waiting while a writer holds the lock (or, with writer
 // preference, while a writer waits), and returns the hold's context; see rlock.Mutex.Lock
@@ -82,74 +76,84 @@ func (m *RWMutex) Name() string { return m.w.Name() }
 // is the first step of a downgrade: its context derives from what the write hold's
 // derives from, not from the write hold's, so that it lives on after Unlock.
 func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (context.Context, error) {
-	return m.r.Lock(ctx, opts...)
+	l := m.r()
+	return l.Lock(ctx, lockopt.Merge(l.Defaults(), opts))
 }
 
 // TryRLock makes one attempt at a read hold; it fails with ErrLocked when another owner
 // writes.
 func (m *RWMutex) TryRLock(ctx context.Context, opts ...Option) (context.Context, error) {
-	return m.r.TryLock(ctx, opts...)
+	l := m.r()
+	return l.TryLock(ctx, lockopt.Merge(l.Defaults(), opts))
 }
 
 // RUnlock releases one read hold of the owner ctx carries. When the last reader leaves,
 // one waiting writer (or reader) is woken. It returns ErrNotHeld when the owner has no
 // read hold. Failures are as for rlock.Mutex.Unlock: the hold is not renewed after one.
-func (m *RWMutex) RUnlock(ctx context.Context) error { return m.r.Unlock(ctx) }
+func (m *RWMutex) RUnlock(ctx context.Context) error { return m.r().Unlock(ctx) }
 
 // RDo takes a read hold, runs fn with the hold's context, and releases it, also when fn
 // panics.
 func (m *RWMutex) RDo(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
-	return m.r.Do(ctx, fn, opts...)
+	l := m.r()
+	return l.Do(ctx, fn, lockopt.Merge(l.Defaults(), opts))
 }
 
 // Lock takes the write lock, waiting until no other owner holds the lock in any mode, and
 // returns the hold's context. The owner in ctx may re-enter it. An owner that holds only
 // read holds gets ErrUpgrade at once.
 func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
-	return m.w.Lock(ctx, opts...)
+	l := m.w()
+	return l.Lock(ctx, lockopt.Merge(l.Defaults(), opts))
 }
 
 // TryLock makes one attempt at the write lock; it fails with ErrLocked when another owner
 // holds the lock, and with ErrUpgrade when the owner holds read holds only.
 func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (context.Context, error) {
-	return m.w.TryLock(ctx, opts...)
+	l := m.w()
+	return l.TryLock(ctx, lockopt.Merge(l.Defaults(), opts))
 }
 
 // Unlock releases one write hold of the owner ctx carries. When the writer leaves and no
 // reader remains, every waiter is woken; when it keeps read holds (downgrade), the lock
 // turns to read mode and waiting readers are let in. Failures are as for
 // rlock.Mutex.Unlock: the hold is not renewed after one.
-func (m *RWMutex) Unlock(ctx context.Context) error { return m.w.Unlock(ctx) }
+func (m *RWMutex) Unlock(ctx context.Context) error { return m.w().Unlock(ctx) }
 
 // Do takes the write lock, runs fn with the hold's context, and releases it, also when fn
 // panics.
 func (m *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
-	return m.w.Do(ctx, fn, opts...)
+	l := m.w()
+	return l.Do(ctx, fn, lockopt.Merge(l.Defaults(), opts))
 }
 
 // RHoldCount returns how many read holds the owner ctx carries has.
-func (m *RWMutex) RHoldCount(ctx context.Context) (int, error) { return m.r.HoldCount(ctx) }
+func (m *RWMutex) RHoldCount(ctx context.Context) (int, error) { return m.r().HoldCount(ctx) }
 
 // HoldCount returns how many write holds the owner ctx carries has.
-func (m *RWMutex) HoldCount(ctx context.Context) (int, error) { return m.w.HoldCount(ctx) }
+func (m *RWMutex) HoldCount(ctx context.Context) (int, error) { return m.w().HoldCount(ctx) }
+
+// IsHeld reports whether the owner ctx carries holds the write lock (as Redisson's
+// writeLock().isHeldByCurrentThread()); RHoldCount tells of its read holds.
+func (m *RWMutex) IsHeld(ctx context.Context) (bool, error) { return m.w().IsHeld(ctx) }
 
 // IsLocked reports whether anyone holds the lock, in either mode.
-func (m *RWMutex) IsLocked(ctx context.Context) (bool, error) { return m.w.IsLocked(ctx) }
+func (m *RWMutex) IsLocked(ctx context.Context) (bool, error) { return m.w().IsLocked(ctx) }
 
 // TTL returns the remaining lease of the lock while the owner ctx carries holds it in
 // either mode, or ErrNotHeld.
 func (m *RWMutex) TTL(ctx context.Context) (time.Duration, error) {
-	if d, err := m.w.TTL(ctx); err == nil {
+	if d, err := m.w().TTL(ctx); err == nil {
 		return d, nil
 	}
-	return m.r.TTL(ctx)
+	return m.r().TTL(ctx)
 }
 
 // Token returns the fencing token of the owner's write hold, when taken WithFencing.
-func (m *RWMutex) Token(ctx context.Context) (int64, bool) { return m.w.Token(ctx) }
+func (m *RWMutex) Token(ctx context.Context) (int64, bool) { return m.w().Token(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it, in either mode, and wakes every waiter.
 // It reports whether there was a lock to delete. The read holds' timeout keys expire by
 // themselves. A key that holds other data (a hash without a read-write lock's shape) is
 // left untouched and the call fails with ErrWrongType.
-func (m *RWMutex) ForceUnlock(ctx context.Context) (bool, error) { return m.w.ForceUnlock(ctx) }
+func (m *RWMutex) ForceUnlock(ctx context.Context) (bool, error) { return m.w().ForceUnlock(ctx) }

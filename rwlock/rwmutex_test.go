@@ -188,7 +188,7 @@ func TestTorture(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		t.Logf("%d reads, %d writes, %d violations; waits %+v / %+v", reads.Load(), writes.Load(), violations.Load(), clients[0].Stats(), clients[1].Stats())
+		t.Logf("%d reads, %d writes, %d violations; waits %+v / %+v", reads.Load(), writes.Load(), violations.Load(), clients[0].PubSubStats(), clients[1].PubSubStats())
 		if violations.Load() != 0 || reads.Load()+writes.Load() != int64(goroutines*sections) || writes.Load() != int64(goroutines*sections/5) {
 			t.Errorf("%d violations in %d sections; want 0 in %d", violations.Load(), reads.Load()+writes.Load(), goroutines*sections)
 		}
@@ -385,14 +385,14 @@ func TestRedissonLayout(t *testing.T) {
 			}
 			got <- err
 		}()
-		eventually(t, 5*time.Second, "Go reader not waiting", func() bool { return c.Stats().Waiting == 1 })
+		eventually(t, 5*time.Second, "Go reader not waiting", func() bool { return c.PubSubStats().Waiting == 1 })
 		if n, err := writeUnlock.Exec(ctx, side, []string{"layout", channel}, []string{"1", java + ":write"}).AsInt64(); n != 1 || err != nil {
 			t.Fatalf("Java write unlock = %d, %v", n, err)
 		}
 		if err := redistest.Recv(t, got, 30*time.Second, "the Go reader's turn"); err != nil {
 			t.Fatalf("Go reader after the Java writer: %v", err)
 		}
-		if st := c.Stats(); st.TimedOut != 0 {
+		if st := c.PubSubStats(); st.TimedOut != 0 {
 			t.Errorf("stats %+v: the Go reader was not woken by the Java writer's message", st)
 		}
 

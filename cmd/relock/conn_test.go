@@ -299,7 +299,7 @@ func TestInspectBackends(t *testing.T) {
 		})
 		channel := keys.Of(names[0]).Channel
 		waitFor(t, "the waiter's subscription is not on the server", func() bool {
-			if c.Stats().Waiting != 1 {
+			if c.PubSubStats().Waiting != 1 {
 				return false
 			}
 			switch {

@@ -196,7 +196,7 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 	stopProgress := progress(out, func() string {
 		waiting := 0
 		for _, c := range clients {
-			waiting += c.Stats().Waiting
+			waiting += c.PubSubStats().Waiting
 		}
 		return fmt.Sprintf("  %d of %d entries, %d workers waiting", entries.Load(), workers*rounds, waiting)
 	})
@@ -209,7 +209,7 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 
 	var woken, timedOut uint64
 	for _, c := range clients {
-		st := c.Stats()
+		st := c.PubSubStats()
 		woken += st.Woken
 		timedOut += st.TimedOut
 	}

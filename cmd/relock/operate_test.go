@@ -206,7 +206,7 @@ func TestInspectRLock(t *testing.T) {
 			return mu.Unlock(h)
 		})
 		waitFor(t, "the waiter is not parked on the lock's channel", func() bool {
-			return c.Stats().Waiting == 1 && channelSubs(t, b, "redisson_lock__channel:{orders}") == 1
+			return c.PubSubStats().Waiting == 1 && channelSubs(t, b, "redisson_lock__channel:{orders}") == 1
 		})
 		out, _ = relockCmd(t, b.Addr, "", "inspect", "orders")
 		if !regexp.MustCompile(`^orders: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(holder) + ` +holds ×2\n  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n  fencing token  1 \(last handed out\)\n$`).MatchString(out) {
@@ -259,7 +259,7 @@ func TestInspectRWLock(t *testing.T) {
 			return rw.Unlock(h)
 		})
 		waitFor(t, "the writer is not parked on the lock's channel", func() bool {
-			return c.Stats().Waiting == 1 && channelSubs(t, b, "redisson_rwlock:{config}") == 1
+			return c.PubSubStats().Waiting == 1 && channelSubs(t, b, "redisson_rwlock:{config}") == 1
 		})
 		out, _ := relockCmd(t, b.Addr, "", "inspect", "config")
 		if !regexp.MustCompile(`^config: rwlock, held \(read mode\), lease .* left\n(  ` + id + `:\d+ +reads ×1  \(leases \d[^,\n]*\)\n){2}  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n$`).MatchString(out) {
@@ -299,7 +299,7 @@ func TestInspectRWLock(t *testing.T) {
 		})
 		defer close(release)
 		waitFor(t, "the writer did not register as waiting", func() bool {
-			if c.Stats().Waiting != 1 || channelSubs(t, b, "redisson_rwlock:{prefs}") != 1 {
+			if c.PubSubStats().Waiting != 1 || channelSubs(t, b, "redisson_rwlock:{prefs}") != 1 {
 				return false
 			}
 			n, _ := b.Server.Do(t, "ZCARD", "relock_rwlock_writers:{prefs}").AsInt64()
@@ -514,7 +514,7 @@ func TestForceUnlock(t *testing.T) {
 			}
 			got <- err
 		}()
-		waitFor(t, "waiter not waiting", func() bool { return c.Stats().Waiting == 1 })
+		waitFor(t, "waiter not waiting", func() bool { return c.PubSubStats().Waiting == 1 })
 
 		out, err := relockCmd(t, b.Addr, "n\n", "unlock", "--force", "stuck")
 		if err != nil || !strings.Contains(out, "not unlocked") {
@@ -536,7 +536,7 @@ func TestForceUnlock(t *testing.T) {
 		case <-time.After(25 * time.Second):
 			t.Fatal("the waiter did not proceed after the force unlock")
 		}
-		if st := c.Stats(); st.TimedOut != 0 {
+		if st := c.PubSubStats(); st.TimedOut != 0 {
 			t.Errorf("stats %+v: the waiter was not woken by the force unlock's message", st)
 		}
 	})

@@ -192,7 +192,7 @@ func fairOrder(ctx context.Context, env *demoEnv, out io.Writer) error {
 	if fmt.Sprint(arrived) != fmt.Sprint(granted) {
 		return errors.New("the fair lock granted out of arrival order")
 	}
-	msgs := clients[0].Stats().Messages + clients[1].Stats().Messages
+	msgs := clients[0].PubSubStats().Messages + clients[1].PubSubStats().Messages
 	fmt.Fprintf(out, "wake-ups        %d messages for the %d unlocks that had a waiter behind them\n", msgs, workers)
 	return nil
 }

@@ -11,9 +11,9 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/hub"
+	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/owner"
-	"github.com/relock-go/relock/pubsub"
-	"github.com/relock-go/relock/watchdog"
 )
 
 // Client is shared by all locks of one relock.Client.
@@ -22,8 +22,8 @@ type Client struct {
 	ID     string        // the client's UUID, the first part of every owner it makes
 	Owners *owner.Issuer // owners "<ID>:<n>"
 
-	Hub      *pubsub.Hub
-	Watchdog *watchdog.Watchdog
+	Hub      *hub.Hub
+	Watchdog *leases.Watchdog
 
 	// Lease is the lease of a hold taken without an explicit one: the watchdog timeout.
 	Lease time.Duration
@@ -59,14 +59,14 @@ func New(rc rueidis.Client, cfg Config) *Client {
 	if cfg.Sharded {
 		publish = "spublish"
 	}
-	w := watchdog.New(rc, cfg.Lease)
+	w := leases.New(rc, cfg.Lease)
 	return &Client{
 		Redis:  rc,
 		ID:     cfg.ID,
 		Owners: owner.NewIssuer(cfg.ID),
 		// A subscriber that reconnects means Redis may have restarted and lost every
 		// lock: the watchdog checks every hold at once, not at its next tick.
-		Hub:          pubsub.New(rc, cfg.Sharded, w.Check),
+		Hub:          hub.New(rc, cfg.Sharded, w.Check),
 		Watchdog:     w,
 		Lease:        cfg.Lease,
 		Timeout:      cfg.Timeout,

@@ -422,17 +422,29 @@ func (cl *client) acquire(k kind, s side, wait bool) func(context.Context, ...rl
 	case k == plainKind:
 		return cl.mu.TryLock
 	case k == fairKind && wait:
-		return cl.fm.Lock
+		return withOptions(cl.fm.Lock)
 	case k == fairKind:
-		return cl.fm.TryLock
+		return withOptions(cl.fm.TryLock)
 	case s == read && wait:
-		return cl.rw.RLock
+		return withOptions(cl.rw.RLock)
 	case s == read:
-		return cl.rw.TryRLock
+		return withOptions(cl.rw.TryRLock)
 	case wait:
-		return cl.rw.Lock
+		return withOptions(cl.rw.Lock)
 	}
-	return cl.rw.TryLock
+	return withOptions(cl.rw.TryLock)
+}
+
+// withOptions lets an acquisition of a fair or read-write lock take rlock's options, which
+// apply to every kind.
+func withOptions[O any](f func(context.Context, ...O) (context.Context, error)) func(context.Context, ...rlock.Option) (context.Context, error) {
+	return func(ctx context.Context, opts ...rlock.Option) (context.Context, error) {
+		own := make([]O, len(opts))
+		for i, o := range opts {
+			own[i] = any(o).(O)
+		}
+		return f(ctx, own...)
+	}
 }
 
 func (cl *client) unlock(k kind, s side) func(context.Context) error {

@@ -23,7 +23,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
-	"github.com/relock-go/relock/lua"
+	scripts "github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 )
@@ -134,7 +134,7 @@ func newLocker(c *relock.Client, base, kind string) locker {
 	name := lockKey(base, kind)
 	switch kind {
 	case kindFair:
-		mu := c.FairLock(name, fairlock.WithFencing(), fairlock.WithRefreshPeriod(refreshPeriod))
+		mu := c.FairLock(name, rlock.WithFencing(), fairlock.WithRefreshPeriod(refreshPeriod))
 		return locker{kind: kind,
 			lock:   func(ctx context.Context, _ bool) (context.Context, error) { return mu.Lock(ctx) },
 			unlock: func(ctx context.Context, _ bool) error { return mu.Unlock(ctx) },
@@ -142,7 +142,7 @@ func newLocker(c *relock.Client, base, kind string) locker {
 	case kindRW:
 		// Writer preference, given to readers and writers alike, keeps a stream of
 		// overlapping readers from starving the writers.
-		rw := c.RWLock(name, rwlock.WithFencing(), rwlock.WithWriterPreference(), rwlock.WithRefreshPeriod(refreshPeriod))
+		rw := c.RWLock(name, rlock.WithFencing(), rwlock.WithWriterPreference(), rwlock.WithRefreshPeriod(refreshPeriod))
 		return locker{kind: kind,
 			lock: func(ctx context.Context, read bool) (context.Context, error) {
 				if read {
@@ -387,11 +387,11 @@ const (
 
 var scriptRoles = func() map[string]int {
 	m := map[string]int{}
-	for _, s := range []*lua.Script{lua.RLockAcquire(), lua.FairAcquire(), lua.RWLockReadAcquire(), lua.RWLockWriteAcquire()} {
+	for _, s := range []*scripts.Script{scripts.RLockAcquire(), scripts.FairAcquire(), scripts.RWLockReadAcquire(), scripts.RWLockWriteAcquire()} {
 		m[s.SHA1], m[s.Source] = roleAcquire, roleAcquire
 	}
-	m[lua.RLockRenew().SHA1], m[lua.RLockRenew().Source] = roleRenew, roleRenew
-	m[lua.RWLockRenew().SHA1], m[lua.RWLockRenew().Source] = roleRenewRW, roleRenewRW
+	m[scripts.RLockRenew().SHA1], m[scripts.RLockRenew().Source] = roleRenew, roleRenew
+	m[scripts.RWLockRenew().SHA1], m[scripts.RWLockRenew().Source] = roleRenewRW, roleRenewRW
 	return m
 }()
 

@@ -1,4 +1,4 @@
-package watchdog
+package leases
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/redistest"
-	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/internal/script"
 )
 
 func TestMain(m *testing.M) {
@@ -24,7 +24,7 @@ func TestMain(m *testing.M) {
 func hold(t *testing.T, w *Watchdog, rc rueidis.Client, name, owner string) context.Context {
 	t.Helper()
 	sent := time.Now()
-	v, err := lua.RLockAcquire().Exec(context.Background(), rc, []string{name}, []string{w.leaseMs, owner}).AsIntSlice()
+	v, err := script.RLockAcquire().Exec(context.Background(), rc, []string{name}, []string{w.leaseMs, owner}).AsIntSlice()
 	if err != nil || v[0] != 1 {
 		t.Fatalf("acquire %s: %v %v", name, v, err)
 	}

@@ -1,21 +1,7 @@
-// Package pubsub wakes lock waiters without polling. A Hub owns one dedicated subscriber
-// connection per client (in a cluster with sharded pub/sub, a subscription per channel on
-// the channel's shard); lock waiters register on a lock's channel and park until an
-// unlock message, a reconnect or their time bound wakes them.
-//
-// The protocol a waiter follows (the lock packages implement it):
-//
-//  1. Try to acquire. If that fails, Subscribe to the lock's channel.
-//  2. Ready: wait until the subscription is confirmed by the server, so that every unlock
-//     from now on is seen.
-//  3. Try to acquire again: an unlock that happened between 1 and 2 was missed, this
-//     attempt covers it.
-//  4. Wait for a permit, bounded by the lock's TTL; then go to 3.
-//
-// Permits are counted per channel, so a message that arrives while a waiter is between 3
-// and 4 is kept for it rather than lost. Because every wait is bounded by the TTL, a
-// message lost anyway (a dropped connection) costs at most one TTL, never a hang.
-package pubsub
+// Package hub is the implementation of package pubsub: the subscriber connection, the
+// reference-counted channel subscriptions and their permits. Package pubsub documents the
+// behaviour; the lock engine is this package's only caller.
+package hub
 
 import (
 	"context"
@@ -27,6 +13,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/pubsub"
 )
 
 // Messages published on lock channels. WakeOne is Redisson's unlock message; WakeAll is
@@ -279,20 +266,10 @@ func (s *Sub) PassOn() {
 	}
 }
 
-// Stats is a snapshot of a hub's activity.
-type Stats struct {
-	Channels   int    // channels subscribed, or being subscribed or unsubscribed
-	Waiting    int    // waiters parked now
-	Messages   uint64 // wake-up messages received
-	Woken      uint64 // waits ended by a wake-up (message or reconnect)
-	TimedOut   uint64 // waits ended by their time bound with no wake-up
-	Reconnects uint64 // times the subscriber connection was made again
-}
-
 // Stats returns a snapshot of the hub's counters.
-func (h *Hub) Stats() Stats {
+func (h *Hub) Stats() pubsub.Stats {
 	h.mu.Lock()
-	st := Stats{Channels: len(h.chans)}
+	st := pubsub.Stats{Channels: len(h.chans)}
 	for _, c := range h.chans {
 		st.Waiting += len(c.waiters)
 	}

@@ -1,4 +1,4 @@
-package pubsub_test
+package hub_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/embedded"
-	"github.com/relock-go/relock/pubsub"
+	"github.com/relock-go/relock/internal/hub"
 )
 
 // waitUntil polls cond, which the hub's goroutine makes true: the examples wait on what
@@ -37,10 +37,10 @@ func ExampleHub() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	hub := pubsub.New(rc, false, nil)
-	defer hub.Close()
+	h := hub.New(rc, false, nil)
+	defer h.Close()
 
-	sub, err := hub.Subscribe("redisson_lock__channel:{report}")
+	sub, err := h.Subscribe("redisson_lock__channel:{report}")
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -51,9 +51,9 @@ func ExampleHub() {
 		log.Fatal(err)
 	}
 	// An unlock elsewhere publishes "0" on the lock's channel.
-	rc.Do(context.Background(), rc.B().Publish().Channel("redisson_lock__channel:{report}").Message(pubsub.WakeOne).Build())
+	rc.Do(context.Background(), rc.B().Publish().Channel("redisson_lock__channel:{report}").Message(hub.WakeOne).Build())
 	err = sub.Wait(context.Background(), 10*time.Second)
-	st := hub.Stats()
+	st := h.Stats()
 	fmt.Println("woken:", err == nil, "by a message:", st.Woken == 1, "timed out:", st.TimedOut)
 	// Output: woken: true by a message: true timed out: 0
 }
@@ -68,38 +68,38 @@ func ExampleSub() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	hub := pubsub.New(rc, false, nil)
-	defer hub.Close()
+	h := hub.New(rc, false, nil)
+	defer h.Close()
 	ctx := context.Background()
 	const channel = "redisson_rwlock:{config}"
 
-	a, err := hub.Subscribe(channel)
+	a, err := h.Subscribe(channel)
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := hub.Subscribe(channel)
+	b, err := h.Subscribe(channel)
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, s := range []*pubsub.Sub{a, b} {
+	for _, s := range []*hub.Sub{a, b} {
 		if err := s.Ready(ctx, 10*time.Second); err != nil {
 			log.Fatal(err)
 		}
 	}
-	fmt.Println("subscriptions:", hub.Stats().Channels)
+	fmt.Println("subscriptions:", h.Stats().Channels)
 
 	// Nobody is parked when this unlock's message arrives: it is kept, and a's next wait
 	// takes it at once.
-	publishMessage(rc, channel, pubsub.WakeOne)
-	waitUntil("the message", func() bool { return hub.Stats().Messages == 1 })
+	publishMessage(rc, channel, hub.WakeOne)
+	waitUntil("the message", func() bool { return h.Stats().Messages == 1 })
 	fmt.Println("a's wait takes the kept wake-up:", a.Wait(ctx, 10*time.Second) == nil)
 
 	woken := make(chan error, 2)
-	for _, s := range []*pubsub.Sub{a, b} {
+	for _, s := range []*hub.Sub{a, b} {
 		go func() { woken <- s.Wait(ctx, 10*time.Second) }()
 	}
-	waitUntil("both parked", func() bool { return hub.Stats().Waiting == 2 })
-	publishMessage(rc, channel, pubsub.WakeAll)
+	waitUntil("both parked", func() bool { return h.Stats().Waiting == 2 })
+	publishMessage(rc, channel, hub.WakeAll)
 	both := true
 	for range 2 {
 		select {
@@ -113,8 +113,8 @@ func ExampleSub() {
 
 	a.Release()
 	b.Release()
-	waitUntil("the unsubscription", func() bool { return hub.Stats().Channels == 0 })
-	st := hub.Stats()
+	waitUntil("the unsubscription", func() bool { return h.Stats().Channels == 0 })
+	st := h.Stats()
 	fmt.Println("woken:", st.Woken, "timed out:", st.TimedOut, "subscriptions left:", st.Channels)
 	// Output:
 	// subscriptions: 1
@@ -125,19 +125,19 @@ func ExampleSub() {
 
 // Stats tells why waits ended: a wake-up message, or the time bound (in a lock package the
 // holder's remaining lease), which is all a waiter has when a message is lost.
-func ExampleStats() {
+func Example_stats() {
 	srv, err := embedded.Start()
 	if err != nil {
 		log.Fatal(err)
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	hub := pubsub.New(rc, false, nil)
-	defer hub.Close()
+	h := hub.New(rc, false, nil)
+	defer h.Close()
 	ctx := context.Background()
 	const channel = "redisson_lock__channel:{report}"
 
-	sub, err := hub.Subscribe(channel)
+	sub, err := h.Subscribe(channel)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -153,8 +153,8 @@ func ExampleStats() {
 	// An unlock's message ends the next one.
 	done := make(chan error, 1)
 	go func() { done <- sub.Wait(ctx, 10*time.Second) }()
-	waitUntil("the waiter parked", func() bool { return hub.Stats().Waiting == 1 })
-	publishMessage(rc, channel, pubsub.WakeOne)
+	waitUntil("the waiter parked", func() bool { return h.Stats().Waiting == 1 })
+	publishMessage(rc, channel, hub.WakeOne)
 	select {
 	case err := <-done:
 		if err != nil {
@@ -163,7 +163,7 @@ func ExampleStats() {
 	case <-time.After(30 * time.Second):
 		log.Fatal("the parked waiter was not woken")
 	}
-	st := hub.Stats()
+	st := h.Stats()
 	fmt.Printf("messages %d, woken %d, timed out %d, waiting %d\n", st.Messages, st.Woken, st.TimedOut, st.Waiting)
 	// Output: messages 1, woken 1, timed out 1, waiting 0
 }

@@ -1,4 +1,4 @@
-package watchdog_test
+package leases_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/embedded"
-	"github.com/relock-go/relock/lua"
-	"github.com/relock-go/relock/watchdog"
+	"github.com/relock-go/relock/internal/leases"
+	"github.com/relock-go/relock/internal/script"
 )
 
 // waitUntil polls cond, which the example's goroutines or the watchdog make true: the
@@ -25,19 +25,19 @@ func waitUntil(what string, cond func() bool) {
 }
 
 // acquire runs the reentrant lock's acquire script for owner, as rlock does, and returns
-// the grant for the watchdog. fencing adds the lock's token counter.
-func acquire(rc rueidis.Client, name, owner string, lease time.Duration, fencing bool) watchdog.Grant {
+// the grant for the leases. fencing adds the lock's token counter.
+func acquire(rc rueidis.Client, name, owner string, lease time.Duration, fencing bool) leases.Grant {
 	keys := []string{name}
 	if fencing {
 		keys = append(keys, "redisson_lock_token:{"+name+"}")
 	}
 	sent := time.Now() // before the request: the local deadline must not lie past Redis's
-	reply, err := lua.RLockAcquire().Exec(context.Background(), rc, keys,
+	reply, err := script.RLockAcquire().Exec(context.Background(), rc, keys,
 		[]string{strconv.FormatInt(lease.Milliseconds(), 10), owner}).AsIntSlice()
 	if err != nil || reply[0] != 1 {
 		log.Fatalf("acquire %s for %s: %v %v", name, owner, reply, err)
 	}
-	return watchdog.Grant{Name: name, Owner: owner, Count: reply[1], Token: reply[2], Fenced: fencing,
+	return leases.Grant{Name: name, Owner: owner, Count: reply[1], Token: reply[2], Fenced: fencing,
 		Sent: sent, Lease: lease}
 }
 
@@ -55,7 +55,7 @@ func ExampleWatchdog() {
 	ctx := context.Background()
 
 	const lease = 1500 * time.Millisecond // renewed every 500ms
-	w := watchdog.New(rc, lease)
+	w := leases.New(rc, lease)
 	defer w.Close()
 
 	g := acquire(rc, "orders", "client-a:1", lease, false)
@@ -93,7 +93,7 @@ func ExampleGrant() {
 	defer srv.Close()
 	rc := srv.Redis()
 
-	w := watchdog.New(rc, 30*time.Second)
+	w := leases.New(rc, 30*time.Second)
 	defer w.Close()
 
 	g := acquire(rc, "ledger", "client-a:1", 300*time.Millisecond, true)
@@ -129,7 +129,7 @@ func ExampleHold() {
 	ctx := context.Background()
 	const owner = "client-a:1"
 
-	w := watchdog.New(rc, 30*time.Second)
+	w := leases.New(rc, 30*time.Second)
 	defer w.Close()
 	lock := func(parent context.Context) context.Context {
 		g := acquire(rc, "orders", owner, 30*time.Second, false)
@@ -137,7 +137,7 @@ func ExampleHold() {
 		return w.Acquired(parent, g)
 	}
 	unlock := func(requestID string) int64 {
-		n, err := lua.RLockUnlock().Exec(ctx, rc,
+		n, err := script.RLockUnlock().Exec(ctx, rc,
 			[]string{"orders", "redisson_lock__channel:{orders}", "redisson_unlock_latch:{orders}:" + requestID},
 			[]string{"0", owner, "6000", "publish"}).AsInt64()
 		if err != nil {
@@ -167,7 +167,7 @@ func ExampleHold() {
 
 // Stats shows the batching: one renewal round renews 150 holds with two script calls of
 // at most 100 locks each, sent together in one round trip.
-func ExampleStats() {
+func Example_stats() {
 	srv, err := embedded.Start()
 	if err != nil {
 		log.Fatal(err)
@@ -178,11 +178,11 @@ func ExampleStats() {
 
 	// A fresh server has not seen the renewal script: its first round would answer
 	// NOSCRIPT and be sent again as EVAL, two more calls. Loading it keeps rounds alike.
-	if err := rc.Do(ctx, rc.B().ScriptLoad().Script(lua.RLockRenew().Source).Build()).Error(); err != nil {
+	if err := rc.Do(ctx, rc.B().ScriptLoad().Script(script.RLockRenew().Source).Build()).Error(); err != nil {
 		log.Fatal(err)
 	}
 	const lease = 3 * time.Second // renewed every second
-	w := watchdog.New(rc, lease)
+	w := leases.New(rc, lease)
 	for i := range 150 {
 		g := acquire(rc, "job:"+strconv.Itoa(i), "client-a:1", lease, false)
 		g.Renew = true

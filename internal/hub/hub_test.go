@@ -1,4 +1,4 @@
-package pubsub_test
+package hub_test
 
 import (
 	"context"
@@ -9,17 +9,17 @@ import (
 	"github.com/redis/rueidis"
 	"go.uber.org/goleak"
 
+	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/redistest"
-	"github.com/relock-go/relock/pubsub"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
-func newHub(t *testing.T, b *redistest.Backend) (*pubsub.Hub, rueidis.Client) {
+func newHub(t *testing.T, b *redistest.Backend) (*hub.Hub, rueidis.Client) {
 	t.Helper()
 	rc := b.Client(t)
-	h := pubsub.New(rc, false, nil)
+	h := hub.New(rc, false, nil)
 	t.Cleanup(h.Close)
 	return h, rc
 }
@@ -31,7 +31,7 @@ func publish(t *testing.T, rc rueidis.Client, channel, msg string) {
 	}
 }
 
-func subscribe(t *testing.T, h *pubsub.Hub, channel string) *pubsub.Sub {
+func subscribe(t *testing.T, h *hub.Hub, channel string) *hub.Sub {
 	t.Helper()
 	s, err := h.Subscribe(channel)
 	if err != nil {
@@ -56,7 +56,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 }
 
 // wait runs s.Wait in the background and reports its result.
-func wait(s *pubsub.Sub, bound time.Duration) <-chan error {
+func wait(s *hub.Sub, bound time.Duration) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- s.Wait(context.Background(), bound) }()
 	return done
@@ -67,7 +67,7 @@ func TestPermitBeforeWait(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		h, rc := newHub(t, b)
 		s := subscribe(t, h, "early")
-		publish(t, rc, "early", pubsub.WakeOne)
+		publish(t, rc, "early", hub.WakeOne)
 		eventually(t, "message not received", func() bool { return h.Stats().Messages == 1 })
 		if err := s.Wait(context.Background(), time.Minute); err != nil {
 			t.Fatal(err)
@@ -84,7 +84,7 @@ func TestPermitsCapped(t *testing.T) {
 		h, rc := newHub(t, b)
 		s := subscribe(t, h, "flood")
 		for i := 0; i < 5; i++ {
-			publish(t, rc, "flood", pubsub.WakeOne)
+			publish(t, rc, "flood", hub.WakeOne)
 		}
 		eventually(t, "messages not received", func() bool { return h.Stats().Messages == 5 })
 		if err := s.Wait(context.Background(), time.Minute); err != nil {
@@ -108,7 +108,7 @@ func TestWakeOneAndWakeAll(t *testing.T) {
 		}
 		eventually(t, "waiters not parked", func() bool { return h.Stats().Waiting == 3 })
 
-		publish(t, rc, "herd", pubsub.WakeOne)
+		publish(t, rc, "herd", hub.WakeOne)
 		eventually(t, "nobody woken by WakeOne", func() bool { return h.Stats().Woken == 1 })
 		// Give a wrongly woken second waiter time to show up before counting.
 		time.Sleep(50 * time.Millisecond)
@@ -116,7 +116,7 @@ func TestWakeOneAndWakeAll(t *testing.T) {
 			t.Fatalf("after WakeOne: %+v; want exactly one woken, two parked", st)
 		}
 
-		publish(t, rc, "herd", pubsub.WakeAll)
+		publish(t, rc, "herd", hub.WakeAll)
 		eventually(t, "not all woken by WakeAll", func() bool { return h.Stats().Woken == 3 })
 		for _, d := range done {
 			if err := redistest.Recv(t, d, 10*time.Second, "a woken Wait's return"); err != nil {
@@ -147,7 +147,7 @@ func TestReferenceCounting(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, s := range []*pubsub.Sub{s1, s2} {
+		for _, s := range []*hub.Sub{s1, s2} {
 			if err := s.Ready(context.Background(), 10*time.Second); err != nil {
 				t.Fatal(err)
 			}
@@ -181,7 +181,7 @@ func TestResubscribeAfterRelease(t *testing.T) {
 			s.Release()
 		}
 		s := subscribe(t, h, "churn")
-		publish(t, rc, "churn", pubsub.WakeOne)
+		publish(t, rc, "churn", hub.WakeOne)
 		if err := s.Wait(context.Background(), 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
@@ -233,7 +233,7 @@ func TestReconnectWakesEveryone(t *testing.T) {
 		}
 		// And the channel works again.
 		s := subscribe(t, h, "fragile")
-		publish(t, rc, "fragile", pubsub.WakeOne)
+		publish(t, rc, "fragile", hub.WakeOne)
 		if err := s.Wait(context.Background(), 10*time.Second); err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package lua_test
+package script_test
 
 import (
 	"context"
@@ -9,7 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/embedded"
-	"github.com/relock-go/relock/lua"
+	"github.com/relock-go/relock/internal/script"
 )
 
 // The scripts are the whole protocol on the Redis side; a lock package calls them with a
@@ -26,14 +26,14 @@ func ExampleScript() {
 	ctx := context.Background()
 
 	acquire := func(owner string) []int64 {
-		reply, err := lua.RLockAcquire().Exec(ctx, rc, []string{"orders"}, []string{"30000", owner}).AsIntSlice()
+		reply, err := script.RLockAcquire().Exec(ctx, rc, []string{"orders"}, []string{"30000", owner}).AsIntSlice()
 		if err != nil {
 			log.Fatal(err)
 		}
 		return reply
 	}
 	unlock := func(owner, requestID string) rueidis.RedisResult {
-		return lua.RLockUnlock().Exec(ctx, rc,
+		return script.RLockUnlock().Exec(ctx, rc,
 			[]string{"orders", "redisson_lock__channel:{orders}", "redisson_unlock_latch:{orders}:" + requestID},
 			[]string{"0", owner, "6000", "publish"})
 	}
@@ -77,11 +77,11 @@ func ExampleScript_pipeline() {
 	rc := srv.Redis()
 	ctx := context.Background()
 	const owner = "6f1d0c2e-3b4a-4c5d-8e9f-0a1b2c3d4e5f:1"
-	if _, err := lua.RLockAcquire().Exec(ctx, rc, []string{"orders"}, []string{"30000", owner}).AsIntSlice(); err != nil {
+	if _, err := script.RLockAcquire().Exec(ctx, rc, []string{"orders"}, []string{"30000", owner}).AsIntSlice(); err != nil {
 		log.Fatal(err)
 	}
 
-	state := lua.RLockState()
+	state := script.RLockState()
 	names := []string{"orders", "invoices"}
 	build := func(name string, sha bool) rueidis.Completed {
 		if sha {

@@ -1,0 +1,250 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/leases"
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/lockopt"
+	"github.com/relock-go/relock/internal/script"
+)
+
+// attempt is one Lock call's acquisition: who asks, for how long, and what it got.
+type attempt struct {
+	l       *Lock
+	s       *lockopt.Settings
+	who     string // the owner
+	owner   string // the hash field that counts its holds: the owner, or its write field
+	wait    bool   // Lock rather than TryLock: the call may queue
+	queued  bool   // the waiter keeps an entry that it refreshes and leaves (fair; preferred writer)
+	fenced  bool   // a first-level acquisition takes a fencing token
+	lease   time.Duration
+	leaseMs string
+	renew   bool
+	call    script.Call // the acquire call
+	grant   leases.Grant
+}
+
+// entryMs is how long the queue entry of a fair waiter or a preferred writer lives without
+// a refresh: two refresh periods, so that one missed refresh is not taken for death.
+func (a *attempt) entryMs() string {
+	return strconv.FormatInt(2*a.s.RefreshPeriod().Milliseconds(), 10)
+}
+
+// try makes one acquisition attempt. It returns 0 when the owner now holds the lock, and
+// otherwise the holder's remaining lease, which bounds the next wait.
+//
+// A request whose reply is lost (a dropped connection) may or may not have run. Sending
+// it again blindly could count a hold twice, which the owner would never release. So
+// after such a failure try asks Redis for the owner's hold count: if it grew beyond what
+// this client knew, the request ran and the acquisition stands; if not, it is sent again.
+func (a *attempt) try(ctx context.Context) (time.Duration, error) {
+	l := a.l
+	dctx, cancel := l.c.Detached(ctx)
+	defer cancel()
+	known := l.c.Watchdog.Count(l.n.Lock, a.owner)
+	var ttl time.Duration
+	var sent time.Time
+	var failed error // the last send's failure: did that request run?
+	err := retry(dctx, func() error {
+		if failed != nil {
+			ran, count, err := a.ran(dctx, known, sent)
+			if err != nil {
+				return final(failed) // still unknown: report the failure, never send blindly
+			}
+			if known = count; ran {
+				ttl = 0
+				return nil
+			}
+		}
+		sent = time.Now()
+		var v []int64
+		var err error
+		if l.c.SyncReplicas > 0 {
+			v, err = a.execSynced(dctx)
+		} else {
+			var buf [3]int64 // the longest reply: read it without allocating
+			v, err = ints(buf[:0], a.call.Script.Exec(dctx, l.c.Redis, a.call.Keys, a.call.Args))
+		}
+		if err != nil {
+			failed = err
+			return err
+		}
+		ttl, err = a.reply(v, sent)
+		return final(err)
+	})
+	return ttl, err
+}
+
+// execSynced runs the acquire script and WAIT in one round trip (in a cluster WAIT goes to
+// the node of the script's keys). If the owner got the lock and no replica has it by the
+// timeout, the acquisition is rolled back and the attempt fails with ErrNotSynced.
+func (a *attempt) execSynced(ctx context.Context) ([]int64, error) {
+	l := a.l
+	rc := l.c.Redis
+	res, _ := script.Batch(ctx, rc, []script.Call{a.call}, func() rueidis.Commands {
+		return rueidis.Commands{rc.B().Wait().Numreplicas(int64(l.c.SyncReplicas)).Timeout(l.c.SyncTimeout.Milliseconds()).Build()}
+	})
+	v, err := res[0].AsIntSlice()
+	if err != nil || len(v) != 3 || v[0] != 1 {
+		return v, err // not acquired: nothing to sync
+	}
+	if replicas, err := res[1].AsInt64(); err == nil && replicas > 0 {
+		return v, nil
+	}
+	// Nobody has the grant but the master: a failover now would lose it. Undo it.
+	if _, err := l.release(ctx, a.owner); err != nil {
+		return nil, errors.Join(lockerr.ErrNotSynced, err)
+	}
+	return nil, lockerr.ErrNotSynced
+}
+
+// ints appends the integers of an array reply to dst, as AsIntSlice would return them.
+func ints(dst []int64, r rueidis.RedisResult) ([]int64, error) {
+	arr, err := r.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range arr {
+		n, err := e.AsInt64()
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, n)
+	}
+	return dst, nil
+}
+
+// reply reads the acquire script's reply.
+func (a *attempt) reply(v []int64, sent time.Time) (time.Duration, error) {
+	switch {
+	case len(v) == 1 && v[0] == 2:
+		return 0, lockerr.ErrUpgrade
+	case len(v) == 3 && v[0] == 1:
+		a.granted(v[1], v[2], sent)
+		return 0, nil
+	case len(v) == 2 && v[0] == 0:
+		return a.l.waitBound(v[1]), nil
+	}
+	return 0, errors.New("unexpected reply from the acquire script")
+}
+
+// ran finds out whether an acquisition whose reply was lost took effect: the owner's hold
+// count in Redis is above known, the count before the attempt. If so it records the grant,
+// with the fencing token of a first-level hold: the counter's value, since nobody else can
+// have taken the lock since. It asks until it gets an answer or ctx ends (a read is safe to
+// repeat), and returns the count it found, which is what the next attempt must beat.
+func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, int64, error) {
+	l := a.l
+	var st state
+	if err := retry(ctx, func() (err error) {
+		st, err = l.read(ctx, a.owner)
+		return err
+	}); err != nil {
+		return false, known, err
+	}
+	if st.count <= known {
+		return false, st.count, nil
+	}
+	var token int64
+	if a.fenced && st.count == 1 {
+		var err error
+		if token, err = l.c.Redis.Do(ctx, l.c.Redis.B().Get().Key(l.n.Token).Build()).AsInt64(); err != nil {
+			return false, known, err
+		}
+	}
+	a.granted(st.count, token, sent)
+	return true, st.count, nil
+}
+
+// granted records what the acquisition got; third is the acquire reply's third value.
+func (a *attempt) granted(count, third int64, sent time.Time) {
+	l := a.l
+	a.grant = leases.Grant{Name: l.n.Lock, Owner: a.owner, Count: count, Fenced: a.fenced,
+		Sent: sent, Lease: a.lease, Renew: a.renew}
+	if l.kind.tagged {
+		a.grant.Prefix = l.n.Tag
+	}
+	l.kind.grant(&a.grant, third)
+}
+
+// keep registers an acquisition with the watchdog and returns the hold's context; unless
+// the caller's context ended while the attempt was in flight (it was finished rather than
+// abandoned, so that no hold is left behind unknown): then the hold it took is released
+// again, and the caller gets its context's error.
+func (a *attempt) keep(ctx, held context.Context, op string) (context.Context, error) {
+	if err := ctx.Err(); err != nil {
+		dctx, cancel := a.l.c.Detached(ctx)
+		defer cancel()
+		_, _ = a.l.release(dctx, a.owner)
+		return ctx, a.l.fail(op, err)
+	}
+	return a.l.c.Watchdog.Acquired(held, a.grant), nil
+}
+
+// waitFor subscribes to the channel that announces this waiter's chance and retries on
+// every wake-up until the lock is acquired or ctx ends. See package pubsub for why it
+// tries once more after subscribing. A queued waiter comes back at least every refresh
+// period, which refreshes its queue entry, so that it is never taken for dead.
+func (a *attempt) waitFor(ctx context.Context, ttl time.Duration) error {
+	l := a.l
+	bound := func(ttl time.Duration) time.Duration {
+		if a.queued {
+			return min(ttl, a.s.RefreshPeriod())
+		}
+		return ttl
+	}
+	ttl = bound(ttl)
+	sub, err := l.c.Hub.Subscribe(l.kind.channel(l, a.owner))
+	if err != nil {
+		return err
+	}
+	defer sub.Release()
+	if err := sub.Ready(ctx, ttl); err != nil {
+		return err
+	}
+	for {
+		if ttl, err = a.try(ctx); err != nil || ttl == 0 {
+			if err == nil && l.kind.shared {
+				sub.PassOn() // the next parked waiter of this client got its bound from the last holder
+			}
+			return err
+		}
+		if err := sub.Wait(ctx, bound(ttl)); err != nil {
+			return err
+		}
+	}
+}
+
+// leave takes a queued waiter that gives up out of the queue at once: a fair waiter passes
+// its turn on if it had come, a preferred writer stops holding readers back. Best effort:
+// an entry left behind is skipped once it runs out.
+func (a *attempt) leave(ctx context.Context) {
+	if !a.queued || a.l.kind.leave == nil {
+		return
+	}
+	dctx, cancel := a.l.c.Detached(ctx)
+	defer cancel()
+	_ = a.l.kind.leave(dctx, a.l, a)
+}
+
+// waitBound turns a holder's PTTL into how long a waiter may sleep before trying again. A
+// lock without expiry (not one relock or Redisson made) is looked at again every lease.
+//
+// A lock that is gone (-2) ran out between the script's look and its PTTL, which a server
+// whose clock moves during a script (miniredis) lets happen: try again at once. (A waiter
+// that gives way to another while the lock is free is told how long instead.)
+func (l *Lock) waitBound(pttl int64) time.Duration {
+	switch {
+	case pttl == -2:
+		return time.Millisecond
+	case pttl < 0:
+		return l.c.Lease
+	}
+	return time.Duration(max(pttl, 1)) * time.Millisecond
+}

@@ -1,0 +1,317 @@
+// Package engine is the one lock mechanism behind every kind of relock lock: acquisition
+// with its exactly-once retry, waiting through the hub, holds and the watchdog, unlock
+// with its latch, the state queries and ForceUnlock. What differs between kinds (keys,
+// scripts and their arguments, wake-up messages, the owner's field, fencing) is a layout
+// value, one per kind, each in the file that names it: Plain (rlock), Fair (fairlock),
+// and Read and Write (the two sides of rwlock). The lock packages are thin front ends
+// whose types are this package's, converted.
+package engine
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/core"
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/lockopt"
+	"github.com/relock-go/relock/internal/script"
+)
+
+// Lock is one lock of one kind. Its methods are safe for concurrent use; who holds it is
+// decided by the owner in the context, not by the goroutine. A Lock with an invalid name
+// fails every call with ErrInvalidName.
+type Lock struct {
+	c        *core.Client
+	kind     *layout
+	n        keys.Names
+	defaults lockopt.Settings
+	err      error // ErrInvalidName with the reason, or nil
+}
+
+// New returns the lock of kind named name on c, with defaults for every call.
+func New(c *core.Client, kind *layout, name string, defaults *lockopt.Settings) *Lock {
+	l := &Lock{c: c, kind: kind, n: keys.Of(name), defaults: *defaults}
+	l.err = keys.Check(name)
+	return l
+}
+
+// RW is a read-write lock: its two sides on one name.
+type RW struct{ r, w *Lock }
+
+// NewRW returns the read-write lock named name on c.
+func NewRW(c *core.Client, name string, defaults *lockopt.Settings) *RW {
+	return &RW{r: New(c, Read, name, defaults), w: New(c, Write, name, defaults)}
+}
+
+// Read is the read side.
+func (rw *RW) Read() *Lock { return rw.r }
+
+// Write is the write side.
+func (rw *RW) Write() *Lock { return rw.w }
+
+// Defaults are the settings of a call without options.
+func (l *Lock) Defaults() *lockopt.Settings { return &l.defaults }
+
+// Name returns the lock's name, which is also its Redis key.
+func (l *Lock) Name() string { return l.n.Lock }
+
+// Lock acquires the lock, waiting until it is free (for a fair lock: until it is this
+// owner's turn) or ctx is done, and returns the hold's context. The front ends document
+// the contract.
+func (l *Lock) Lock(ctx context.Context, s *lockopt.Settings) (context.Context, error) {
+	return l.lock(ctx, "lock", true, s)
+}
+
+// TryLock makes one attempt and never queues.
+func (l *Lock) TryLock(ctx context.Context, s *lockopt.Settings) (context.Context, error) {
+	return l.lock(ctx, "trylock", false, s)
+}
+
+func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settings) (context.Context, error) {
+	if err := l.check(s.Err); err != nil {
+		return ctx, l.fail(op, err)
+	}
+	held, who := l.c.Owners.Ensure(ctx)
+	if l.kind.parent != nil {
+		held = l.kind.parent(l, held, who)
+	}
+	a := attempt{l: l, s: s, who: who, owner: l.kind.field(who), wait: wait, lease: s.Lease, leaseMs: l.c.LeaseMs(), renew: s.Lease == 0}
+	if a.renew {
+		a.lease = l.c.Lease
+	} else {
+		a.leaseMs = strconv.FormatInt(s.Lease.Milliseconds(), 10)
+	}
+	a.fenced = s.Fencing && l.kind.fenced
+	a.call = l.kind.acquire(l, &a)
+
+	// A wait bound applies to the attempts and the wait, never to the hold, which derives
+	// from ctx: a lock held past the bound stays held, and its context live.
+	wctx := ctx
+	if s.Wait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, s.Wait)
+		defer cancel()
+	}
+
+	// A caller whose context has ended gets its error, and nothing is sent.
+	if err := ctx.Err(); err != nil {
+		return ctx, l.fail(op, err)
+	}
+	// The uncontended path is this one round trip.
+	ttl, err := a.try(wctx)
+	if err != nil {
+		return ctx, l.fail(op, err)
+	}
+	if ttl == 0 {
+		return a.keep(ctx, held, op)
+	}
+	if !wait {
+		return ctx, l.fail(op, lockerr.ErrLocked)
+	}
+	if err := a.waitFor(wctx, ttl); err != nil {
+		a.leave(ctx)
+		return ctx, l.fail(op, err)
+	}
+	return a.keep(ctx, held, op)
+}
+
+// fence returns the acquire call's keys: ks, followed by the fencing counter when the
+// attempt takes a token.
+func (l *Lock) fence(a *attempt, ks ...string) []string {
+	if a.fenced {
+		return append(ks, l.n.Token)
+	}
+	return ks
+}
+
+// Unlock releases one hold of the owner ctx carries.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if err := l.check(nil); err != nil {
+		return l.fail("unlock", err)
+	}
+	owner, ok := l.c.Owners.Of(ctx)
+	if !ok {
+		return l.fail("unlock", lockerr.ErrNotHeld)
+	}
+	owner = l.kind.field(owner)
+	dctx, cancel := l.c.Detached(ctx)
+	defer cancel()
+	switch released, err := l.release(dctx, owner); {
+	case err == nil:
+		if released != 0 {
+			l.c.Watchdog.Released(l.n.Lock, owner)
+		} else {
+			l.c.Watchdog.Unlocked(l.n.Lock, owner)
+		}
+		return nil
+	default:
+		// Not held, or unknown: the unlock may not have run. Either way renewal stops, so
+		// that a lock whose unlock failed frees itself when its lease runs out rather than
+		// being kept alive by a holder that has moved on; the hold's context ends.
+		l.c.Watchdog.Lost(l.n.Lock, owner)
+		return l.fail("unlock", err)
+	}
+}
+
+// release runs the kind's unlock script for one hold of field, retrying lost replies with
+// one request id, and returns 0 when field still holds the lock, 1 when the lock is free,
+// 2 when field's holds are gone but others hold the lock (a read-write lock's other
+// readers, or the owner's read holds after its write hold), and ErrNotHeld when field
+// holds nothing.
+func (l *Lock) release(ctx context.Context, field string) (int64, error) {
+	// The latch key, "redisson_unlock_latch:{name}:<request id>", built in one allocation
+	// (a stack buffer, unless the name is long).
+	var buf [160]byte
+	latch := string(l.c.AppendRequestID(append(buf[:0], l.n.Latch...)))
+	call := l.kind.release(l, field, latch)
+	var released int64
+	err := retry(ctx, func() error {
+		var err error
+		released, err = call.Script.Exec(ctx, l.c.Redis, call.Keys, call.Args).AsInt64()
+		if rueidis.IsRedisNil(err) {
+			return final(lockerr.ErrNotHeld)
+		}
+		return err
+	})
+	return released, err
+}
+
+// latchTTL keeps an unlock's result for as long as that unlock may be retried.
+func (l *Lock) latchTTL() string {
+	return strconv.FormatInt(max(2*l.c.Timeout.Milliseconds(), 1000), 10)
+}
+
+// Do locks, runs fn with the hold's context, and unlocks, also when fn panics.
+func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error, s *lockopt.Settings) (err error) {
+	held, err := l.Lock(ctx, s)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, l.Unlock(held)) }()
+	return fn(held)
+}
+
+// Token returns the fencing token of the hold that the owner in ctx has, when the lock was
+// taken WithFencing. It asks nothing of Redis.
+func (l *Lock) Token(ctx context.Context) (int64, bool) {
+	owner, ok := l.c.Owners.Of(ctx)
+	if !ok || l.err != nil {
+		return 0, false
+	}
+	return l.c.Watchdog.Token(l.n.Lock, l.kind.field(owner))
+}
+
+// HoldCount returns how many times the owner ctx carries holds the lock: 0 when it does
+// not hold it or ctx carries no owner.
+func (l *Lock) HoldCount(ctx context.Context) (int, error) {
+	st, err := l.state(ctx, "holdcount")
+	return int(st.count), err
+}
+
+// IsHeld reports whether the owner ctx carries holds the lock.
+func (l *Lock) IsHeld(ctx context.Context) (bool, error) {
+	st, err := l.state(ctx, "isheld")
+	return st.count > 0, err
+}
+
+// IsLocked reports whether any owner holds the lock.
+func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
+	st, err := l.state(ctx, "islocked")
+	return st.exists, err
+}
+
+// TTL returns the remaining lease of the hold ctx carries, or ErrNotHeld. A lock without
+// expiry, which neither relock nor Redisson makes, reports a negative duration.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	st, err := l.state(ctx, "ttl")
+	if err != nil {
+		return 0, err
+	}
+	if st.count == 0 {
+		return 0, l.fail("ttl", lockerr.ErrNotHeld)
+	}
+	if st.pttl < 0 {
+		return -1, nil
+	}
+	return time.Duration(st.pttl) * time.Millisecond, nil
+}
+
+// ForceUnlock deletes the lock whoever holds it and wakes its waiters. It reports whether
+// there was a lock to delete.
+func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
+	if err := l.check(nil); err != nil {
+		return false, l.fail("forceunlock", err)
+	}
+	call := l.kind.force(l)
+	n, err := call.Script.Exec(ctx, l.c.Redis, call.Keys, call.Args).AsInt64()
+	if err != nil {
+		return false, l.fail("forceunlock", err)
+	}
+	return n == 1, nil
+}
+
+type state struct {
+	exists bool
+	count  int64
+	pttl   int64
+}
+
+func (l *Lock) state(ctx context.Context, op string) (state, error) {
+	if err := l.check(nil); err != nil {
+		return state{}, l.fail(op, err)
+	}
+	field := ""
+	if owner, ok := l.c.Owners.Of(ctx); ok {
+		field = l.kind.field(owner)
+	}
+	// As Unlock, a query uses ctx only to find the owner: asked with the context of a hold
+	// that has ended, it must answer "not held", not the context's error.
+	dctx, cancel := l.c.Detached(ctx)
+	defer cancel()
+	st, err := l.read(dctx, field)
+	if err != nil {
+		return state{}, l.fail(op, err)
+	}
+	return st, nil
+}
+
+// read runs the state script for field once.
+func (l *Lock) read(ctx context.Context, field string) (state, error) {
+	v, err := script.RLockState().Exec(ctx, l.c.Redis, []string{l.n.Lock}, []string{field, l.kind.shape}).AsIntSlice()
+	if err == nil && len(v) != 3 {
+		err = errors.New("unexpected reply from the state script")
+	}
+	if err != nil {
+		return state{}, err
+	}
+	return state{exists: v[0] == 1, count: v[1], pttl: v[2]}, nil
+}
+
+// check returns the error that stops any call before it reaches Redis.
+func (l *Lock) check(optErr error) error {
+	switch {
+	case l.err != nil:
+		return l.err
+	case optErr != nil:
+		return optErr
+	case l.c.Closed():
+		return lockerr.ErrClosed
+	}
+	return nil
+}
+
+// fail wraps err with the operation and the lock's name, and turns Redis's WRONGTYPE
+// into ErrWrongType.
+func (l *Lock) fail(op string, err error) error {
+	// Redis puts WRONGTYPE first; miniredis wraps script errors, so look anywhere.
+	if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "WRONGTYPE") {
+		err = lockerr.ErrWrongType
+	}
+	return lockerr.New(op, l.n.Lock, err)
+}

@@ -1,0 +1,58 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/relock-go/relock/internal/leases"
+	"github.com/relock-go/relock/internal/script"
+)
+
+// layout is one kind of lock: which keys and scripts its calls use and with what
+// arguments, the message its release publishes, the hash field of an owner, and whether
+// it takes fencing tokens. The mechanism (engine.go, attempt.go) calls it and never asks
+// which kind it serves; a new kind is a new layout. Each kind's layout lives in the file
+// that names it: plain.go, fair.go, read.go, write.go.
+type layout struct {
+	// shape is the shape of the lock's hash as the state and force scripts check it:
+	// "rlock" (plain, fair) or "rwlock" (read, write).
+	shape string
+	// fenced: WithFencing makes a first-level acquisition take a token.
+	fenced bool
+	// tagged: holds have read timeout keys under the name's hash tag (read-write locks),
+	// which the watchdog's renewal needs.
+	tagged bool
+	// shared: waiters of every owner listen on one channel, so a waiter that gets the lock
+	// passes a wake-up on to the next parked one of its client.
+	shared bool
+	// field is the hash field that counts owner's holds.
+	field func(owner string) string
+	// acquire is the acquire call of a, and marks a as queued when its waiter keeps an
+	// entry that it must refresh and leave.
+	acquire func(l *Lock, a *attempt) script.Call
+	// grant completes g from the acquire reply's third value: the fencing token, unless
+	// the kind says otherwise.
+	grant func(g *leases.Grant, third int64)
+	// parent is the context a new hold of owner derives from; nil: the caller's.
+	parent func(l *Lock, held context.Context, owner string) context.Context
+	// channel is the channel a waiter of owner listens on.
+	channel func(l *Lock, owner string) string
+	// leave takes a queued waiter that gives up out of the queue; nil: never queued.
+	leave func(ctx context.Context, l *Lock, a *attempt) error
+	// release releases one hold of field, once per request latch.
+	release func(l *Lock, field, latch string) script.Call
+	// force deletes the lock whoever holds it and wakes its waiters.
+	force func(l *Lock) script.Call
+}
+
+// token is the grant of a kind whose third reply value is the fencing token.
+func token(g *leases.Grant, third int64) { g.Token = third }
+
+// self is the field of a kind that counts an owner's holds under the owner itself.
+func self(owner string) string { return owner }
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

@@ -1,0 +1,53 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/relock-go/relock/internal/hub"
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/leases"
+	"github.com/relock-go/relock/internal/script"
+)
+
+// Read is the read side of Redisson's RReadWriteLock: many owners may hold it at once.
+// The owner's read holds are counted under its own field of the hash, and each has a
+// timeout key of its own, {<name>}:<owner>:rwlock_timeout:<k>. Read holds carry no token.
+var Read = &layout{
+	shape:  "rwlock",
+	tagged: true,
+	shared: true,
+	field:  self,
+	acquire: func(l *Lock, a *attempt) script.Call {
+		return script.Call{Script: script.RWLockReadAcquire(), Keys: []string{l.n.Lock, l.n.ReadTimeouts(a.who), l.n.Writers},
+			Args: []string{a.leaseMs, a.who, keys.WriteField(a.who), flag(a.s.WriterPreference)}}
+	},
+	// The read acquire script's third value says whether the hold was taken beside the
+	// owner's write hold, which then lives as long as it does.
+	grant: func(g *leases.Grant, third int64) { g.KeepsWrite = third == 1 },
+	// A read hold taken with the context of the owner's write hold is the first step of a
+	// downgrade: it must outlive the write hold, so it does not derive from it.
+	parent: func(l *Lock, held context.Context, owner string) context.Context {
+		return l.c.Watchdog.Outside(held, l.n.Lock, keys.WriteField(owner))
+	},
+	channel: rwChannel,
+	release: rwRelease("read"),
+	force:   rwForce,
+}
+
+// rwChannel is where a read-write lock's waiters listen, readers and writers alike.
+func rwChannel(l *Lock, _ string) string { return l.n.RWChannel }
+
+// rwRelease releases one hold of one side of a read-write lock.
+func rwRelease(side string) func(l *Lock, field, latch string) script.Call {
+	return func(l *Lock, field, latch string) script.Call {
+		return script.Call{Script: script.RWLockUnlock(), Keys: []string{l.n.Lock, l.n.RWChannel, latch, l.n.Tag, l.n.Writers},
+			Args: []string{field, side, l.latchTTL(), l.c.Publish}}
+	}
+}
+
+// rwForce deletes a read-write lock; every waiter may try once it is gone, since readers
+// can all enter.
+func rwForce(l *Lock) script.Call {
+	return script.Call{Script: script.RLockForceUnlock(), Keys: []string{l.n.Lock, l.n.RWChannel},
+		Args: []string{hub.WakeAll, l.c.Publish, "rwlock"}}
+}

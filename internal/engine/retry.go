@@ -1,0 +1,75 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/lockerr"
+)
+
+// The backoff between retries of one call: doubling from minBackoff up to maxBackoff.
+const (
+	minBackoff = 10 * time.Millisecond
+	maxBackoff = 200 * time.Millisecond
+)
+
+// retry calls f until it returns nil or an error that is an answer rather than a failure
+// to get one (see retryable), or until ctx ends; it backs off between calls. An error
+// wrapped by final is returned at once, unwrapped.
+func retry(ctx context.Context, f func() error) error {
+	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
+		err := f()
+		var stop finalErr
+		switch {
+		case err == nil:
+			return nil
+		case errors.As(err, &stop):
+			return stop.err
+		case !retryable(err) || !sleep(ctx, backoff):
+			return err
+		}
+	}
+}
+
+// finalErr is an error that retry returns without trying again.
+type finalErr struct{ err error }
+
+func (e finalErr) Error() string { return e.err.Error() }
+
+// final marks err (nil stays nil) as one that retry must not try again.
+func final(err error) error {
+	if err == nil {
+		return nil
+	}
+	return finalErr{err}
+}
+
+// retryable reports whether a call may be sent again: the request may not have reached
+// Redis or its reply was lost. A Redis error is an answer, not a failure to get one, and
+// so is a verdict of relock's own (ErrNotSynced); except the answers that say the command
+// was refused unrun until the server or the cluster is ready (CLUSTERDOWN and TRYAGAIN
+// during a failover, LOADING after a restart).
+func retryable(err error) bool {
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		return re.IsClusterDown() || re.IsTryAgain() || re.IsLoading()
+	}
+	if errors.Is(err, lockerr.ErrNotSynced) {
+		return false
+	}
+	return !errors.Is(err, rueidis.ErrClosing) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// sleep waits d unless ctx ends first; it reports whether the full d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -1,0 +1,32 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/script"
+)
+
+// Write is the write side of Redisson's RReadWriteLock: its hash field is the owner's
+// with ":write" appended. Under writer preference a waiting writer registers in the
+// writers zset, refreshes its entry and leaves it when it gives up.
+var Write = &layout{
+	shape:  "rwlock",
+	tagged: true,
+	fenced: true,
+	shared: true,
+	field:  keys.WriteField,
+	grant:  token,
+	acquire: func(l *Lock, a *attempt) script.Call {
+		a.queued = a.wait && a.s.WriterPreference
+		return script.Call{Script: script.RWLockWriteAcquire(), Keys: l.fence(a, l.n.Lock, l.n.Writers, l.n.ReadTimeouts(a.who)),
+			Args: []string{a.leaseMs, a.owner, a.who, flag(a.queued), a.entryMs()}}
+	},
+	channel: rwChannel,
+	// A preferred writer that gives up stops holding readers back.
+	leave: func(ctx context.Context, l *Lock, a *attempt) error {
+		return l.c.Redis.Do(ctx, l.c.Redis.B().Zrem().Key(l.n.Writers).Member(a.owner).Build()).Error()
+	},
+	release: rwRelease("write"),
+	force:   rwForce,
+}

@@ -1,0 +1,629 @@
+// Package leases is the implementation of package watchdog: the table of a client's
+// holds, the renewal loop, and the contexts that end when a hold is lost. Package watchdog
+// documents the behaviour; the lock engine is this package's only caller.
+package leases
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/script"
+	"github.com/relock-go/relock/watchdog"
+)
+
+// batchSize is the most locks one renewal script call renews.
+const batchSize = 100
+
+// Watchdog renews a client's holds. It is safe for concurrent use.
+type Watchdog struct {
+	rc      rueidis.Client
+	lease   time.Duration
+	period  time.Duration
+	leaseMs string
+	cluster bool
+
+	ctx    context.Context // ended by Close
+	cancel context.CancelFunc
+	kick   chan struct{} // a hold with an earlier deadline arrived, or a check was asked for
+	check  atomic.Bool   // look at every hold now (Check)
+	done   chan struct{} // closed when run has returned
+
+	base time.Time // the origin of Hold.due, with its monotonic clock reading
+
+	mu     sync.Mutex
+	holds  map[holdKey]*Hold
+	flight chan struct{} // closed when the renewal in flight is done; nil when none is
+	wakeAt time.Time     // when run looks at the holds next
+
+	ticks   atomic.Uint64
+	calls   atomic.Uint64
+	batches atomic.Uint64
+	renewed atomic.Uint64
+	lost    atomic.Uint64
+}
+
+// holdKey names a hold: the lock and the hash field that counts it (the owner, or for a
+// read-write lock's write hold the owner's write field).
+type holdKey struct{ name, owner string }
+
+// Hold is one owner's hold of one lock as its client knows it. Its fields are guarded by
+// the Watchdog's mutex.
+type Hold struct {
+	key      holdKey
+	renew    bool   // renewed by the watchdog; false for a fixed lease
+	prefix   string // a read-write lock's key prefix "{name}"; "" for other locks
+	count    int64  // the hold count as this client last learned it from Redis
+	token    int64
+	fenced   bool
+	parent   context.Context // what ctx derives from
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	deadline time.Time
+	// due mirrors deadline as nanoseconds since the watchdog's base time, so that the hold's
+	// context can check it without the watchdog's mutex.
+	due     atomic.Int64
+	sending bool // in the renewal batch in flight
+	extra   []context.CancelCauseFunc
+}
+
+// New starts the watchdog of a client whose default lease is lease; renewals run every
+// lease/3 until Close.
+func New(rc rueidis.Client, lease time.Duration) *Watchdog {
+	return newWatchdog(rc, lease, rc.Mode() == rueidis.ClientModeCluster)
+}
+
+// newWatchdog is New with the grouping by cluster slot on or off.
+func newWatchdog(rc rueidis.Client, lease time.Duration, cluster bool) *Watchdog {
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Watchdog{
+		base:    time.Now(),
+		rc:      rc,
+		lease:   lease,
+		period:  lease / 3,
+		leaseMs: strconv.FormatInt(lease.Milliseconds(), 10),
+		cluster: cluster,
+		ctx:     ctx,
+		cancel:  cancel,
+		kick:    make(chan struct{}, 1),
+		done:    make(chan struct{}),
+		holds:   make(map[holdKey]*Hold),
+	}
+	w.wakeAt = time.Now().Add(w.period)
+	go w.run()
+	return w
+}
+
+// Close stops renewing. Every hold still known ends with cause ErrClosed: its lease will
+// run out in Redis. Close waits for the renewal loop to end and is idempotent.
+func (w *Watchdog) Close() {
+	w.cancel()
+	<-w.done
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for k, h := range w.holds {
+		delete(w.holds, k)
+		h.end(lockerr.ErrClosed)
+	}
+}
+
+// Grant is what an acquisition told the client: who holds what, and for how long.
+type Grant struct {
+	Name, Owner string
+	Count       int64 // the hold count after the acquisition; 1 for a first-level one
+	Token       int64 // the fencing token of a first-level acquisition of a fenced lock
+	Fenced      bool
+	Sent        time.Time     // when the acquiring request was sent
+	Lease       time.Duration // the lease it asked for
+	Renew       bool          // renew until released, rather than a fixed lease
+	// Prefix is set for a read-write lock: its key prefix "{<name>}", under which the read
+	// holds' timeout keys are renewed with the hash.
+	Prefix string
+	// KeepsWrite is set for a read hold taken beside its owner's write hold of the lock:
+	// the write field lives as long as the hash, whose expiry this hold raised.
+	KeepsWrite bool
+}
+
+// Acquired records a successful acquisition and returns the context for the hold, derived
+// from parent. A first-level acquisition starts a hold; a re-entry joins the owner's hold
+// and returns parent itself when it already derives from the hold's context.
+func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
+	k := holdKey{g.Name, g.Owner}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.holds[k]; h != nil {
+		if g.Count > 1 {
+			// A re-entry: the scripts never move the expiry earlier, so neither does the
+			// hold's deadline; and a hold that one acquisition asked to be renewed stays
+			// renewed until it is released.
+			h.count = g.Count
+			h.renew = h.renew || g.Renew
+			w.setDeadline(h, later(h.deadline, g.Sent.Add(g.Lease)))
+			if g.KeepsWrite {
+				w.keepWrite(h)
+			}
+			return h.join(w, parent)
+		}
+		// Redis says this is a first-level acquisition, so the hold we knew of is gone
+		// (its key expired or was deleted) even if we had not noticed yet. The new hold
+		// must not derive from the old one's context, which ends now.
+		w.drop(h, lockerr.ErrLeaseLost)
+		parent = h.outside(parent)
+	}
+	if w.ctx.Err() != nil {
+		// Closed meanwhile: nobody will renew or watch this hold.
+		ctx, cancel := context.WithCancelCause(parent)
+		cancel(lockerr.ErrClosed)
+		return ctx
+	}
+	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1}
+	ctx, cancel := context.WithCancelCause(parent)
+	h.parent, h.ctx, h.cancel = parent, &holdContext{Context: ctx, w: w, h: h}, cancel
+	w.holds[k] = h
+	w.setDeadline(h, g.Sent.Add(g.Lease))
+	if g.KeepsWrite {
+		w.keepWrite(h)
+	}
+	if h.deadline.Before(w.wakeAt) {
+		// A fixed lease that ends before the loop would look again.
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+	return h.ctx
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+// setDeadline sets the hold's local deadline. w.mu must be held, or h not yet shared.
+func (w *Watchdog) setDeadline(h *Hold, d time.Time) {
+	h.deadline = d
+	h.due.Store(int64(d.Sub(w.base)))
+}
+
+// keepWrite records that the read hold h raised the expiry of a hash that holds its
+// owner's write field (Redis said so): a read-write lock's write hold has no key of its
+// own, its field lives as long as the hash, so the write hold lasts at least as long as
+// the read hold was promised.
+func (w *Watchdog) keepWrite(h *Hold) {
+	if wh := w.writeHold(h); wh != nil && h.deadline.After(wh.deadline) {
+		w.setDeadline(wh, h.deadline)
+	}
+}
+
+// writeHold returns, for a read hold, its owner's write hold of the same lock, if known.
+func (w *Watchdog) writeHold(h *Hold) *Hold {
+	if h.prefix == "" || strings.HasSuffix(h.key.owner, writeSuffix) {
+		return nil
+	}
+	return w.holds[holdKey{h.key.name, h.key.owner + writeSuffix}]
+}
+
+// writeSuffix ends the hash field of a read-write lock's write hold.
+const writeSuffix = ":write"
+
+// drop forgets a hold and ends its context with cause: nil for a release, which the
+// holder asked for, or ErrLeaseLost. w.mu must be held.
+func (w *Watchdog) drop(h *Hold, cause error) {
+	delete(w.holds, h.key)
+	h.end(cause)
+	if cause != nil {
+		w.lost.Add(1)
+	}
+	if wh := w.writeHold(h); wh != nil && cause != nil {
+		// The read hold is gone, and maybe the hash with it (deleted, or a restart): look
+		// at the write hold, which the read hold's expiry may have been keeping, at once.
+		w.check.Store(true)
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// holdContext is a hold's context. Its Err looks at the hold's local deadline itself: after
+// the process was paused (SIGSTOP, a long stop of the world), the goroutine that runs
+// first may be the holder's, and it must not find its context live while the watchdog's
+// goroutine has not yet run to end the hold. Contexts derived from it learn of the end
+// when the watchdog (or this Err) ends the hold.
+type holdContext struct {
+	context.Context // the hold's cancelable context
+	w               *Watchdog
+	h               *Hold
+}
+
+func (c *holdContext) Err() error { return c.w.err(c.Context, c.h) }
+
+// err is the Err of a context that ends with h: ctx's own, or, when h's deadline has
+// passed and the watchdog's goroutine has not yet ended it, the end it gets now.
+func (w *Watchdog) err(ctx context.Context, h *Hold) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if time.Since(w.base).Nanoseconds() >= h.due.Load() {
+		w.lapse(h)
+		return ctx.Err()
+	}
+	return nil
+}
+
+// Value answers the hold itself for the key h, which tells join that a context derives
+// from this hold's.
+func (c *holdContext) Value(key any) any {
+	if h, ok := key.(*Hold); ok && h == c.h {
+		return h
+	}
+	return c.Context.Value(key)
+}
+
+// lapse ends a hold whose deadline has passed, unless a renewal moved the deadline on
+// meanwhile. A hold that is gone already had its context ended.
+func (w *Watchdog) lapse(h *Hold) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.holds[h.key] == h && !time.Now().Before(h.deadline) {
+		w.drop(h, lockerr.ErrLeaseLost)
+	}
+}
+
+// join returns a context for a re-entry. One that derives from the hold's context already
+// ends with it; another gets a child that the hold ends too, and that counts as deriving
+// from the hold.
+func (h *Hold) join(w *Watchdog, parent context.Context) context.Context {
+	if parent.Value(h) == h {
+		return parent
+	}
+	ctx, cancel := context.WithCancelCause(parent)
+	h.extra = append(h.extra, cancel)
+	return &joined{Context: ctx, w: w, h: h}
+}
+
+// joined is the context of a re-entry that did not derive from its hold's context. Like
+// the hold's own context, its Err looks at the hold's deadline itself.
+type joined struct {
+	context.Context
+	w *Watchdog
+	h *Hold
+}
+
+func (c *joined) Err() error { return c.w.err(c.Context, c.h) }
+
+// Value answers the hold for the key h, as the hold's own context does.
+func (c *joined) Value(key any) any {
+	if h, ok := key.(*Hold); ok && h == c.h {
+		return h
+	}
+	return c.Context.Value(key)
+}
+
+// outside returns what the hold's context derives from when ctx ends with the hold (it is
+// the hold's context, a re-entry's, or derives from one), and ctx otherwise.
+func (h *Hold) outside(ctx context.Context) context.Context {
+	if ctx.Value(h) == h {
+		return h.parent
+	}
+	return ctx
+}
+
+// end cancels the hold's contexts with cause.
+func (h *Hold) end(cause error) {
+	h.cancel(cause)
+	for _, c := range h.extra {
+		c(cause)
+	}
+}
+
+// Outside returns the context that the owner's hold of name derives from, when ctx ends
+// with that hold (it is the hold's context, a re-entry's, or derives from one); otherwise
+// it returns ctx. A hold taken with Outside's result does not end when that hold does.
+func (w *Watchdog) Outside(ctx context.Context, name, owner string) context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.holds[holdKey{name, owner}]; h != nil {
+		return h.outside(ctx)
+	}
+	return ctx
+}
+
+// Check makes the watchdog look at every hold at once rather than at its next tick:
+// renewable holds are renewed, holds with a fixed lease are checked without extending
+// them, and every hold whose owner's field is gone ends with ErrLeaseLost. The client
+// calls it when its subscriber connection comes back, since a Redis that restarted without
+// persistence has lost every lock, and the holders must learn it in one round trip.
+func (w *Watchdog) Check() {
+	w.check.Store(true)
+	select {
+	case w.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Unlocked records that the owner released one of several holds: the lock is still held.
+func (w *Watchdog) Unlocked(name, owner string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.holds[holdKey{name, owner}]; h != nil && h.count > 1 {
+		h.count--
+	}
+}
+
+// Count returns the owner's hold count as this client knows it: 0 when it knows of no hold.
+func (w *Watchdog) Count(name, owner string) int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.holds[holdKey{name, owner}]; h != nil {
+		return h.count
+	}
+	return 0
+}
+
+// Released records that the owner released the lock. It returns once no renewal of the
+// hold can be sent any more, so a renewal never outlives the release.
+func (w *Watchdog) Released(name, owner string) { w.forget(name, owner, nil) }
+
+// Lost records that the owner no longer holds the lock, or cannot know (an unlock answered
+// "not held", or failed): the hold is not renewed again and its context ends with
+// ErrLeaseLost.
+func (w *Watchdog) Lost(name, owner string) { w.forget(name, owner, lockerr.ErrLeaseLost) }
+
+func (w *Watchdog) forget(name, owner string, cause error) {
+	w.mu.Lock()
+	h := w.holds[holdKey{name, owner}]
+	if h == nil {
+		w.mu.Unlock()
+		return
+	}
+	w.drop(h, cause)
+	var flight chan struct{}
+	if h.sending {
+		flight = w.flight
+	}
+	w.mu.Unlock()
+	if flight != nil {
+		select {
+		case <-flight:
+		case <-w.ctx.Done():
+		}
+	}
+}
+
+// Token returns the fencing token of the owner's hold, if it holds a fenced lock.
+func (w *Watchdog) Token(name, owner string) (int64, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	h := w.holds[holdKey{name, owner}]
+	if h == nil || !h.fenced {
+		return 0, false
+	}
+	return h.token, true
+}
+
+// Stats returns a snapshot of the watchdog's counters.
+func (w *Watchdog) Stats() watchdog.Stats {
+	w.mu.Lock()
+	n := len(w.holds)
+	w.mu.Unlock()
+	return watchdog.Stats{Holds: n, Ticks: w.ticks.Load(), Calls: w.calls.Load(), Batches: w.batches.Load(),
+		Renewed: w.renewed.Load(), Lost: w.lost.Load()}
+}
+
+// run renews every period and ends holds whose deadline passed, waking early for a fixed
+// lease that ends before the next renewal.
+func (w *Watchdog) run() {
+	defer close(w.done)
+	next := time.Now().Add(w.period)
+	timer := time.NewTimer(w.period)
+	defer timer.Stop()
+	// A check (Check) whose round failed is tried again soon, with backoff: right after a
+	// restart the first command on a pooled connection meets the dead one.
+	var recheck time.Time
+	retry := minRecheck
+	for {
+		select {
+		case <-w.ctx.Done():
+			return
+		case <-w.kick:
+		case <-timer.C:
+		}
+		w.expire(time.Now())
+		now := time.Now()
+		checking := w.check.Swap(false)
+		if !recheck.IsZero() && !now.Before(recheck) {
+			checking, recheck = true, time.Time{}
+		}
+		if checking || !now.Before(next) {
+			failed := w.renew(now, checking)
+			next = now.Add(w.period)
+			w.expire(time.Now())
+			switch {
+			case checking && failed:
+				recheck = time.Now().Add(retry)
+				retry = min(2*retry, w.period)
+			case checking:
+				retry = minRecheck
+			}
+		}
+		w.mu.Lock()
+		w.wakeAt = next
+		if !recheck.IsZero() && recheck.Before(w.wakeAt) {
+			w.wakeAt = recheck
+		}
+		for _, h := range w.holds {
+			if h.deadline.Before(w.wakeAt) {
+				w.wakeAt = h.deadline
+			}
+		}
+		timer.Reset(time.Until(w.wakeAt))
+		w.mu.Unlock()
+	}
+}
+
+// minRecheck is the first delay before a failed check is tried again.
+const minRecheck = 20 * time.Millisecond
+
+// earliestRenewable returns the earliest deadline of the renewable holds.
+func (w *Watchdog) earliestRenewable() (time.Time, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var first time.Time
+	for _, h := range w.holds {
+		if h.renew && (first.IsZero() || h.deadline.Before(first)) {
+			first = h.deadline
+		}
+	}
+	return first, !first.IsZero()
+}
+
+// expire ends every hold whose local deadline has passed.
+func (w *Watchdog) expire(now time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, h := range w.holds {
+		if !now.Before(h.deadline) {
+			w.drop(h, lockerr.ErrLeaseLost)
+		}
+	}
+}
+
+// renew sends one round of renewals: every renewable hold (and with checkAll every hold
+// with a fixed lease, checked but not extended), in script calls of up to batchSize locks
+// of one slot, all pipelined. A call that fails keeps its holds; they are tried again next
+// round unless their deadline passes first.
+//
+// It reports whether any call failed.
+func (w *Watchdog) renew(sent time.Time, checkAll bool) (failed bool) {
+	w.mu.Lock()
+	// One call renews locks of one kind (one script) and, in a cluster, of one slot.
+	// Holds with a fixed lease go in calls of their own, checked without being extended,
+	// and only in a round asked for by Check: otherwise their deadline is enough.
+	type group struct {
+		rw    bool
+		check bool
+		slot  uint16
+	}
+	groups := make(map[group][]*Hold)
+	for _, h := range w.holds {
+		if !h.renew && !checkAll {
+			continue
+		}
+		h.sending = true
+		g := group{rw: h.prefix != "", check: !h.renew}
+		if w.cluster {
+			g.slot = keys.Slot(h.key.name)
+		}
+		groups[g] = append(groups[g], h)
+	}
+	if len(groups) == 0 {
+		w.mu.Unlock()
+		return
+	}
+	flight := make(chan struct{})
+	w.flight = flight
+	w.mu.Unlock()
+
+	var chunks []chunk
+	for g, holds := range groups {
+		chunks = appendChunks(chunks, holds, g.check)
+	}
+
+	// Bound the round by the period and by the earliest renewable deadline: a round that
+	// hangs (Redis paused) must not keep the loop from ending holds on time.
+	bound := w.period
+	if d, ok := w.earliestRenewable(); ok {
+		bound = min(bound, time.Until(d))
+	}
+	ctx, cancel := context.WithTimeout(w.ctx, max(bound, time.Millisecond))
+	results := w.send(ctx, chunks)
+	cancel()
+
+	w.mu.Lock()
+	for i, c := range chunks {
+		renewed, err := results[i].AsIntSlice()
+		if err == nil && len(renewed) != len(c.holds) {
+			err = errors.New("renewal reply of the wrong length")
+		}
+		failed = failed || err != nil
+		for j, h := range c.holds {
+			h.sending = false
+			if err != nil || w.holds[h.key] != h {
+				continue // failed: try again next round; or released meanwhile
+			}
+			if renewed[j] >= 1 {
+				if !c.check {
+					w.setDeadline(h, later(h.deadline, sent.Add(w.lease)))
+					w.renewed.Add(1)
+				}
+				if renewed[j] == 2 {
+					w.keepWrite(h)
+				}
+				continue
+			}
+			w.drop(h, lockerr.ErrLeaseLost)
+		}
+	}
+	w.flight = nil
+	w.mu.Unlock()
+	close(flight)
+	w.ticks.Add(1)
+	return failed
+}
+
+// chunk is the holds of one renewal script call: of one kind of lock, in a cluster of one
+// slot, and either all renewed or (check) all only checked.
+type chunk struct {
+	holds []*Hold
+	check bool
+}
+
+func appendChunks(chunks []chunk, holds []*Hold, check bool) []chunk {
+	for len(holds) > 0 {
+		n := min(len(holds), batchSize)
+		chunks = append(chunks, chunk{holds[:n], check})
+		holds = holds[n:]
+	}
+	return chunks
+}
+
+// send pipelines one renewal call per chunk (a chunk holds one kind of lock).
+func (w *Watchdog) send(ctx context.Context, chunks []chunk) []rueidis.RedisResult {
+	calls := make([]script.Call, len(chunks))
+	for i, c := range chunks {
+		call := script.Call{Script: script.RLockRenew(), Keys: make([]string, 0, 2*len(c.holds)), Args: make([]string, 1, len(c.holds)+1)}
+		if c.holds[0].prefix != "" {
+			call.Script = script.RWLockRenew()
+		}
+		call.Args[0] = w.leaseMs
+		if c.check {
+			call.Args[0] = "0" // check only
+		}
+		for _, h := range c.holds {
+			call.Keys = append(call.Keys, h.key.name)
+			if h.prefix != "" {
+				call.Keys = append(call.Keys, h.prefix)
+			}
+			call.Args = append(call.Args, h.key.owner)
+		}
+		calls[i] = call
+	}
+	results, resent := script.Batch(ctx, w.rc, calls, nil)
+	w.calls.Add(uint64(len(calls) + resent))
+	w.batches.Add(1)
+	if resent > 0 {
+		w.batches.Add(1)
+	}
+	return results
+}
