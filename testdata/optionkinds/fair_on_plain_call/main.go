@@ -1,0 +1,21 @@
+package main
+
+import (
+	"context"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/rwlock"
+)
+
+var _ = time.Second
+var _ = fairlock.WithRefreshPeriod
+var _ = rwlock.WithWriterPreference
+
+func main() {
+	var c *relock.Client
+	ctx := context.Background()
+	_ = ctx
+	_, _ = c.Lock("x").Lock(ctx, fairlock.WithRefreshPeriod(time.Second))
+}
