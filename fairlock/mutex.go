@@ -64,15 +64,13 @@ func (m *Mutex) Name() string { return m.l().Name() }
 // When ctx ends first, Lock leaves the queue at once and returns ctx unchanged and an
 // error for which errors.Is(err, ctx.Err()) holds.
 func (m *Mutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
-	l := m.l()
-	return l.Lock(ctx, lockopt.Merge(l.Defaults(), opts))
+	return engine.LockWith(m.l(), ctx, opts)
 }
 
 // TryLock makes one attempt and never queues. It fails with ErrLocked when another owner
 // holds the lock or when others are queued for it: a TryLock does not jump the queue.
 func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, error) {
-	l := m.l()
-	return l.TryLock(ctx, lockopt.Merge(l.Defaults(), opts))
+	return engine.TryLockWith(m.l(), ctx, opts)
 }
 
 // Unlock releases one hold of the owner ctx carries; when the lock is free it wakes
@@ -82,8 +80,7 @@ func (m *Mutex) Unlock(ctx context.Context) error { return m.l().Unlock(ctx) }
 // Do locks, runs fn with the hold's context, and unlocks, also when fn panics. It returns
 // fn's error joined with Unlock's.
 func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
-	l := m.l()
-	return l.Do(ctx, fn, lockopt.Merge(l.Defaults(), opts))
+	return engine.DoWith(m.l(), ctx, fn, opts)
 }
 
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/engine"
-	"github.com/relock-go/relock/internal/lockopt"
 )
 
 // Mutex is a reentrant distributed lock, made by relock.Client.Lock. Its methods are safe
@@ -54,15 +53,13 @@ func (m *Mutex) Name() string { return m.l().Name() }
 //
 // Without WithLease the lease is the client's watchdog timeout, renewed until Unlock.
 func (m *Mutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
-	l := m.l()
-	return l.Lock(ctx, lockopt.Merge(l.Defaults(), opts))
+	return engine.LockWith(m.l(), ctx, opts)
 }
 
 // TryLock makes one attempt. If another owner holds the lock it returns ctx unchanged and
 // an error for which errors.Is(err, ErrLocked) holds.
 func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, error) {
-	l := m.l()
-	return l.TryLock(ctx, lockopt.Merge(l.Defaults(), opts))
+	return engine.TryLockWith(m.l(), ctx, opts)
 }
 
 // Unlock releases one hold of the owner ctx carries; the lock is free when the hold count
@@ -89,8 +86,7 @@ func (m *Mutex) Unlock(ctx context.Context) error { return m.l().Unlock(ctx) }
 // Do locks, runs fn with the hold's context, and unlocks, also when fn panics. It returns
 // fn's error joined with Unlock's.
 func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
-	l := m.l()
-	return l.Do(ctx, fn, lockopt.Merge(l.Defaults(), opts))
+	return engine.DoWith(m.l(), ctx, fn, opts)
 }
 
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was

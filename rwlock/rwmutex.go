@@ -76,15 +76,13 @@ func (m *RWMutex) Name() string { return m.w().Name() }
 // is the first step of a downgrade: its context derives from what the write hold's
 // derives from, not from the write hold's, so that it lives on after Unlock.
 func (m *RWMutex) RLock(ctx context.Context, opts ...Option) (context.Context, error) {
-	l := m.r()
-	return l.Lock(ctx, lockopt.Merge(l.Defaults(), opts))
+	return engine.LockWith(m.r(), ctx, opts)
 }
 
 // TryRLock makes one attempt at a read hold; it fails with ErrLocked when another owner
 // writes.
 func (m *RWMutex) TryRLock(ctx context.Context, opts ...Option) (context.Context, error) {
-	l := m.r()
-	return l.TryLock(ctx, lockopt.Merge(l.Defaults(), opts))
+	return engine.TryLockWith(m.r(), ctx, opts)
 }
 
 // RUnlock releases one read hold of the owner ctx carries. When the last reader leaves,
@@ -95,23 +93,20 @@ func (m *RWMutex) RUnlock(ctx context.Context) error { return m.r().Unlock(ctx) 
 // RDo takes a read hold, runs fn with the hold's context, and releases it, also when fn
 // panics.
 func (m *RWMutex) RDo(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
-	l := m.r()
-	return l.Do(ctx, fn, lockopt.Merge(l.Defaults(), opts))
+	return engine.DoWith(m.r(), ctx, fn, opts)
 }
 
 // Lock takes the write lock, waiting until no other owner holds the lock in any mode, and
 // returns the hold's context. The owner in ctx may re-enter it. An owner that holds only
 // read holds gets ErrUpgrade at once.
 func (m *RWMutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
-	l := m.w()
-	return l.Lock(ctx, lockopt.Merge(l.Defaults(), opts))
+	return engine.LockWith(m.w(), ctx, opts)
 }
 
 // TryLock makes one attempt at the write lock; it fails with ErrLocked when another owner
 // holds the lock, and with ErrUpgrade when the owner holds read holds only.
 func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (context.Context, error) {
-	l := m.w()
-	return l.TryLock(ctx, lockopt.Merge(l.Defaults(), opts))
+	return engine.TryLockWith(m.w(), ctx, opts)
 }
 
 // Unlock releases one write hold of the owner ctx carries. When the writer leaves and no
@@ -123,8 +118,7 @@ func (m *RWMutex) Unlock(ctx context.Context) error { return m.w().Unlock(ctx) }
 // Do takes the write lock, runs fn with the hold's context, and releases it, also when fn
 // panics.
 func (m *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
-	l := m.w()
-	return l.Do(ctx, fn, lockopt.Merge(l.Defaults(), opts))
+	return engine.DoWith(m.w(), ctx, fn, opts)
 }
 
 // RHoldCount returns how many read holds the owner ctx carries has.

@@ -315,3 +315,18 @@ func (l *Lock) fail(op string, err error) error {
 	}
 	return lockerr.New(op, l.n.Lock, err)
 }
+
+// LockWith is Lock with a front end's options applied over the lock's own.
+func LockWith[O lockopt.Option](l *Lock, ctx context.Context, opts []O) (context.Context, error) {
+	return l.Lock(ctx, lockopt.Merge(l.Defaults(), opts))
+}
+
+// TryLockWith is TryLock with a front end's options applied over the lock's own.
+func TryLockWith[O lockopt.Option](l *Lock, ctx context.Context, opts []O) (context.Context, error) {
+	return l.TryLock(ctx, lockopt.Merge(l.Defaults(), opts))
+}
+
+// DoWith is Do with a front end's options applied over the lock's own.
+func DoWith[O lockopt.Option](l *Lock, ctx context.Context, fn func(context.Context) error, opts []O) error {
+	return l.Do(ctx, fn, lockopt.Merge(l.Defaults(), opts))
+}

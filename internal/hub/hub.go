@@ -396,18 +396,25 @@ func (h *Hub) run() {
 		if h.ctx.Err() != nil {
 			return
 		}
-		h.reconnects.Add(1)
-		if time.Since(start) > maxBackoff {
-			delay = minBackoff
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-h.ctx.Done():
-			t.Stop()
-		}
-		delay = min(2*delay, maxBackoff)
+		delay = h.backOff(h.ctx, start, delay)
 	}
+}
+
+// backOff counts a lost connection or subscription that had been made at start, waits
+// delay before the next attempt (unless ctx ends), and returns the delay after that one:
+// doubled, up to maxBackoff, and back to minBackoff after a connection that lived longer.
+func (h *Hub) backOff(ctx context.Context, start time.Time, delay time.Duration) time.Duration {
+	h.reconnects.Add(1)
+	if time.Since(start) > maxBackoff {
+		delay = minBackoff
+	}
+	t := time.NewTimer(delay)
+	select {
+	case <-t.C:
+	case <-ctx.Done():
+		t.Stop()
+	}
+	return min(2*delay, maxBackoff)
 }
 
 // subscriber returns the client to take the subscriber connection from. Classic PUBLISH

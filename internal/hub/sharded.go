@@ -78,17 +78,7 @@ func (h *Hub) receive(ctx context.Context, name string, c *channel, r *router) {
 		// The subscription ended while wanted: the shard may have moved, so the next
 		// attempt asks the cluster where it lives now.
 		r.forget(gen)
-		h.reconnects.Add(1)
-		if time.Since(start) > maxBackoff {
-			delay = minBackoff
-		}
-		t := time.NewTimer(delay)
-		select {
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-		}
-		delay = min(2*delay, maxBackoff)
+		delay = h.backOff(ctx, start, delay)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
