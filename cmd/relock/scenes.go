@@ -69,12 +69,8 @@ func loseLease(ctx context.Context, env *demoEnv, out io.Writer) error {
 	heading(out, "lease loss and fencing", "worker A holds fenced lock %q; its key is then deleted behind its back.", name)
 	var ledger fencedLedger
 
-	stale, err := a.Lock(name, rlock.WithFencing()).Lock(ctx)
+	stale, staleToken, err := ledger.lockAndWrite(ctx, a, name, "A: first entry")
 	if err != nil {
-		return err
-	}
-	staleToken, _ := a.Lock(name).Token(stale)
-	if err := ledger.write(staleToken, "A: first entry"); err != nil {
 		return err
 	}
 	deleted := time.Now()
@@ -89,12 +85,8 @@ func loseLease(ctx context.Context, env *demoEnv, out io.Writer) error {
 	fmt.Fprintf(out, "A's context     ended %v after the delete, cause: %v\n",
 		time.Since(deleted).Round(time.Millisecond), context.Cause(stale))
 
-	fresh, err := b.Lock(name, rlock.WithFencing()).Lock(ctx)
+	fresh, freshToken, err := ledger.lockAndWrite(ctx, b, name, "B: second entry")
 	if err != nil {
-		return err
-	}
-	freshToken, _ := b.Lock(name).Token(fresh)
-	if err := ledger.write(freshToken, "B: second entry"); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "B acquired      token %d (A had %d); B's write accepted\n", freshToken, staleToken)
@@ -128,6 +120,15 @@ func (l *fencedLedger) write(token int64, entry string) error {
 	l.last = token
 	l.entries = append(l.entries, entry)
 	return nil
+}
+
+// lockAndWrite takes the fenced lock name on c and writes entry with the hold's token.
+func (l *fencedLedger) lockAndWrite(ctx context.Context, c *relock.Client, name, entry string) (held context.Context, token int64, err error) {
+	if held, err = c.Lock(name, rlock.WithFencing()).Lock(ctx); err != nil {
+		return nil, 0, err
+	}
+	token, _ = c.Lock(name).Token(held)
+	return held, token, l.write(token, entry)
 }
 
 // fairOrder shows the fair lock named name: workers queue in a known order while the lock
