@@ -8,6 +8,7 @@ require (
 	github.com/google/uuid v1.6.0
 	github.com/redis/rueidis v1.0.79
 	go.uber.org/goleak v1.3.0
+	golang.org/x/sync v0.22.0
 )
 
 require (

@@ -8,6 +8,7 @@ require (
 	github.com/redis/go-redis/v9 v9.22.0
 	github.com/redis/rueidis v1.0.79
 	github.com/relock-go/relock v0.0.0
+	golang.org/x/sync v0.22.0
 	gonum.org/v1/plot v0.17.0
 )
 

@@ -17,6 +17,7 @@ import (
 	"github.com/redis/rueidis/rueidislock"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/script"
 )
 
@@ -125,10 +126,11 @@ func openRaw(e endpoint) (instance, error) {
 func (r *rawInst) Close() { r.rc.Close() }
 
 func (r *rawInst) Handle(key string) locker {
-	// Keys as relock lays them out for a name without braces.
+	// Keys as relock lays them out.
+	names := keys.Of(key)
 	return &rawHandle{rc: r.rc, key: key,
-		channel: "redisson_lock__channel:{" + key + "}",
-		latch:   "redisson_unlock_latch:{" + key + "}:",
+		channel: names.Channel,
+		latch:   names.Latch,
 		owner:   "raw:" + rawID + ":" + strconv.FormatInt(rawSeq.Add(1), 10)}
 }
 

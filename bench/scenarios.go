@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/relock-go/relock"
 )
@@ -390,31 +391,24 @@ func runS5(addr string, holds int, ticks uint64) (s5Result, error) {
 
 	const workers = 32
 	helds := make([]context.Context, holds)
-	var wg sync.WaitGroup
-	var firstErr error
-	var mu sync.Mutex
+	// A plain group, not errgroup.WithContext: the holds live on ctx after Wait, and that
+	// group's context ends when Wait returns.
+	var g errgroup.Group
 	start := time.Now()
 	for w := range workers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			for i := w; i < holds; i += workers {
 				h, err := c.Lock("s5:" + strconv.Itoa(i)).Lock(ctx)
 				if err != nil {
-					mu.Lock()
-					if firstErr == nil {
-						firstErr = err
-					}
-					mu.Unlock()
-					return
+					return err
 				}
 				helds[i] = h
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return s5Result{}, firstErr
+	if err := g.Wait(); err != nil {
+		return s5Result{}, err
 	}
 	lockTime := time.Since(start)
 	wait := func(n uint64) error {

@@ -7,11 +7,11 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/embedded"
@@ -50,7 +50,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		func() error { return contend(ctx, env, *workers, *rounds, stdout) },
 		func() error { return keepAlive(ctx, env, stdout) },
 		func() error { return loseLease(ctx, env, stdout) },
-		func() error { return fairOrder(ctx, env, stdout) },
+		func() error { return fairOrder(ctx, env, "relock-demo:jobs", stdout) },
 		func() error { return readWrite(ctx, env, stdout) },
 	}
 	for _, scene := range scenes {
@@ -147,35 +147,28 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n== mutual exclusion, re-entry, waiting without polling\n")
-	fmt.Fprintf(out, "%d workers on %d clients each enter lock %q %d times, re-enter it once inside,\n"+
-		"and add 1 to a counter with an unprotected read-modify-write.\n\n",
+	heading(out, "mutual exclusion, re-entry, waiting without polling",
+		"%d workers on %d clients each enter lock %q %d times, re-enter it once inside,\n"+
+			"and add 1 to a counter with an unprotected read-modify-write.",
 		workers, len(clients), name, rounds)
 
 	var (
 		counter   int // deliberately unsynchronised: the lock is its only protection
 		reentered int
 		entries   atomic.Int64 // for the progress line
-		wg        sync.WaitGroup
-		errOnce   sync.Once
-		firstErr  error
+		g         errgroup.Group
 	)
-	fail := func(err error) { errOnce.Do(func() { firstErr = err }) }
 	start := time.Now()
 	for w := 0; w < workers; w++ {
 		mu := clients[w%len(clients)].Lock(name)
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		g.Go(func() error {
 			for r := 0; r < rounds; r++ {
 				held, err := mu.Lock(ctx)
 				if err != nil {
-					fail(err)
-					return
+					return err
 				}
 				if held, err = mu.Lock(held); err != nil { // re-entry: the same owner
-					fail(err)
-					return
+					return err
 				}
 				if n, err := mu.HoldCount(held); err == nil && n == 2 {
 					reentered++
@@ -186,12 +179,12 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 				entries.Add(1)
 				for i := 0; i < 2; i++ {
 					if err := mu.Unlock(held); err != nil {
-						fail(err)
-						return
+						return err
 					}
 				}
 			}
-		}()
+			return nil
+		})
 	}
 	stopProgress := progress(out, func() string {
 		waiting := 0
@@ -200,11 +193,11 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 		}
 		return fmt.Sprintf("  %d of %d entries, %d workers waiting", entries.Load(), workers*rounds, waiting)
 	})
-	wg.Wait()
+	err = g.Wait()
 	stopProgress()
 	elapsed := time.Since(start)
-	if firstErr != nil {
-		return firstErr
+	if err != nil {
+		return err
 	}
 
 	var woken, timedOut uint64
@@ -229,6 +222,13 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 		return fmt.Errorf("mutual exclusion broken: counter %d, want %d", counter, want)
 	}
 	return nil
+}
+
+// heading starts a scene's output: a blank line, "== title", then what the scene does
+// (intro formatted with args) and another blank line.
+func heading(out io.Writer, title, intro string, args ...any) {
+	fmt.Fprintf(out, "\n== %s\n", title)
+	fmt.Fprintf(out, intro+"\n\n", args...)
 }
 
 // progress redraws a status line every 100ms while a scene runs, when out is a terminal

@@ -112,7 +112,7 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 			n, _ := strconv.ParseInt(fields[f], 10, 64)
 			o := Owner{Owner: f, Holds: n}
 			if r.Kind == "rwlock" {
-				if base, ok := strings.CutSuffix(f, ":write"); ok {
+				if base, ok := keys.IsWriteField(f); ok {
 					o.Owner, o.Write = base, true
 				} else {
 					for k := int64(1); k <= n; k++ {
@@ -179,7 +179,7 @@ func shape(fields map[string]string) string {
 		if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 || v != strconv.FormatInt(n, 10) {
 			return ""
 		}
-		if base, ok := strings.CutSuffix(f, ":write"); ok && kind == "rwlock" {
+		if base, ok := keys.IsWriteField(f); ok && kind == "rwlock" {
 			f = base
 		}
 		id, n, ok := strings.Cut(f, ":")
@@ -206,7 +206,7 @@ func waitingWriters(ctx context.Context, rc rueidis.Client, name string) ([]Queu
 	}
 	ws := make([]QueueEntry, len(zs))
 	for i, z := range zs {
-		owner, _ := strings.CutSuffix(z.Member, ":write")
+		owner, _ := keys.IsWriteField(z.Member)
 		ws[i] = QueueEntry{Owner: owner, ExpiresInMs: int64(z.Score) - now}
 	}
 	return ws, nil

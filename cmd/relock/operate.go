@@ -86,42 +86,83 @@ func lockArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error)
 	return fs.Arg(0), nil
 }
 
-func inspectCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("inspect", flag.ContinueOnError)
-	var conn connFlags
-	conn.register(fs)
-	asJSON := fs.Bool("json", false, "print one JSON object")
-	name, err := lockArgs(fs, args, stderr)
-	if err != nil {
-		return err
+// operator is what the operator commands share: a flag set with the connection flags, to
+// which each command adds its own.
+type operator struct {
+	fs    *flag.FlagSet
+	conn  connFlags
+	rules []usageRule
+}
+
+// usageRule is a check of a command's own flags: ok reports whether they are usable, and
+// problem says what is wrong otherwise.
+type usageRule struct {
+	ok      func() bool
+	problem string
+}
+
+func newOperator(cmd string) *operator {
+	o := &operator{fs: flag.NewFlagSet(cmd, flag.ContinueOnError)}
+	o.conn.register(o.fs)
+	return o
+}
+
+// require adds a usage check of the command's own flags, made once they are parsed: when
+// ok returns false, the command prints problem and ends with a usage error.
+func (o *operator) require(ok func() bool, problem string) {
+	o.rules = append(o.rules, usageRule{ok, problem})
+}
+
+// start parses args into the flags and one lock name, checks the flags, and connects.
+// The caller closes rc.
+func (o *operator) start(args []string, env func(string) string, stderr io.Writer) (name string, rc rueidis.Client, err error) {
+	if name, err = lockArgs(o.fs, args, stderr); err != nil {
+		return "", nil, err
 	}
-	rc, err := conn.connect(env)
+	for _, r := range o.rules {
+		if !r.ok() {
+			fmt.Fprintf(stderr, "relock %s: %s\n", o.fs.Name(), r.problem)
+			return "", nil, errUsage
+		}
+	}
+	if rc, err = o.conn.connect(env); err != nil {
+		return "", nil, err
+	}
+	return name, rc, nil
+}
+
+// inspect is start followed by a first look at the lock. The caller closes rc.
+func (o *operator) inspect(ctx context.Context, args []string, env func(string) string, stderr io.Writer) (*Report, rueidis.Client, error) {
+	name, rc, err := o.start(args, env, stderr)
+	if err != nil {
+		return nil, nil, err
+	}
+	r, err := inspectLock(ctx, rc, name)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return r, rc, nil
+}
+
+func inspectCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
+	op := newOperator("inspect")
+	asJSON := op.fs.Bool("json", false, "print one JSON object")
+	r, rc, err := op.inspect(ctx, args, env, stderr)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	r, err := inspectLock(ctx, rc, name)
-	if err != nil {
-		return err
-	}
 	return r.print(stdout, *asJSON)
 }
 
 func watchCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("watch", flag.ContinueOnError)
-	var conn connFlags
-	conn.register(fs)
-	every := fs.Duration("interval", time.Second, "time between refreshes")
-	count := fs.Int("count", 0, "stop after this many views (0: until interrupted)")
-	name, err := lockArgs(fs, args, stderr)
-	if err != nil {
-		return err
-	}
-	if *every < 10*time.Millisecond || *count < 0 {
-		fmt.Fprintln(stderr, "relock watch: --interval must be at least 10ms and --count at least 0")
-		return errUsage
-	}
-	rc, err := conn.connect(env)
+	op := newOperator("watch")
+	every := op.fs.Duration("interval", time.Second, "time between refreshes")
+	count := op.fs.Int("count", 0, "stop after this many views (0: until interrupted)")
+	op.require(func() bool { return *every >= 10*time.Millisecond && *count >= 0 },
+		"--interval must be at least 10ms and --count at least 0")
+	name, rc, err := op.start(args, env, stderr)
 	if err != nil {
 		return err
 	}
@@ -157,28 +198,16 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 }
 
 func unlockCmd(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("unlock", flag.ContinueOnError)
-	var conn connFlags
-	conn.register(fs)
-	force := fs.Bool("force", false, "required: release the lock whoever holds it")
-	yes := fs.Bool("y", false, "do not ask for confirmation")
-	name, err := lockArgs(fs, args, stderr)
-	if err != nil {
-		return err
-	}
-	if !*force {
-		fmt.Fprintln(stderr, "relock unlock: an operator can only force a lock open: add --force")
-		return errUsage
-	}
-	rc, err := conn.connect(env)
+	op := newOperator("unlock")
+	force := op.fs.Bool("force", false, "required: release the lock whoever holds it")
+	yes := op.fs.Bool("y", false, "do not ask for confirmation")
+	op.require(func() bool { return *force }, "an operator can only force a lock open: add --force")
+	r, rc, err := op.inspect(ctx, args, env, stderr)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
-	r, err := inspectLock(ctx, rc, name)
-	if err != nil {
-		return err
-	}
+	name := r.Name
 	if r.Kind == "foreign" {
 		what := "a " + r.KeyTyp
 		if r.KeyTyp == "hash" {

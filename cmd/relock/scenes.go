@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/rlock"
@@ -21,8 +23,7 @@ func keepAlive(ctx context.Context, env *demoEnv, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n== watchdog\n")
-	fmt.Fprintf(out, "lock %q is taken with a %v lease and kept for %v.\n\n", name, lease, hold)
+	heading(out, "watchdog", "lock %q is taken with a %v lease and kept for %v.", name, lease, hold)
 	mu := c.Lock(name)
 	held, err := mu.Lock(ctx)
 	if err != nil {
@@ -65,16 +66,11 @@ func loseLease(ctx context.Context, env *demoEnv, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n== lease loss and fencing\n")
-	fmt.Fprintf(out, "worker A holds fenced lock %q; its key is then deleted behind its back.\n\n", name)
+	heading(out, "lease loss and fencing", "worker A holds fenced lock %q; its key is then deleted behind its back.", name)
 	var ledger fencedLedger
 
-	stale, err := a.Lock(name, rlock.WithFencing()).Lock(ctx)
+	stale, staleToken, err := ledger.lockAndWrite(ctx, a, name, "A: first entry")
 	if err != nil {
-		return err
-	}
-	staleToken, _ := a.Lock(name).Token(stale)
-	if err := ledger.write(staleToken, "A: first entry"); err != nil {
 		return err
 	}
 	deleted := time.Now()
@@ -89,12 +85,8 @@ func loseLease(ctx context.Context, env *demoEnv, out io.Writer) error {
 	fmt.Fprintf(out, "A's context     ended %v after the delete, cause: %v\n",
 		time.Since(deleted).Round(time.Millisecond), context.Cause(stale))
 
-	fresh, err := b.Lock(name, rlock.WithFencing()).Lock(ctx)
+	fresh, freshToken, err := ledger.lockAndWrite(ctx, b, name, "B: second entry")
 	if err != nil {
-		return err
-	}
-	freshToken, _ := b.Lock(name).Token(fresh)
-	if err := ledger.write(freshToken, "B: second entry"); err != nil {
 		return err
 	}
 	fmt.Fprintf(out, "B acquired      token %d (A had %d); B's write accepted\n", freshToken, staleToken)
@@ -130,16 +122,25 @@ func (l *fencedLedger) write(token int64, entry string) error {
 	return nil
 }
 
-// fairOrder shows the fair lock: workers queue in a known order while the lock is held,
-// and are granted it in exactly that order.
-func fairOrder(ctx context.Context, env *demoEnv, out io.Writer) error {
-	const name, workers = "relock-demo:jobs", 6
+// lockAndWrite takes the fenced lock name on c and writes entry with the hold's token.
+func (l *fencedLedger) lockAndWrite(ctx context.Context, c *relock.Client, name, entry string) (held context.Context, token int64, err error) {
+	if held, err = c.Lock(name, rlock.WithFencing()).Lock(ctx); err != nil {
+		return nil, 0, err
+	}
+	token, _ = c.Lock(name).Token(held)
+	return held, token, l.write(token, entry)
+}
+
+// fairOrder shows the fair lock named name: workers queue in a known order while the lock
+// is held, and are granted it in exactly that order. It watches the queue through the
+// lock's key names, so it works on any valid name, one with a hash tag of its own too.
+func fairOrder(ctx context.Context, env *demoEnv, name string, out io.Writer) error {
+	const workers = 6
 	clients, err := env.pair()
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n== fair lock\n")
-	fmt.Fprintf(out, "%d workers on 2 clients queue for fair lock %q one after another while it is held.\n\n", workers, name)
+	heading(out, "fair lock", "%d workers on 2 clients queue for fair lock %q one after another while it is held.", workers, name)
 	holder, err := clients[0].FairLock(name).Lock(ctx)
 	if err != nil {
 		return err
@@ -148,22 +149,22 @@ func fairOrder(ctx context.Context, env *demoEnv, out io.Writer) error {
 	var (
 		mu      sync.Mutex
 		granted []int
-		errs    = make(chan error, workers)
 	)
+	// The first error ends the other workers' waits: they need not stay queued for it.
+	g, gctx := errgroup.WithContext(ctx)
 	arrived := make([]int, 0, workers)
 	for w := 0; w < workers; w++ {
 		lock := clients[w%2].FairLock(name)
-		go func() {
-			held, err := lock.Lock(ctx)
+		g.Go(func() error {
+			held, err := lock.Lock(gctx)
 			if err != nil {
-				errs <- err
-				return
+				return err
 			}
 			mu.Lock()
 			granted = append(granted, w)
 			mu.Unlock()
-			errs <- lock.Unlock(held)
-		}()
+			return lock.Unlock(held)
+		})
 		// Let each worker take its place before the next one arrives.
 		for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(2 * time.Millisecond) {
 			n, err := env.side.Do(ctx, env.side.B().Llen().Key(queueKey).Build()).AsInt64()
@@ -182,10 +183,8 @@ func fairOrder(ctx context.Context, env *demoEnv, out io.Writer) error {
 	if err := clients[0].FairLock(name).Unlock(holder); err != nil {
 		return err
 	}
-	for w := 0; w < workers; w++ {
-		if err := <-errs; err != nil {
-			return err
-		}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	fmt.Fprintf(out, "arrival order   %v\n", arrived)
 	fmt.Fprintf(out, "grant order     %v\n", granted)
@@ -204,20 +203,18 @@ func readWrite(ctx context.Context, env *demoEnv, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "\n== read-write lock\n")
-	fmt.Fprintf(out, "%d readers on 2 clients and one writer use read-write lock %q.\n\n", readers, name)
+	heading(out, "read-write lock", "%d readers on 2 clients and one writer use read-write lock %q.", readers, name)
 	var inside, most atomic.Int32
 	var overlapped atomic.Bool
 	var writerInside atomic.Bool
 	release := make(chan struct{})
-	errs := make(chan error, readers)
+	var g errgroup.Group
 	for r := 0; r < readers; r++ {
 		mu := clients[r%2].RWLock(name)
-		go func() {
+		g.Go(func() error {
 			held, err := mu.RLock(ctx)
 			if err != nil {
-				errs <- err
-				return
+				return err
 			}
 			n := inside.Add(1)
 			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
@@ -227,8 +224,8 @@ func readWrite(ctx context.Context, env *demoEnv, out io.Writer) error {
 			}
 			<-release
 			inside.Add(-1)
-			errs <- mu.RUnlock(held)
-		}()
+			return mu.RUnlock(held)
+		})
 	}
 	for deadline := time.Now().Add(5 * time.Second); inside.Load() < readers; time.Sleep(2 * time.Millisecond) {
 		if time.Now().After(deadline) {
@@ -252,10 +249,8 @@ func readWrite(ctx context.Context, env *demoEnv, out io.Writer) error {
 	}()
 	time.Sleep(200 * time.Millisecond) // the writer waits behind the readers meanwhile
 	close(release)
-	for r := 0; r < readers; r++ {
-		if err := <-errs; err != nil {
-			return err
-		}
+	if err := g.Wait(); err != nil {
+		return err
 	}
 	if err := <-writerDone; err != nil {
 		return err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -120,33 +119,17 @@ func startCluster(t tb, bin, cli string) *Cluster {
 		t.Fatalf("redistest: redis-cli --cluster create: %v; its output:\n%s", err, out)
 	}
 
-	deadline := time.Now().Add(clusterStartTimeout)
-	var err error
-	for {
-		if err = c.startedErr(); err == nil {
-			return c
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: cluster not ready within %v: %v", clusterStartTimeout, err)
-		}
-		time.Sleep(pollInterval)
+	if err := untilOK(clusterStartTimeout, c.startedErr); err != nil {
+		t.Fatalf("redistest: cluster not ready within %v: %v", clusterStartTimeout, err)
 	}
+	return c
 }
 
 // lookupCLI finds redis-cli or ends the test, with the same skip-or-fail
 // rule as lookupServer.
 func lookupCLI(t testing.TB) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-cli")
-	if err == nil {
-		return bin
-	}
-	if os.Getenv(requireEnv) == "1" {
-		t.Fatal("redis-cli not found on PATH and " + requireEnv + "=1")
-	}
-	t.Skip("redis-cli not found on PATH; skipping the Redis Cluster test " +
-		"(install redis-cli, e.g. Debian's redis-tools, or set " + requireEnv + "=1 to make this a failure)")
-	return "" // not reached
+	return lookupBinary(t, "redis-cli", "the Redis Cluster test", "install redis-cli, e.g. Debian's redis-tools")
 }
 
 // startClusterNode starts one cluster-enabled node. It does its own port
@@ -162,12 +145,10 @@ func startClusterNode(t tb, bin string) *Server {
 	// removed (cleanups are LIFO).
 	t.Cleanup(func() { s.cleanup(t) })
 
-	var err error
-	for range startAttempts {
-		var port, bus int
-		port, bus, err = twoFreePorts()
+	err := onFreePort(func(port int) error {
+		bus, err := busPort(port)
 		if err != nil {
-			t.Fatalf("redistest: find free ports: %v", err)
+			return fmt.Errorf("find a free cluster bus port: %w", err)
 		}
 		s.args = []string{
 			"--cluster-enabled", "yes",
@@ -182,38 +163,23 @@ func startClusterNode(t tb, bin string) *Server {
 			// dominate the cluster's start time.
 			"--repl-diskless-sync-delay", "0",
 		}
-		var p *process
-		p, err = s.launch(port)
-		if err == nil {
-			s.port = port
-			s.addr = addrOf(port)
-			s.proc = p
-			return s
-		}
-		if !errors.Is(err, errPortTaken) {
-			break
-		}
+		return s.startOn(port)
+	})
+	if err != nil {
+		t.Fatalf("redistest: start cluster node: %v", err)
 	}
-	t.Fatalf("redistest: start cluster node: %v", err)
-	return nil // not reached
+	return s
 }
 
-// twoFreePorts returns two distinct free loopback ports.
-func twoFreePorts() (int, int, error) {
-	a, err := freePort()
-	if err != nil {
-		return 0, 0, err
-	}
+// busPort returns a free loopback port other than port, for the cluster bus.
+func busPort(port int) (int, error) {
 	for range startAttempts {
-		b, err := freePort()
-		if err != nil {
-			return 0, 0, err
-		}
-		if b != a {
-			return a, b, nil
+		bus, err := freePort()
+		if err != nil || bus != port {
+			return bus, err
 		}
 	}
-	return 0, 0, errors.New("the kernel keeps handing out the same port")
+	return 0, errors.New("the kernel keeps handing out the same port")
 }
 
 // Addrs returns the addresses of all six nodes, in start order: the seed
@@ -338,27 +304,24 @@ func (c *Cluster) Failover(t testing.TB, replica *Server) {
 	if err := replica.Do(t, "CLUSTER", "FAILOVER").Error(); err != nil {
 		t.Fatalf("redistest: CLUSTER FAILOVER on %s: %v", replica.addr, err)
 	}
-	deadline := time.Now().Add(failoverTimeout)
-	var err error
-	for {
-		err = c.healthErr()
-		if err == nil {
-			var role string
-			role, err = roleOf(replica.addr)
-			if err == nil && role != "master" {
-				err = fmt.Errorf("%s still reports role %s", replica.addr, role)
-			}
-			if err == nil && !slices.ContainsFunc(c.mustView(), func(r slotRange) bool { return r.master == replica.addr }) {
-				err = fmt.Errorf("%s serves no slots yet", replica.addr)
-			}
-			if err == nil {
-				return
-			}
+	err := untilOK(failoverTimeout, func() error {
+		if err := c.healthErr(); err != nil {
+			return err
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: failover to %s not done within %v: %v", replica.addr, failoverTimeout, err)
+		role, err := roleOf(replica.addr)
+		if err != nil {
+			return err
 		}
-		time.Sleep(pollInterval)
+		if role != "master" {
+			return fmt.Errorf("%s still reports role %s", replica.addr, role)
+		}
+		if !slices.ContainsFunc(c.mustView(), func(r slotRange) bool { return r.master == replica.addr }) {
+			return fmt.Errorf("%s serves no slots yet", replica.addr)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("redistest: failover to %s not done within %v: %v", replica.addr, failoverTimeout, err)
 	}
 }
 
@@ -369,16 +332,8 @@ func (c *Cluster) Failover(t testing.TB, replica *Server) {
 // answers within a second, so killed and paused nodes are left out.
 func (c *Cluster) WaitHealthy(t testing.TB, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = c.healthErr(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: cluster not healthy within %v: %v", timeout, err)
-		}
-		time.Sleep(pollInterval)
+	if err := untilOK(timeout, c.healthErr); err != nil {
+		t.Fatalf("redistest: cluster not healthy within %v: %v", timeout, err)
 	}
 }
 

@@ -79,9 +79,7 @@ func clientOption(addr string) rueidis.ClientOption {
 // StartServer) and the "miniredis" subtest still runs.
 func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
-	t.Run(nameRedis, func(t *testing.T) {
-		fn(t, realBackend(t))
-	})
+	Real(t, fn)
 	t.Run(nameMiniredis, func(t *testing.T) {
 		fn(t, Mini(t))
 	})

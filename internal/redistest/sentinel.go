@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -82,17 +81,10 @@ func StartSentinel(t testing.TB) *Sentinel {
 		s.sentinels = append(s.sentinels, startSentinelProcess(t, bin, master.port))
 	}
 
-	deadline := time.Now().Add(sentinelStartTimeout)
-	var err error
-	for {
-		if err = s.startedErr(); err == nil {
-			return s
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: sentinel setup not ready within %v: %v", sentinelStartTimeout, err)
-		}
-		time.Sleep(pollInterval)
+	if err := untilOK(sentinelStartTimeout, s.startedErr); err != nil {
+		t.Fatalf("redistest: sentinel setup not ready within %v: %v", sentinelStartTimeout, err)
 	}
+	return s
 }
 
 // startSentinelProcess starts one sentinel monitoring the master on
@@ -104,13 +96,7 @@ func startSentinelProcess(t testing.TB, bin string, masterPort int) *sentinelPro
 	sp := &sentinelProcess{}
 	t.Cleanup(func() { sp.cleanup(t) })
 
-	var err error
-	for range startAttempts {
-		var port int
-		port, err = freePort()
-		if err != nil {
-			t.Fatalf("redistest: find a free port: %v", err)
-		}
+	err := onFreePort(func(port int) error {
 		conf := filepath.Join(dir, "sentinel.conf")
 		text := strings.Join([]string{
 			"port " + strconv.Itoa(port),
@@ -123,68 +109,29 @@ func startSentinelProcess(t testing.TB, bin string, masterPort int) *sentinelPro
 			"",
 		}, "\n")
 		if err := os.WriteFile(conf, []byte(text), 0o600); err != nil {
-			t.Fatalf("redistest: write sentinel config: %v", err)
+			return fmt.Errorf("write sentinel config: %w", err)
 		}
-		var p *process
-		p, err = startProcess(bin, []string{conf, "--sentinel"}, port)
-		if err == nil {
-			sp.addr = addrOf(port)
-			sp.proc = p
-			return sp
+		// The config file must come first on the command line.
+		p, err := startProcess(bin, []string{conf, "--sentinel"}, port)
+		if err != nil {
+			return err
 		}
-		if !errors.Is(err, errPortTaken) {
-			break
-		}
+		sp.addr, sp.proc = addrOf(port), p
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("redistest: start sentinel: %v", err)
 	}
-	t.Fatalf("redistest: start sentinel: %v", err)
-	return nil // not reached
+	return sp
 }
 
-// startProcess starts bin with args, expecting it to listen on port, and
-// waits until it answers as the process just started. It is Server.launch
-// without the data-node arguments, for sentinels, whose config file must
-// come first on the command line. On error the process has already been
-// killed and reaped.
-func startProcess(bin string, args []string, port int) (*process, error) {
-	cmd := exec.Command(bin, args...)
-	out := &lockedBuffer{}
-	cmd.Stdout = out
-	cmd.Stderr = out
-	cmd.WaitDelay = time.Second
-	setProcAttr(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &process{cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-	if err := p.waitReady(addrOf(port)); err != nil {
-		if kerr := p.kill(); kerr != nil {
-			err = errors.Join(err, kerr)
-		}
-		return nil, err
-	}
-	return p, nil
-}
-
-// cleanup kills the sentinel at the end of the test.
+// cleanup kills the sentinel at the end of the test (see process.stop).
 func (sp *sentinelProcess) cleanup(t testing.TB) {
 	sp.mu.Lock()
 	defer sp.mu.Unlock()
-	p := sp.proc
-	if p == nil {
-		return
-	}
-	sp.proc = nil
-	if p.exited() {
-		t.Logf("redistest: sentinel on %s had exited before cleanup (%v); its output:\n%s",
-			sp.addr, p.err, p.out.String())
-		return
-	}
-	if err := p.kill(); err != nil {
-		t.Errorf("redistest: cleanup: %v", err)
+	if p := sp.proc; p != nil {
+		sp.proc = nil
+		p.stop(t, "sentinel on "+sp.addr)
 	}
 }
 
@@ -262,16 +209,8 @@ func (s *Sentinel) Client(t testing.TB) rueidis.Client {
 // sentinel that has not heard of the failover yet.
 func (s *Sentinel) WaitFailover(t testing.TB, old *Server, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = s.failedOverErr(old); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("redistest: no failover away from %s within %v: %v", old.addr, timeout, err)
-		}
-		time.Sleep(pollInterval)
+	if err := untilOK(timeout, func() error { return s.failedOverErr(old) }); err != nil {
+		t.Fatalf("redistest: no failover away from %s within %v: %v", old.addr, timeout, err)
 	}
 }
 

@@ -1,13 +1,8 @@
 package redistest
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
-	"net"
 	"os"
 	"os/exec"
 	"regexp"
@@ -25,30 +20,9 @@ import (
 // have it, cannot silently pass with only the miniredis half of the suite.
 const requireEnv = "RELOCK_REQUIRE_REDIS"
 
-const (
-	// startTimeout bounds how long a freshly started server may take to
-	// answer. A loopback server with no data to load is ready in
-	// milliseconds; 5s leaves room for a loaded CI machine.
-	startTimeout = 5 * time.Second
-	// startAttempts bounds the retries when another process takes the port
-	// between freePort closing it and redis-server binding it.
-	startAttempts = 5
-	// exitTimeout bounds the wait for a SIGKILLed server to be reaped.
-	exitTimeout = 5 * time.Second
-	// doTimeout bounds Server.Do. It is generous so that a deliberate
-	// DEBUG SLEEP of a few seconds still completes.
-	doTimeout = 10 * time.Second
-	// probeTimeout bounds each readiness probe, so that a server that
-	// accepts the connection but does not answer yet does not eat the
-	// whole startTimeout in a single probe.
-	probeTimeout = 500 * time.Millisecond
-	// probeInterval is the pause between readiness probes.
-	probeInterval = 10 * time.Millisecond
-)
-
-// errPortTaken reports that the chosen port turned out to be in use by some
-// other process, which is worth retrying on another port.
-var errPortTaken = errors.New("port already in use")
+// doTimeout bounds Server.Do. It is generous so that a deliberate DEBUG
+// SLEEP of a few seconds still completes.
+const doTimeout = 10 * time.Second
 
 // Server is a dedicated redis-server process owned by one test.
 //
@@ -64,14 +38,6 @@ type Server struct {
 
 	mu   sync.Mutex // serialises process changes: Kill, Restart, Pause...
 	proc *process   // nil once killed, until the next Restart
-}
-
-// process is one run of redis-server.
-type process struct {
-	cmd  *exec.Cmd
-	out  *lockedBuffer
-	done chan struct{} // closed once the process has been reaped
-	err  error         // cmd.Wait's result, valid after done is closed
 }
 
 // StartServer starts a dedicated redis-server on a free 127.0.0.1 port with
@@ -95,65 +61,49 @@ func StartServer(t testing.TB, args ...string) *Server {
 	// Registered after t.TempDir so that it runs before the directory is
 	// removed (cleanups are LIFO).
 	t.Cleanup(func() { s.cleanup(t) })
-
-	var err error
-	for range startAttempts {
-		port, perr := freePort()
-		if perr != nil {
-			t.Fatalf("redistest: find a free port: %v", perr)
-		}
-		var p *process
-		p, err = s.launch(port)
-		if err == nil {
-			s.port = port
-			s.addr = addrOf(port)
-			s.proc = p
-			return s
-		}
-		if !errors.Is(err, errPortTaken) {
-			break
-		}
+	if err := onFreePort(s.startOn); err != nil {
+		t.Fatalf("redistest: start redis-server: %v", err)
 	}
-	t.Fatalf("redistest: start redis-server: %v", err)
-	return nil // not reached
+	return s
 }
 
 // lookupServer finds redis-server or ends the test.
 func lookupServer(t testing.TB) string {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
+	return lookupBinary(t, "redis-server", "the real-server test", "install redis-server")
+}
+
+// lookupBinary finds the program name on PATH, or ends the test: it skips
+// test, saying how to install the program, unless RELOCK_REQUIRE_REDIS is 1,
+// in which case it fails.
+func lookupBinary(t testing.TB, name, test, install string) string {
+	t.Helper()
+	bin, err := exec.LookPath(name)
 	if err == nil {
 		return bin
 	}
 	if os.Getenv(requireEnv) == "1" {
-		t.Fatal("redis-server not found on PATH and " + requireEnv + "=1")
+		t.Fatal(name + " not found on PATH and " + requireEnv + "=1")
 	}
-	t.Skip("redis-server not found on PATH; skipping the real-server test " +
-		"(install redis-server, or set " + requireEnv + "=1 to make this a failure)")
+	t.Skip(name + " not found on PATH; skipping " + test +
+		" (" + install + ", or set " + requireEnv + "=1 to make this a failure)")
 	return "" // not reached
 }
 
-// freePort asks the kernel for a free loopback port. The port is released
-// before redis-server binds it, so another process may take it in between;
-// StartServer detects that and retries.
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// startOn starts the server's first process on port and fixes its address;
+// it is called before s is shared.
+func (s *Server) startOn(port int) error {
+	p, err := s.launch(port)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	port := l.Addr().(*net.TCPAddr).Port
-	if err := l.Close(); err != nil {
-		return 0, err
-	}
-	return port, nil
+	s.port, s.addr, s.proc = port, addrOf(port), p
+	return nil
 }
 
-func addrOf(port int) string {
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
-}
-
-// launch starts redis-server on port and waits until it is ready. On error
-// the process has already been killed and reaped.
+// launch starts redis-server on port with the server's arguments and waits
+// until it is ready. On error the process has already been killed and
+// reaped.
 func (s *Server) launch(port int) (*process, error) {
 	args := []string{
 		"--port", strconv.Itoa(port),
@@ -170,138 +120,7 @@ func (s *Server) launch(port int) (*process, error) {
 		"--dir", s.dir,
 	)
 	args = append(args, s.args...)
-
-	cmd := exec.Command(s.bin, args...)
-	out := &lockedBuffer{}
-	cmd.Stdout = out
-	cmd.Stderr = out
-	// redis-server never forks with persistence off, but should anything
-	// inherit the output pipe, Wait must still return promptly.
-	cmd.WaitDelay = time.Second
-	setProcAttr(cmd)
-	if err := cmd.Start(); err != nil {
-		return nil, err
-	}
-	p := &process{cmd: cmd, out: out, done: make(chan struct{})}
-	go func() {
-		p.err = cmd.Wait()
-		close(p.done)
-	}()
-
-	if err := p.waitReady(addrOf(port)); err != nil {
-		if kerr := p.kill(); kerr != nil {
-			err = errors.Join(err, kerr)
-		}
-		return nil, err
-	}
-	return p, nil
-}
-
-// waitReady polls until the server on addr answers as this process.
-//
-// It asks for INFO server rather than sending PING so that it can compare
-// the answering process_id with its own: when the port was taken by another
-// Redis in the meantime (parallel tests of another package, say), a PONG
-// would come from the wrong server while ours is about to fail to bind.
-func (p *process) waitReady(addr string) error {
-	deadline := time.Now().Add(startTimeout)
-	var lastErr error
-	for {
-		select {
-		case <-p.done:
-			return p.exitedEarly()
-		default:
-		}
-		pid, err := probePID(addr)
-		if err == nil {
-			if pid == p.cmd.Process.Pid {
-				return nil
-			}
-			return fmt.Errorf("%w: %s is answered by process %d, not by the redis-server just started (pid %d)",
-				errPortTaken, addr, pid, p.cmd.Process.Pid)
-		}
-		lastErr = err
-		if time.Now().After(deadline) {
-			return fmt.Errorf("redis-server on %s did not answer within %v (last probe: %v); its output:\n%s",
-				addr, startTimeout, lastErr, p.out.String())
-		}
-		time.Sleep(probeInterval)
-	}
-}
-
-// exitedEarly explains why the process exited before becoming ready.
-func (p *process) exitedEarly() error {
-	out := p.out.String()
-	err := fmt.Errorf("redis-server exited during startup (%v); its output:\n%s", p.err, out)
-	if strings.Contains(out, "Address already in use") {
-		return fmt.Errorf("%w: %w", errPortTaken, err)
-	}
-	return err
-}
-
-// kill sends SIGKILL and waits, bounded, until the process is reaped.
-func (p *process) kill() error {
-	// The error is ignored because the process may have exited on its own
-	// already; whether it is gone is decided by done below.
-	_ = p.cmd.Process.Kill()
-	select {
-	case <-p.done:
-		return nil
-	case <-time.After(exitTimeout):
-		return fmt.Errorf("redis-server (pid %d) not reaped within %v of SIGKILL", p.cmd.Process.Pid, exitTimeout)
-	}
-}
-
-// exited reports whether the process has already exited.
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// probePID sends INFO server over a plain connection and returns the
-// process_id it reports. A raw RESP exchange keeps each probe cheap and
-// avoids depending on client behaviour (handshakes, retries) while the
-// server is not up yet.
-func probePID(addr string) (int, error) {
-	conn, err := net.DialTimeout("tcp", addr, probeTimeout)
-	if err != nil {
-		return 0, err
-	}
-	defer conn.Close()
-	if err := conn.SetDeadline(time.Now().Add(probeTimeout)); err != nil {
-		return 0, err
-	}
-	if _, err := io.WriteString(conn, "*2\r\n$4\r\nINFO\r\n$6\r\nserver\r\n"); err != nil {
-		return 0, err
-	}
-	r := bufio.NewReader(conn)
-	header, err := r.ReadString('\n')
-	if err != nil {
-		return 0, err
-	}
-	header = strings.TrimRight(header, "\r\n")
-	if !strings.HasPrefix(header, "$") {
-		// Typically "-LOADING ..." while the server is still starting.
-		return 0, fmt.Errorf("unexpected reply %q", header)
-	}
-	n, err := strconv.Atoi(header[1:])
-	if err != nil || n < 0 || n > 1<<20 {
-		return 0, fmt.Errorf("unexpected reply header %q", header)
-	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		return 0, err
-	}
-	for line := range strings.Lines(string(body)) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "process_id:"); ok {
-			return strconv.Atoi(v)
-		}
-	}
-	return 0, errors.New("INFO server has no process_id")
+	return startProcess(s.bin, args, port)
 }
 
 // Addr returns the server's address, 127.0.0.1:port. It does not change
@@ -326,22 +145,24 @@ func (s *Server) running(t testing.TB, op string) *process {
 // so a command sent afterwards cannot slip through.
 func (s *Server) Pause(t testing.TB) {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	p := s.running(t, "Pause")
-	if err := suspend(p.cmd.Process); err != nil {
-		t.Fatalf("redistest: Pause redis-server on %s: %v", s.addr, err)
-	}
+	s.signal(t, "Pause", suspend)
 }
 
 // Resume continues a server stopped by Pause with SIGCONT.
 func (s *Server) Resume(t testing.TB) {
 	t.Helper()
+	s.signal(t, "Resume", resume)
+}
+
+// signal runs send (suspend or resume) on the running process, failing the
+// test, with op's name, if there is none or send fails.
+func (s *Server) signal(t testing.TB, op string, send func(*os.Process) error) {
+	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.running(t, "Resume")
-	if err := resume(p.cmd.Process); err != nil {
-		t.Fatalf("redistest: Resume redis-server on %s: %v", s.addr, err)
+	p := s.running(t, op)
+	if err := send(p.cmd.Process); err != nil {
+		t.Fatalf("redistest: %s redis-server on %s: %v", op, s.addr, err)
 	}
 }
 
@@ -374,43 +195,26 @@ func (s *Server) Restart(t testing.TB) {
 	}
 	// The port cannot be changed, since clients are pointed at it, so a
 	// clash can only be waited out; a few attempts bound that wait.
-	var err error
-	for attempt := range startAttempts {
-		if attempt > 0 {
-			time.Sleep(100 * time.Millisecond)
-		}
-		var p *process
-		p, err = s.launch(s.port)
+	err := retryPortTaken(100*time.Millisecond, func() error {
+		p, err := s.launch(s.port)
 		if err == nil {
 			s.proc = p
-			return
 		}
-		if !errors.Is(err, errPortTaken) {
-			break
-		}
+		return err
+	})
+	if err != nil {
+		t.Fatalf("redistest: Restart redis-server on %s: %v", s.addr, err)
 	}
-	t.Fatalf("redistest: Restart redis-server on %s: %v", s.addr, err)
 }
 
-// cleanup kills the server at the end of the test. A server that exited by
-// itself is logged, not failed, because a test may have shut it down on
-// purpose (SHUTDOWN, DEBUG SEGFAULT); the log helps when it was not. t is a
-// test, or the owner of the cluster a whole test binary shares.
+// cleanup kills the server at the end of the test (see process.stop). t is
+// a test, or the owner of the cluster a whole test binary shares.
 func (s *Server) cleanup(t tb) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	p := s.proc
-	if p == nil {
-		return
-	}
-	s.proc = nil
-	if p.exited() {
-		t.Logf("redistest: redis-server on %s had exited before cleanup (%v); its output:\n%s",
-			s.addr, p.err, p.out.String())
-		return
-	}
-	if err := p.kill(); err != nil {
-		t.Errorf("redistest: cleanup: %v", err)
+	if p := s.proc; p != nil {
+		s.proc = nil
+		p.stop(t, "redis-server on "+s.addr)
 	}
 }
 
@@ -535,23 +339,4 @@ func debugCommandFlagSupported(bin string) bool {
 	}
 	debugFlag.supported[bin] = supported
 	return supported
-}
-
-// lockedBuffer collects a server's output. exec copies stdout and stderr
-// from separate goroutines, and the test may read it while they run.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
