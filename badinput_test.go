@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -63,64 +62,12 @@ func TestBadInput(t *testing.T) {
 	})
 }
 
-func sdo(t *testing.T, rc rueidis.Client, args ...string) rueidis.RedisResult {
-	t.Helper()
-	return rc.Do(context.Background(), rc.B().Arbitrary(args...).Build())
-}
-
-// mustDo runs a command that must succeed.
-func mustDo(t *testing.T, rc rueidis.Client, args ...string) {
-	t.Helper()
-	if err := sdo(t, rc, args...).Error(); err != nil {
-		t.Fatalf("%q: %v", args, err)
-	}
-}
-
-// snapshot describes key: its type, its value and whether it expires.
-func snapshot(t *testing.T, rc rueidis.Client, key string) string {
-	t.Helper()
-	typ, err := sdo(t, rc, "TYPE", key).ToString()
-	if err != nil {
-		t.Fatalf("TYPE %s: %v", key, err)
-	}
-	var val any
-	switch typ {
-	case "string":
-		val, err = sdo(t, rc, "GET", key).ToString()
-	case "list":
-		val, err = sdo(t, rc, "LRANGE", key, "0", "-1").AsStrSlice()
-	case "set":
-		var m []string
-		m, err = sdo(t, rc, "SMEMBERS", key).AsStrSlice()
-		sort.Strings(m)
-		val = m
-	case "zset":
-		val, err = sdo(t, rc, "ZRANGE", key, "0", "-1", "WITHSCORES").AsStrSlice()
-	case "hash":
-		val, err = sdo(t, rc, "HGETALL", key).AsStrMap() // fmt prints maps sorted
-	case "stream":
-		val, err = sdo(t, rc, "XRANGE", key, "-", "+").ToAny()
-	}
-	if err != nil {
-		t.Fatalf("read %s %s: %v", typ, key, err)
-	}
-	pttl, err := sdo(t, rc, "PTTL", key).AsInt64()
-	if err != nil {
-		t.Fatalf("PTTL %s: %v", key, err)
-	}
-	ttl := fmt.Sprint(pttl)
-	if pttl > 0 {
-		ttl = "expires"
-	}
-	return fmt.Sprintf("%s %v %s", typ, val, ttl)
-}
-
 // unchanged runs fn and fails the test if key's type, value or expiry changed.
 func unchanged(t *testing.T, rc rueidis.Client, key string, fn func()) {
 	t.Helper()
-	before := snapshot(t, rc, key)
+	before := redistest.Snapshot(t, rc, key)
 	fn()
-	if after := snapshot(t, rc, key); after != before {
+	if after := redistest.Snapshot(t, rc, key); after != before {
 		t.Fatalf("key %q changed:\nbefore %s\nafter  %s", key, before, after)
 	}
 }
@@ -219,7 +166,7 @@ func writeForeign(t *testing.T, rc rueidis.Client, cmd []string, key string) {
 	t.Helper()
 	args := append([]string(nil), cmd...)
 	args[1] = key
-	mustDo(t, rc, args...)
+	redistest.MustDo(t, rc, args...)
 }
 
 // appHashes are hashes an application may keep under a lock's name; none is a lock.
@@ -239,7 +186,7 @@ var appHashes = []struct {
 // ownerOf returns the owner that held carries on e's client: the field its holds count in.
 func ownerOf(t *testing.T, e *badEnv, held context.Context) string {
 	t.Helper()
-	fields, err := sdo(t, e.side, "HKEYS", e.key).AsStrSlice()
+	fields, err := redistest.Do(t, e.side, "HKEYS", e.key).AsStrSlice()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,12 +343,12 @@ func badInputCases() []badCase {
 	// A hash of the other lock family: acquisitions, ForceUnlock and the state queries are
 	// refused and leave it alone.
 	rlockHash := func(t *testing.T, e *badEnv) {
-		mustDo(t, e.side, "HSET", e.key, javaOwner, "1")
-		mustDo(t, e.side, "PEXPIRE", e.key, "30000")
+		redistest.MustDo(t, e.side, "HSET", e.key, javaOwner, "1")
+		redistest.MustDo(t, e.side, "PEXPIRE", e.key, "30000")
 	}
 	rwHash := func(t *testing.T, e *badEnv) {
-		mustDo(t, e.side, "HSET", e.key, "mode", "read", javaOwner, "1")
-		mustDo(t, e.side, "PEXPIRE", e.key, "30000")
+		redistest.MustDo(t, e.side, "HSET", e.key, "mode", "read", javaOwner, "1")
+		redistest.MustDo(t, e.side, "PEXPIRE", e.key, "30000")
 	}
 	for _, op := range rwOps {
 		if strings.HasSuffix(op.name, "Unlock") && op.name != "ForceUnlock" {
@@ -437,7 +384,7 @@ func badInputCases() []badCase {
 					want = relock.ErrNotHeld
 				}
 				add(fmt.Sprintf("%s hash/%s %s", h.what, k.kind, op.name), func(t *testing.T, e *badEnv) {
-					mustDo(t, e.side, append([]string{"HSET", e.key}, h.fields...)...)
+					redistest.MustDo(t, e.side, append([]string{"HSET", e.key}, h.fields...)...)
 					unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), want, e.key) })
 				})
 			}
@@ -538,7 +485,7 @@ func badInputCases() []badCase {
 			}
 			defer e.c.FairLock(e.key).Unlock(held)
 			unchanged(t, e.side, e.key, func() { wantErr(t, keep(e.c.FairLock(e.key).Lock(c.ctx)), c.err, e.key) })
-			if n, err := sdo(t, e.side, "EXISTS", "redisson_lock_queue:{"+e.key+"}").AsInt64(); err != nil || n != 0 {
+			if n, err := redistest.Do(t, e.side, "EXISTS", "redisson_lock_queue:{"+e.key+"}").AsInt64(); err != nil || n != 0 {
 				t.Fatalf("queue left behind: EXISTS = %d, %v", n, err)
 			}
 		})
@@ -606,7 +553,7 @@ func badInputCases() []badCase {
 	// The server goes away under a client: every kind fails within the client's timeout.
 	addReal("redis down", func(t *testing.T, e *badEnv) {
 		s := redistest.StartServer(t)
-		rc := (&redistest.Backend{Name: "redis", Addr: s.Addr(), Server: s}).Client(t)
+		rc := s.Client(t)
 		c, err := relock.New(rc, relock.WithTimeout(300*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
@@ -634,15 +581,7 @@ func badInputCases() []badCase {
 		mu, fmu, rw := e.c.Lock(tag+":r"), e.c.FairLock(tag+":f"), e.c.RWLock(tag+":rw")
 		flush := func() {
 			t.Helper()
-			if e.b.Cluster == nil {
-				mustDo(t, e.side, "SCRIPT", "FLUSH")
-				return
-			}
-			for _, m := range e.b.Cluster.Masters() { // a cluster client sends it to one node
-				if err := m.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			e.b.DoOnMasters(t, e.side, "SCRIPT", "FLUSH")
 		}
 		for round := 0; round < 2; round++ {
 			flush()
@@ -669,7 +608,7 @@ func badInputCases() []badCase {
 				t.Fatalf("round %d: RUnlock after SCRIPT FLUSH: %v", round, err)
 			}
 		}
-		if n, err := sdo(t, e.side, "EXISTS", tag+":r", tag+":f", tag+":rw").AsInt64(); err != nil || n != 0 {
+		if n, err := redistest.Do(t, e.side, "EXISTS", tag+":r", tag+":f", tag+":rw").AsInt64(); err != nil || n != 0 {
 			t.Fatalf("locks left behind: EXISTS = %d, %v", n, err)
 		}
 	})
@@ -677,8 +616,8 @@ func badInputCases() []badCase {
 	// maxmemory reached with noeviction: the acquisition is refused with Redis's OOM, and
 	// works again once memory is available.
 	addReal("maxmemory", func(t *testing.T, e *badEnv) {
-		mustDo(t, e.side, "CONFIG", "SET", "maxmemory-policy", "noeviction")
-		mustDo(t, e.side, "CONFIG", "SET", "maxmemory", "1")
+		redistest.MustDo(t, e.side, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+		redistest.MustDo(t, e.side, "CONFIG", "SET", "maxmemory", "1")
 		defer e.b.Server.Do(t, "CONFIG", "SET", "maxmemory", "0")
 		for _, call := range []func() error{
 			func() error { return keep(e.c.Lock(e.key).Lock(timeoutCtx(ctx))) },
@@ -696,7 +635,7 @@ func badInputCases() []badCase {
 				}
 			})
 		}
-		mustDo(t, e.side, "CONFIG", "SET", "maxmemory", "0")
+		redistest.MustDo(t, e.side, "CONFIG", "SET", "maxmemory", "0")
 		held, err := e.c.Lock(e.key).Lock(ctx)
 		if err != nil {
 			t.Fatalf("Lock after maxmemory was raised: %v", err)
@@ -710,7 +649,7 @@ func badInputCases() []badCase {
 	addReal("READONLY replica", func(t *testing.T, e *badEnv) {
 		port := e.b.Addr[strings.LastIndexByte(e.b.Addr, ':')+1:]
 		replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", port)
-		rc := (&redistest.Backend{Name: "redis", Addr: replica.Addr(), Server: replica}).Client(t)
+		rc := replica.Client(t)
 		c, err := relock.New(rc)
 		if err != nil {
 			t.Fatal(err)
@@ -729,7 +668,7 @@ func badInputCases() []badCase {
 				t.Fatalf("err = %v; want Redis's READONLY", err)
 			}
 		}
-		if n, err := sdo(t, e.side, "EXISTS", e.key).AsInt64(); err != nil || n != 0 {
+		if n, err := redistest.Do(t, e.side, "EXISTS", e.key).AsInt64(); err != nil || n != 0 {
 			t.Fatalf("lock key on the primary: EXISTS = %d, %v", n, err)
 		}
 	})

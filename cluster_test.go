@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,51 +14,21 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
-
-// spreadNames returns one lock name per master of the cluster, so a test covers them all.
-func spreadNames(t *testing.T, cl *redistest.Cluster, prefix string) []string {
-	t.Helper()
-	byMaster := map[string]string{}
-	for i := 0; len(byMaster) < 3 && i < 1000; i++ {
-		name := prefix + strconv.Itoa(i)
-		m := cl.MasterOf(cl.Slot(name)).Addr()
-		if _, ok := byMaster[m]; !ok {
-			byMaster[m] = name
-		}
-	}
-	if len(byMaster) != 3 {
-		t.Fatalf("names cover %d masters; want 3", len(byMaster))
-	}
-	var names []string
-	for _, n := range byMaster {
-		names = append(names, n)
-	}
-	return names
-}
-
-func clusterClient(t *testing.T, cl *redistest.Cluster, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(cl.Client(t), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 // The lock kinds on a 3-master cluster, with names on every master: mutual exclusion,
 // re-entry, waiters woken by sharded messages, renewal, lease loss, fair order and shared
 // reads. Wake-ups travel by SPUBLISH; no classic PUBLISH is sent.
 func TestCluster(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	c1 := clusterClient(t, cl, relock.WithWatchdogTimeout(900*time.Millisecond))
-	c2 := clusterClient(t, cl, relock.WithWatchdogTimeout(900*time.Millisecond))
+	c1 := relocktest.New(t, cl, relock.WithWatchdogTimeout(900*time.Millisecond))
+	c2 := relocktest.New(t, cl, relock.WithWatchdogTimeout(900*time.Millisecond))
 	side := cl.Client(t)
 	ctx := context.Background()
 
-	for _, name := range spreadNames(t, cl, "cluster-lock-") {
+	for _, name := range cl.NamesOnEveryMaster(t, "cluster-lock-") {
 		t.Run(name, func(t *testing.T) {
 			// Mutual exclusion across two clients, with re-entry inside.
 			var counter int
@@ -110,7 +79,7 @@ func TestCluster(t *testing.T) {
 			}()
 			channel := "redisson_lock__channel:{" + name + "}"
 			owner := cl.MasterOf(cl.Slot(name))
-			waitUntil(t, "no shard subscription for the waiter", func() bool {
+			redistest.Eventually(t, 15*time.Second, "no shard subscription for the waiter", func() bool {
 				v, err := owner.Do(t, "PUBSUB", "SHARDNUMSUB", channel).ToArray()
 				if err != nil || len(v) != 2 {
 					return false
@@ -165,7 +134,7 @@ func TestCluster(t *testing.T) {
 						t.Error(err)
 					}
 				}()
-				waitUntil(t, "fair waiter not queued", func() bool {
+				redistest.Eventually(t, 15*time.Second, "fair waiter not queued", func() bool {
 					n, _ := side.Do(ctx, side.B().Llen().Key("redisson_lock_queue:"+fair).Build()).AsInt64()
 					return n == int64(i+1)
 				})
@@ -201,15 +170,6 @@ func TestCluster(t *testing.T) {
 	t.Logf("commands over the cluster: %d PUBLISH, %d SPUBLISH", publish, spublish)
 	if publish != 0 || spublish == 0 {
 		t.Errorf("%d classic PUBLISH and %d SPUBLISH; want wake-ups by sharded pub/sub only", publish, spublish)
-	}
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(15 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(what)
-		}
 	}
 }
 
@@ -312,11 +272,11 @@ func TestClusterManualFailover(t *testing.T) {
 	// lock whose unlock failed all the same frees itself within its 3s lease.
 	const lease = 3 * time.Second
 	opts := []relock.Option{relock.WithTimeout(10 * time.Second), relock.WithWatchdogTimeout(lease)}
-	clients := []*relock.Client{clusterClient(t, cl, opts...), clusterClient(t, cl, opts...)}
+	clients := []*relock.Client{relocktest.New(t, cl, opts...), relocktest.New(t, cl, opts...)}
 	// The held lock renews every 3s, so the failover falls between renewals or delays one,
 	// and either way its 9s lease leaves room for a slow promotion.
-	holder := clusterClient(t, cl, relock.WithTimeout(10*time.Second), relock.WithWatchdogTimeout(9*time.Second))
-	names := spreadNames(t, cl, "failover-")
+	holder := relocktest.New(t, cl, relock.WithTimeout(10*time.Second), relock.WithWatchdogTimeout(9*time.Second))
+	names := cl.NamesOnEveryMaster(t, "failover-")
 	master := cl.MasterOf(cl.Slot(names[0]))
 	replica := cl.ReplicaOf(master)
 	heldName := "{" + names[0] + "}:held" // on the shard that fails over
@@ -379,7 +339,7 @@ func TestClusterManualFailover(t *testing.T) {
 	if n, err := replica.Do(t, "HEXISTS", heldName, field).AsInt64(); err != nil || n != 1 {
 		t.Errorf("HEXISTS %s %s on the promoted replica = %d, %v; want 1", heldName, field, n, err)
 	}
-	waitUntil(t, "the held lock was not renewed after the failover", func() bool {
+	redistest.Eventually(t, 15*time.Second, "the held lock was not renewed after the failover", func() bool {
 		return holder.WatchdogStats().Renewed > renewed || held.Err() != nil
 	})
 	if held.Err() != nil {
@@ -409,8 +369,8 @@ func TestClusterMasterKilled(t *testing.T) {
 	// Well above the few seconds a failover takes, so the hold cannot end by its local
 	// deadline meanwhile: if it ends, the promoted replica did not have it.
 	const lease = 10 * time.Second
-	c := clusterClient(t, cl, relock.WithWatchdogTimeout(lease))
-	names := spreadNames(t, cl, "killed-")
+	c := relocktest.New(t, cl, relock.WithWatchdogTimeout(lease))
+	names := cl.NamesOnEveryMaster(t, "killed-")
 	name, other := names[0], names[1]
 	master := cl.MasterOf(cl.Slot(name))
 	replica := cl.ReplicaOf(master)
@@ -498,7 +458,7 @@ func TestSentinelFailover(t *testing.T) {
 	old.Kill(t)
 	s.WaitFailover(t, old, 30*time.Second)
 	var held context.Context
-	waitUntil(t, "no lock on the new master", func() bool {
+	redistest.Eventually(t, 15*time.Second, "no lock on the new master", func() bool {
 		lctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		held, err = c.Lock("after").Lock(lctx)
@@ -514,7 +474,7 @@ func TestSentinelFailover(t *testing.T) {
 		}
 		got <- err
 	}()
-	waitUntil(t, "waiter not parked", func() bool { return c.PubSubStats().Waiting == 1 })
+	redistest.Eventually(t, 15*time.Second, "waiter not parked", func() bool { return c.PubSubStats().Waiting == 1 })
 	if err := c.Lock("after").Unlock(held); err != nil {
 		t.Fatal(err)
 	}
@@ -539,30 +499,10 @@ func mustString(m rueidis.RedisMessage) string {
 func pubsubCounts(t *testing.T, cl *redistest.Cluster, channel string) (classic, sharded int64) {
 	t.Helper()
 	for _, n := range cl.Nodes() {
-		classic += subscribers(t, n, "NUMSUB", channel)
-		sharded += subscribers(t, n, "SHARDNUMSUB", channel)
+		classic += n.Subscribers(t, "NUMSUB", channel)
+		sharded += n.Subscribers(t, "SHARDNUMSUB", channel)
 	}
 	return classic, sharded
-}
-
-// shardSubscribers returns the SSUBSCRIBE subscribers of channel on node.
-func shardSubscribers(t *testing.T, node *redistest.Server, channel string) int64 {
-	t.Helper()
-	return subscribers(t, node, "SHARDNUMSUB", channel)
-}
-
-// subscribers runs PUBSUB <sub> channel on node and returns the count.
-func subscribers(t *testing.T, node *redistest.Server, sub, channel string) int64 {
-	t.Helper()
-	v, err := node.Do(t, "PUBSUB", sub, channel).ToArray()
-	if err != nil || len(v) != 2 {
-		t.Fatalf("PUBSUB %s %s on %s: %v", sub, channel, node.Addr(), err)
-	}
-	n, err := v[1].AsInt64()
-	if err != nil {
-		t.Fatalf("PUBSUB %s %s on %s: %v", sub, channel, node.Addr(), err)
-	}
-	return n
 }
 
 // commandCalls sums the calls of each of cmds over the nodes of the cluster.
@@ -587,9 +527,9 @@ func TestClusterShardedPubSubOption(t *testing.T) {
 	ctx := context.Background()
 	for _, sharded := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sharded=%t", sharded), func(t *testing.T) {
-			holder := clusterClient(t, cl, relock.WithShardedPubSub(sharded))
-			waiter := clusterClient(t, cl, relock.WithShardedPubSub(sharded))
-			for _, name := range spreadNames(t, cl, fmt.Sprintf("option-%t-", sharded)) {
+			holder := relocktest.New(t, cl, relock.WithShardedPubSub(sharded))
+			waiter := relocktest.New(t, cl, relock.WithShardedPubSub(sharded))
+			for _, name := range cl.NamesOnEveryMaster(t, fmt.Sprintf("option-%t-", sharded)) {
 				channel := "redisson_lock__channel:{" + name + "}"
 				before := commandCalls(t, cl, "publish", "spublish", "subscribe", "ssubscribe")
 				st := waiter.PubSubStats()
@@ -609,7 +549,7 @@ func TestClusterShardedPubSubOption(t *testing.T) {
 					acquired <- err
 				}()
 				var classic, shard int64
-				waitUntil(t, "the waiter is not subscribed", func() bool {
+				redistest.Eventually(t, 15*time.Second, "the waiter is not subscribed", func() bool {
 					classic, shard = pubsubCounts(t, cl, channel)
 					return classic+shard >= 1 && waiter.PubSubStats().Waiting == 1
 				})
@@ -675,9 +615,9 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 	ctx := context.Background()
 	opts := []relock.Option{relock.WithShardedPubSub(true), relock.WithTimeout(10 * time.Second)}
 	// The hold must survive a killed master as well, so the replica confirms it first.
-	holder := clusterClient(t, cl, append(opts, relock.WithSyncReplicas(1, 5*time.Second))...)
-	waiter := clusterClient(t, cl, opts...)
-	name := spreadNames(t, cl, "resubscribe-")[0]
+	holder := relocktest.New(t, cl, append(opts, relock.WithSyncReplicas(1, 5*time.Second))...)
+	waiter := relocktest.New(t, cl, opts...)
+	name := cl.NamesOnEveryMaster(t, "resubscribe-")[0]
 	channel := "redisson_lock__channel:{" + name + "}"
 	master := cl.MasterOf(cl.Slot(name))
 	replica := cl.ReplicaOf(master)
@@ -696,8 +636,8 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 		}
 		acquired <- err
 	}()
-	waitUntil(t, "the waiter is not subscribed on the shard's master", func() bool {
-		return shardSubscribers(t, master, channel) == 1 && waiter.PubSubStats().Waiting == 1
+	redistest.Eventually(t, 15*time.Second, "the waiter is not subscribed on the shard's master", func() bool {
+		return master.Subscribers(t, "SHARDNUMSUB", channel) == 1 && waiter.PubSubStats().Waiting == 1
 	})
 	parked := waiter.PubSubStats()
 
@@ -711,14 +651,14 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 	// one must be on the promoted master: a demoted node accepts SSUBSCRIBE too, as a
 	// replica, but gets the shard's messages only once the new master has learnt of it by
 	// gossip, so an unlock published before then would be lost.
-	waitUntil(t, "the channel was not subscribed again on the promoted master", func() bool {
+	redistest.Eventually(t, 15*time.Second, "the channel was not subscribed again on the promoted master", func() bool {
 		n := int64(0)
 		for _, node := range cl.Nodes() {
 			if node != master {
-				n += shardSubscribers(t, node, channel)
+				n += node.Subscribers(t, "SHARDNUMSUB", channel)
 			}
 		}
-		return n == 1 && shardSubscribers(t, replica, channel) == 1 && waiter.PubSubStats().Waiting == 1
+		return n == 1 && replica.Subscribers(t, "SHARDNUMSUB", channel) == 1 && waiter.PubSubStats().Waiting == 1
 	})
 	resubscribed := time.Since(start)
 	st := waiter.PubSubStats()

@@ -9,6 +9,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -81,28 +82,6 @@ var (
 	}
 )
 
-// kindClient returns a relock client on b with its own connections, closed at the end of
-// the test.
-func kindClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(b.Client(t), opts...)
-	if err != nil {
-		t.Fatalf("relock.New: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// lockPTTL returns the lock key's PTTL in milliseconds.
-func lockPTTL(t *testing.T, b *redistest.Backend, n string) int64 {
-	t.Helper()
-	ms, err := sdo(t, b.Client(t), "PTTL", n).AsInt64()
-	if err != nil {
-		t.Fatalf("PTTL %s: %v", n, err)
-	}
-	return ms
-}
-
 // A re-entry with a longer lease than the hold's extends the key's expiry to it, and a
 // re-entry that turns the watchdog on gets at least the watchdog's lease at once: the
 // owner's holds must not lapse at the first hold's shorter lease.
@@ -112,7 +91,7 @@ func lockPTTL(t *testing.T, b *redistest.Backend, n string) int64 {
 func TestReentryExtendsLease(t *testing.T) {
 	const short = 2 * time.Second
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := kindClient(t, b) // watchdog timeout: the default 30s
+		c := relocktest.New(t, b) // watchdog timeout: the default 30s
 		for _, k := range []holdKind{kindRLock, kindFair, kindWrite} {
 			t.Run(k.name, func(t *testing.T) {
 				for _, tc := range []struct {
@@ -137,7 +116,7 @@ func TestReentryExtendsLease(t *testing.T) {
 						if got, err := k.count(c, again, n); got != 2 || err != nil {
 							t.Fatalf("hold count after the re-entry = %d, %v; want 2", got, err)
 						}
-						if ms := lockPTTL(t, b, n); ms < tc.atLeast {
+						if ms := redistest.PTTL(t, b.Client(t), n); ms < tc.atLeast {
 							t.Fatalf("PTTL after re-entering a %v hold with lease %v = %dms; want at least %dms",
 								short, tc.lease, ms, tc.atLeast)
 						}
@@ -164,7 +143,7 @@ func TestReentryExtendsLease(t *testing.T) {
 // contexts carries an owner of the unlocking client, so the script never runs.
 func TestUnlockByNonHolder(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c1, c2 := kindClient(t, b), kindClient(t, b)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		ctx := context.Background()
 		// Contexts that carry an owner id of their client, none of them the holder's.
 		own := func(c *relock.Client, parent context.Context, n string) context.Context {
@@ -230,9 +209,9 @@ func TestUnlockByNonHolder(t *testing.T) {
 // (mutant M-b, in the engine's wait loop that every kind shares).
 func TestWakeupBeforeSubscription(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		holder := kindClient(t, b)
+		holder := relocktest.New(t, b)
 		proxy := redistest.StartProxy(t, b.Addr)
-		waiter := kindClient(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()})
+		waiter := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()})
 		for _, tc := range []struct{ holder, waiter holdKind }{
 			{kindRLock, kindRLock},
 			{kindFair, kindFair},
@@ -296,7 +275,7 @@ func TestWakeupBeforeSubscription(t *testing.T) {
 func TestReentryNeverShortensLease(t *testing.T) {
 	const long = time.Minute
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := kindClient(t, b) // watchdog timeout: the default 30s
+		c := relocktest.New(t, b) // watchdog timeout: the default 30s
 		for _, k := range []holdKind{kindRLock, kindFair, kindWrite} {
 			t.Run(k.name, func(t *testing.T) {
 				for _, tc := range []struct {
@@ -317,7 +296,7 @@ func TestReentryNeverShortensLease(t *testing.T) {
 							t.Fatalf("re-entry: %v", err)
 						}
 						// Far beyond 30s, and far within a minute, even on a loaded machine.
-						if ms := lockPTTL(t, b, n); ms < 45_000 {
+						if ms := redistest.PTTL(t, b.Client(t), n); ms < 45_000 {
 							t.Fatalf("PTTL after re-entering a %v hold with lease %v = %dms; want the first hold's minute (at least 45000ms)",
 								long, tc.lease, ms)
 						}

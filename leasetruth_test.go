@@ -7,11 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -37,7 +36,7 @@ func live(t *testing.T, ctx context.Context, what string) {
 // the new lease, and another client got in while both contexts were live.)
 func TestReentryWithShorterLeaseKeepsLonger(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c, other := kindClient(t, b), kindClient(t, b)
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		type kind struct {
 			name string
 			lock func(ctx context.Context, lease time.Duration) (context.Context, error)
@@ -80,7 +79,7 @@ func TestReentryWithShorterLeaseKeepsLonger(t *testing.T) {
 // still refused.)
 func TestReentryWithLaterLeaseExtendsHold(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c := kindClient(t, b)
+		c := relocktest.New(t, b)
 		mu := c.Lock("truth:later")
 		start := time.Now()
 		first, err := mu.Lock(context.Background(), rlock.WithLease(3*time.Second))
@@ -114,8 +113,8 @@ func TestReentryWithLaterLeaseExtendsHold(t *testing.T) {
 func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
-		alive := kindClient(t, b, relock.WithWatchdogTimeout(3*time.Second))
-		crashing := kindClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
+		alive := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second))
+		crashing := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		r1, err := alive.RWLock("truth:readers").RLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -128,17 +127,17 @@ func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
 		crashing.Close() // renewal stops; the read hold is left to run out
 		// The crashed reader's key had 1.5s; the live reader renews every second.
 		sleepUntil(start.Add(4 * time.Second))
-		if p, _ := sdo(t, side, "PTTL", crashed).AsInt64(); p != -2 {
+		if p, _ := redistest.Do(t, side, "PTTL", crashed).AsInt64(); p != -2 {
 			t.Fatalf("the crashed reader's timeout key has PTTL %d at 4s; want it gone (its lease was 1.5s)", p)
 		}
 		live(t, r1, "live reader")
 		if err := alive.RWLock("truth:readers").RUnlock(r1); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := sdo(t, side, "EXISTS", "truth:readers").AsInt64(); n != 0 {
-			t.Fatalf("the lock hash outlives its last live reader: %s", snapshot(t, side, "truth:readers"))
+		if n, _ := redistest.Do(t, side, "EXISTS", "truth:readers").AsInt64(); n != 0 {
+			t.Fatalf("the lock hash outlives its last live reader: %s", redistest.Snapshot(t, side, "truth:readers"))
 		}
-		w, err := kindClient(t, b).RWLock("truth:readers").TryLock(context.Background())
+		w, err := relocktest.New(t, b).RWLock("truth:readers").TryLock(context.Background())
 		if err != nil {
 			t.Fatalf("a writer after the last live reader left: %v", err)
 		}
@@ -151,8 +150,8 @@ func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
 // (A renewal once set the hash and every reader's key to the renewer's lease.)
 func TestShortReaderDoesNotShortenLongReader(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		long := kindClient(t, b, relock.WithWatchdogTimeout(30*time.Second))
-		short := kindClient(t, b, relock.WithWatchdogTimeout(time.Second))
+		long := relocktest.New(t, b, relock.WithWatchdogTimeout(30*time.Second))
+		short := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
 		r1, err := long.RWLock("truth:mixed").RLock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -164,7 +163,7 @@ func TestShortReaderDoesNotShortenLongReader(t *testing.T) {
 		sleepUntil(start.Add(800 * time.Millisecond)) // the short client renews at 333ms and 667ms
 		short.Close()
 		sleepUntil(start.Add(3 * time.Second)) // the short reader's lease ran out
-		if err := keep(kindClient(t, b).RWLock("truth:mixed").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
+		if err := keep(relocktest.New(t, b).RWLock("truth:mixed").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
 			t.Fatalf("a writer's TryLock beside the long reader: %v; want ErrLocked", err)
 		}
 		live(t, r1, "long reader")
@@ -177,7 +176,7 @@ func TestShortReaderDoesNotShortenLongReader(t *testing.T) {
 // the first lease while the hash and the owner's field lived on.)
 func TestPartialReadReleaseKeepsPromise(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c, other := kindClient(t, b), kindClient(t, b)
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		rw := c.RWLock("truth:partial")
 		start := time.Now()
 		first, err := rw.RLock(context.Background(), rlock.WithLease(2*time.Second))
@@ -210,7 +209,7 @@ func TestPartialReadReleaseKeepsPromise(t *testing.T) {
 // others), not ErrUpgrade.
 func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c, other := kindClient(t, b), kindClient(t, b)
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
 		held, err := other.RWLock("truth:dead-read").RLock(context.Background())
 		if err != nil {
@@ -226,7 +225,7 @@ func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 			t.Fatal("the 1s read hold's context did not end")
 		}
 		// The other reader keeps the hash alive, so the dead hold's field is still there.
-		fields, err := sdo(t, side, "HKEYS", "truth:dead-read").AsStrSlice()
+		fields, err := redistest.Do(t, side, "HKEYS", "truth:dead-read").AsStrSlice()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -241,8 +240,8 @@ func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 		}
 		// The context ends at the local deadline, a little before Redis lets the key go.
 		timeout := "{truth:dead-read}:" + stale + ":rwlock_timeout:1"
-		waitUntil(t, "the dead read hold's timeout key ran out", func() bool {
-			n, err := sdo(t, side, "EXISTS", timeout).AsInt64()
+		redistest.Eventually(t, 15*time.Second, "the dead read hold's timeout key ran out", func() bool {
+			n, err := redistest.Do(t, side, "EXISTS", timeout).AsInt64()
 			return err == nil && n == 0
 		})
 		// The ended hold's context names the owner; a live context is needed to lock with.
@@ -259,7 +258,7 @@ func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 // hand-over by default, and waiters with a wait bound lost their turn.)
 func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		holderC, firstC, secondC := kindClient(t, b), kindClient(t, b), kindClient(t, b)
+		holderC, firstC, secondC := relocktest.New(t, b), relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
 		holder, err := holderC.FairLock("truth:fair").Lock(context.Background())
 		if err != nil {
@@ -277,7 +276,7 @@ func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
 			}
 			close(firstGot)
 		}()
-		waitUntil(t, "first waiter queued", func() bool { return len(fairQueue(t, side, "truth:fair")) == 1 })
+		redistest.Eventually(t, 15*time.Second, "first waiter queued", func() bool { return len(redistest.FairQueue(t, side, "truth:fair")) == 1 })
 		go func() {
 			// A refresh period far longer than the lease: a stall would show.
 			if held, err := secondC.FairLock("truth:fair", fairlock.WithRefreshPeriod(time.Minute)).Lock(ctx); err == nil {
@@ -286,7 +285,7 @@ func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
 			}
 			close(secondGot)
 		}()
-		waitUntil(t, "second waiter queued", func() bool { return len(fairQueue(t, side, "truth:fair")) == 2 })
+		redistest.Eventually(t, 15*time.Second, "second waiter queued", func() bool { return len(redistest.FairQueue(t, side, "truth:fair")) == 2 })
 		if err := holderC.FairLock("truth:fair").Unlock(holder); err != nil {
 			t.Fatal(err)
 		}
@@ -306,23 +305,13 @@ func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
 	})
 }
 
-// fairQueue returns a fair lock's queue of waiting owners.
-func fairQueue(t *testing.T, rc rueidis.Client, name string) []string {
-	t.Helper()
-	q, err := sdo(t, rc, "LRANGE", "redisson_lock_queue:{"+name+"}", "0", "-1").AsStrSlice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
-}
-
 // A live fair waiter whose refresh is late (a busy process) keeps its place while the lock
 // is held: only a waiter whose turn comes while its entry has run out is skipped. (A late
 // refresh once counted as death whenever anybody looked at the queue, and the waiter was
 // queued anew at the back.)
 func TestLateFairWaiterKeepsItsPlace(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := kindClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		holder, err := c.FairLock("truth:late").Lock(context.Background())
 		if err != nil {
@@ -344,23 +333,23 @@ func TestLateFairWaiterKeepsItsPlace(t *testing.T) {
 			}()
 		}
 		queueUp("late")
-		waitUntil(t, "late waiter queued", func() bool { return len(fairQueue(t, side, "truth:late")) == 1 })
-		late := fairQueue(t, side, "truth:late")[0]
+		redistest.Eventually(t, 15*time.Second, "late waiter queued", func() bool { return len(redistest.FairQueue(t, side, "truth:late")) == 1 })
+		late := redistest.FairQueue(t, side, "truth:late")[0]
 		queueUp("next")
-		waitUntil(t, "next waiter queued", func() bool { return len(fairQueue(t, side, "truth:late")) == 2 })
+		redistest.Eventually(t, 15*time.Second, "next waiter queued", func() bool { return len(redistest.FairQueue(t, side, "truth:late")) == 2 })
 		// Make the first waiter's entry look as if its refresh were late: its deadline passed.
-		mustDo(t, side, "ZADD", "redisson_lock_timeout:{truth:late}", "1", late)
+		redistest.MustDo(t, side, "ZADD", "redisson_lock_timeout:{truth:late}", "1", late)
 		// Anybody's attempt looks at the queue; the lock is held, so nobody's turn passes.
-		if err := keep(kindClient(t, b).FairLock("truth:late").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
+		if err := keep(relocktest.New(t, b).FairLock("truth:late").TryLock(context.Background())); !errors.Is(err, relock.ErrLocked) {
 			t.Fatalf("TryLock: %v; want ErrLocked", err)
 		}
-		if q := fairQueue(t, side, "truth:late"); len(q) != 2 || q[0] != late {
+		if q := redistest.FairQueue(t, side, "truth:late"); len(q) != 2 || q[0] != late {
 			t.Fatalf("queue after a late refresh while the lock is held: %v; want %s first", q, late)
 		}
 		// The late waiter comes back (its next refresh, at most 5s away by default) before
 		// the holder lets go.
-		waitUntil(t, "late waiter refreshed", func() bool {
-			s, err := sdo(t, side, "ZSCORE", "redisson_lock_timeout:{truth:late}", late).AsFloat64()
+		redistest.Eventually(t, 15*time.Second, "late waiter refreshed", func() bool {
+			s, err := redistest.Do(t, side, "ZSCORE", "redisson_lock_timeout:{truth:late}", late).AsFloat64()
 			return err == nil && s > 1
 		})
 		if err := c.FairLock("truth:late").Unlock(holder); err != nil {
@@ -384,7 +373,7 @@ func TestLateFairWaiterKeepsItsPlace(t *testing.T) {
 // failed: the caller got ErrWrongType and the lock stayed held for a full lease.)
 func TestFailedFencedAcquireLeavesNothing(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := kindClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		kinds := map[string]func(ctx context.Context) error{
 			"rlock": func(ctx context.Context) error { return keep(c.Lock("truth:fence-r", rlock.WithFencing()).Lock(ctx)) },
@@ -400,16 +389,16 @@ func TestFailedFencedAcquireLeavesNothing(t *testing.T) {
 			t.Run(kind, func(t *testing.T) {
 				name := names[kind]
 				token := "redisson_lock_token:{" + name + "}"
-				mustDo(t, side, "RPUSH", token, "not a counter")
+				redistest.MustDo(t, side, "RPUSH", token, "not a counter")
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
 				if err := lock(ctx); !errors.Is(err, relock.ErrWrongType) {
 					t.Fatalf("fenced Lock with a list as the counter: %v; want ErrWrongType", err)
 				}
-				if n, _ := sdo(t, side, "EXISTS", name).AsInt64(); n != 0 {
-					t.Fatalf("the failed acquisition left the lock behind: %s", snapshot(t, side, name))
+				if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+					t.Fatalf("the failed acquisition left the lock behind: %s", redistest.Snapshot(t, side, name))
 				}
-				if got, _ := sdo(t, side, "LRANGE", token, "0", "-1").AsStrSlice(); len(got) != 1 || got[0] != "not a counter" {
+				if got, _ := redistest.Do(t, side, "LRANGE", token, "0", "-1").AsStrSlice(); len(got) != 1 || got[0] != "not a counter" {
 					t.Fatalf("the foreign counter key changed: %v", got)
 				}
 			})
@@ -424,8 +413,8 @@ func TestFailedFencedAcquireLeavesNothing(t *testing.T) {
 // holder.)
 func TestRestartEndsHoldsAtReconnect(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		holderC := kindClient(t, b) // default 30s lease: renewals every 10s
-		waiterC := kindClient(t, b)
+		holderC := relocktest.New(t, b) // default 30s lease: renewals every 10s
+		waiterC := relocktest.New(t, b)
 		held, err := holderC.Lock("truth:restart").Lock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -442,7 +431,7 @@ func TestRestartEndsHoldsAtReconnect(t *testing.T) {
 			got <- time.Now()
 			_ = waiterC.Lock("truth:restart").Unlock(h)
 		}()
-		waitUntil(t, "waiter parked", func() bool { return waiterC.PubSubStats().Waiting > 0 })
+		redistest.Eventually(t, 15*time.Second, "waiter parked", func() bool { return waiterC.PubSubStats().Waiting > 0 })
 		// The restart comes well before the holder's first renewal (10s).
 		b.Server.Restart(t)
 		var acquired time.Time
@@ -473,7 +462,7 @@ func TestRestartEndsHoldsAtReconnect(t *testing.T) {
 // was once born ended, with ErrLeaseLost, while Redis held the new hold for its lease.)
 func TestNewHoldThroughLostHoldsContext(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c, other := kindClient(t, b), kindClient(t, b)
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		mu := c.Lock("truth:relocked")
 		old, err := mu.Lock(context.Background())
 		if err != nil {
@@ -502,7 +491,7 @@ func TestNewHoldThroughLostHoldsContext(t *testing.T) {
 // derived from the write hold's re-entry context and ended with it, while Redis kept it.)
 func TestDowngradeThroughReentryContext(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c := kindClient(t, b)
+		c := relocktest.New(t, b)
 		rw := c.RWLock("truth:downgrade")
 		// A context that carries the owner without deriving from the write hold: that of
 		// another lock the owner holds.
@@ -546,8 +535,8 @@ func TestDowngradeThroughReentryContext(t *testing.T) {
 // knowing.)
 func TestWriteHoldLivesWithItsReadHold(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c := kindClient(t, b, relock.WithWatchdogTimeout(3*time.Second))
-		other := kindClient(t, b)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second))
+		other := relocktest.New(t, b)
 		side := b.Client(t)
 		rw := c.RWLock("truth:coupled")
 		start := time.Now()
@@ -561,7 +550,7 @@ func TestWriteHoldLivesWithItsReadHold(t *testing.T) {
 		}
 		sleepUntil(start.Add(2500 * time.Millisecond)) // 1.5s past the write lease
 		field := ""
-		fields, _ := sdo(t, side, "HKEYS", "truth:coupled").AsStrSlice()
+		fields, _ := redistest.Do(t, side, "HKEYS", "truth:coupled").AsStrSlice()
 		for _, f := range fields {
 			if strings.HasSuffix(f, ":write") {
 				field = f
@@ -584,8 +573,8 @@ func TestWriteHoldLivesWithItsReadHold(t *testing.T) {
 		case <-time.After(15 * time.Second):
 			t.Fatal("the write hold's context did not end after its read hold left")
 		}
-		waitUntil(t, "Redis let the write hold go when its context ended", func() bool {
-			n, err := sdo(t, side, "EXISTS", "truth:coupled").AsInt64()
+		redistest.Eventually(t, 15*time.Second, "Redis let the write hold go when its context ended", func() bool {
+			n, err := redistest.Do(t, side, "EXISTS", "truth:coupled").AsInt64()
 			return err == nil && n == 0
 		})
 	})
@@ -596,7 +585,7 @@ func TestWriteHoldLivesWithItsReadHold(t *testing.T) {
 // the lock for a full lease. (Lock once took a free lock with such a context.)
 func TestLockWithEndedContextTakesNothing(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c := kindClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		ended, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -605,8 +594,8 @@ func TestLockWithEndedContextTakesNothing(t *testing.T) {
 			if _, err := k.lock(c, ended, name, 0); !errors.Is(err, context.Canceled) {
 				t.Fatalf("%s: Lock with an ended context: %v; want context.Canceled", k.name, err)
 			}
-			if n, _ := sdo(t, side, "EXISTS", name).AsInt64(); n != 0 {
-				t.Fatalf("%s: Lock with an ended context left the lock held: %s", k.name, snapshot(t, side, name))
+			if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+				t.Fatalf("%s: Lock with an ended context left the lock held: %s", k.name, redistest.Snapshot(t, side, name))
 			}
 		}
 	})

@@ -18,6 +18,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -46,41 +47,6 @@ func worker(addr, name string) int {
 	_, err = c.FairLock(name, fairlock.WithRefreshPeriod(200*time.Millisecond)).Lock(context.Background())
 	fmt.Fprintln(os.Stderr, "worker acquired, which it should not have before being killed:", err)
 	return 3
-}
-
-func newClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(b.Client(t), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func do(t *testing.T, rc rueidis.Client, args ...string) rueidis.RedisResult {
-	t.Helper()
-	return rc.Do(context.Background(), rc.B().Arbitrary(args...).Build())
-}
-
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
-func queue(t *testing.T, rc rueidis.Client, name string) []string {
-	t.Helper()
-	q, err := do(t, rc, "LRANGE", "redisson_lock_queue:{"+name+"}", "0", "-1").AsStrSlice()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return q
 }
 
 // wakeCounter counts the wake-up messages published on a lock's waiter channels.
@@ -123,7 +89,7 @@ func wakeCounter(t *testing.T, b *redistest.Backend, name string) func() int64 {
 func TestFIFO(t *testing.T) {
 	const waiters, rounds = 32, 32
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		clients := []*relock.Client{newClient(t, b), newClient(t, b)}
+		clients := []*relock.Client{relocktest.New(t, b), relocktest.New(t, b)}
 		side := b.Client(t)
 		wakes := wakeCounter(t, b, "fifo")
 		violations, acquisitions := 0, 0
@@ -155,7 +121,7 @@ func TestFIFO(t *testing.T) {
 						t.Error(err)
 					}
 				}()
-				eventually(t, 10*time.Second, "waiter not queued", func() bool { return len(queue(t, side, "fifo")) == pos+1 })
+				redistest.Eventually(t, 10*time.Second, "waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "fifo")) == pos+1 })
 			}
 			before := wakes()
 			if err := clients[0].FairLock("fifo").Unlock(holder); err != nil {
@@ -171,7 +137,7 @@ func TestFIFO(t *testing.T) {
 			acquisitions += len(order)
 			mu.Unlock()
 			// The holder's unlock and every waiter's but the last had someone to wake.
-			eventually(t, 5*time.Second, "wake-up messages missing", func() bool { return wakes()-before >= waiters })
+			redistest.Eventually(t, 5*time.Second, "wake-up messages missing", func() bool { return wakes()-before >= waiters })
 			time.Sleep(20 * time.Millisecond)
 			got := wakes() - before
 			// On a cluster the count is of SPUBLISH calls, which include the notice to the
@@ -191,7 +157,7 @@ func TestFIFO(t *testing.T) {
 // keep their order and get the lock.
 func TestCancelledWaiterLeaves(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		holder, err := c.FairLock("leaving").Lock(context.Background())
 		if err != nil {
@@ -213,18 +179,18 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 				done <- err
 			}()
 			ws = append(ws, waiter{cancel, done})
-			eventually(t, 5*time.Second, "waiter not queued", func() bool { return len(queue(t, side, "leaving")) == i+1 })
+			redistest.Eventually(t, 5*time.Second, "waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "leaving")) == i+1 })
 		}
-		q := queue(t, side, "leaving")
+		q := redistest.FairQueue(t, side, "leaving")
 		ws[1].cancel()
 		if err := redistest.Recv(t, ws[1].done, 10*time.Second, "the cancelled waiter's return"); !errors.Is(err, context.Canceled) {
 			t.Fatalf("cancelled waiter: %v", err)
 		}
-		after := queue(t, side, "leaving")
+		after := redistest.FairQueue(t, side, "leaving")
 		if len(after) != 2 || after[0] != q[0] || after[1] != q[2] {
 			t.Fatalf("queue after the cancel = %v; want %v without its middle", after, q)
 		}
-		if n, _ := do(t, side, "ZSCORE", "redisson_lock_timeout:{leaving}", q[1]).ToString(); n != "" {
+		if n, _ := redistest.Do(t, side, "ZSCORE", "redisson_lock_timeout:{leaving}", q[1]).ToString(); n != "" {
 			t.Errorf("the cancelled waiter's deadline is still in the zset: %s", n)
 		}
 		if err := c.FairLock("leaving").Unlock(holder); err != nil {
@@ -244,7 +210,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 func TestLiveWaiterNeverEvicted(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const refresh = time.Second // the patient waiter's: its entry lives 2s
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		mu := c.FairLock("patient", fairlock.WithRefreshPeriod(refresh))
 		holder, err := mu.Lock(context.Background())
@@ -267,15 +233,15 @@ func TestLiveWaiterNeverEvicted(t *testing.T) {
 			}()
 		}
 		queueUp("patient", mu)
-		eventually(t, 5*time.Second, "patient waiter not queued", func() bool { return len(queue(t, side, "patient")) == 1 })
-		patient := queue(t, side, "patient")[0]
+		redistest.Eventually(t, 5*time.Second, "patient waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "patient")) == 1 })
+		patient := redistest.FairQueue(t, side, "patient")[0]
 		// A second waiter, with the default 5s refresh, behind it. Were the patient one
 		// evicted, its next refresh would queue it anew, behind this one.
 		queueUp("late", c.FairLock("patient"))
-		eventually(t, 5*time.Second, "late waiter not queued", func() bool { return len(queue(t, side, "patient")) == 2 })
-		late := queue(t, side, "patient")[1]
+		redistest.Eventually(t, 5*time.Second, "late waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "patient")) == 2 })
+		late := redistest.FairQueue(t, side, "patient")[1]
 		time.Sleep(3 * 2 * refresh)
-		if q := queue(t, side, "patient"); len(q) != 2 || q[0] != patient || q[1] != late {
+		if q := redistest.FairQueue(t, side, "patient"); len(q) != 2 || q[0] != patient || q[1] != late {
 			t.Fatalf("after three eviction periods the queue is %v; want [%s %s]", q, patient, late)
 		}
 		if err := mu.Unlock(holder); err != nil {
@@ -292,7 +258,7 @@ func TestLiveWaiterNeverEvicted(t *testing.T) {
 func TestKilledWaiterSkipped(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const refresh = 200 * time.Millisecond // the worker's
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		holder, err := c.FairLock("killed").Lock(context.Background())
 		if err != nil {
@@ -309,7 +275,7 @@ func TestKilledWaiterSkipped(t *testing.T) {
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, 10*time.Second, "worker process not queued", func() bool { return len(queue(t, side, "killed")) == 1 })
+		redistest.Eventually(t, 10*time.Second, "worker process not queued", func() bool { return len(redistest.FairQueue(t, side, "killed")) == 1 })
 		// The waiter behind keeps the default refresh period of 5s: it must not need its
 		// own refresh to notice that the dead waiter's turn has passed.
 		behind := make(chan error, 1)
@@ -319,7 +285,7 @@ func TestKilledWaiterSkipped(t *testing.T) {
 			_, err := c.FairLock("killed").Lock(ctx)
 			behind <- err
 		}()
-		eventually(t, 5*time.Second, "second waiter not queued", func() bool { return len(queue(t, side, "killed")) == 2 })
+		redistest.Eventually(t, 5*time.Second, "second waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "killed")) == 2 })
 		if err := cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -347,7 +313,7 @@ func TestKilledWaiterSkipped(t *testing.T) {
 // Redis restarted without persistence while waiters are queued: nobody hangs; all acquire.
 func TestRestartWithWaiters(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		if _, err := c.FairLock("restart").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -372,7 +338,7 @@ func TestRestartWithWaiters(t *testing.T) {
 				}
 			}()
 		}
-		eventually(t, 5*time.Second, "waiters not queued", func() bool { return len(queue(t, side, "restart")) == 5 })
+		redistest.Eventually(t, 5*time.Second, "waiters not queued", func() bool { return len(redistest.FairQueue(t, side, "restart")) == 5 })
 		b.Server.Restart(t)
 		wg.Wait()
 		if n := acquired.Load(); n != 5 {
@@ -387,7 +353,7 @@ func TestNoKeysLeft(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		// A call timeout of 500ms keeps the unlock latches at their 1s floor, so the test
 		// can wait for them to expire, while leaving a loaded machine time to answer.
-		c := newClient(t, b, relock.WithTimeout(500*time.Millisecond))
+		c := relocktest.New(t, b, relock.WithTimeout(500*time.Millisecond))
 		side := b.Client(t)
 		var wg sync.WaitGroup
 		for i := 0; i < 8; i++ {
@@ -422,23 +388,8 @@ func TestNoKeysLeft(t *testing.T) {
 		}
 		wg.Wait()
 		scan := func() []string {
-			var ks []string
-			if b.Cluster == nil {
-				var err error
-				if ks, err = do(t, side, "KEYS", "*tidy*").AsStrSlice(); err != nil {
-					t.Fatal(err)
-				}
-			} else { // a cluster client sends KEYS to one node: ask every master
-				for _, m := range b.Cluster.Masters() {
-					mk, err := m.Do(t, "KEYS", "*tidy*").AsStrSlice()
-					if err != nil {
-						t.Fatal(err)
-					}
-					ks = append(ks, mk...)
-				}
-			}
 			var left []string
-			for _, k := range ks {
+			for _, k := range b.Keys(t, side, "*tidy*") {
 				if k != "redisson_lock_token:{tidy}" { // the fencing counter never expires, by design
 					left = append(left, k)
 				}
@@ -450,13 +401,13 @@ func TestNoKeysLeft(t *testing.T) {
 				t.Errorf("key %q left after everything was released", k)
 			}
 		}
-		eventually(t, 5*time.Second, "unlock latches did not expire", func() bool { return len(scan()) == 0 })
+		redistest.Eventually(t, 5*time.Second, "unlock latches did not expire", func() bool { return len(scan()) == 0 })
 	})
 }
 
 func TestBadInput(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
 		if _, err := c.FairLock("").Lock(ctx); !errors.Is(err, relock.ErrInvalidName) {
@@ -471,7 +422,7 @@ func TestBadInput(t *testing.T) {
 		if _, err := c.FairLock("x", fairlock.WithRefreshPeriod(time.Millisecond)).Lock(ctx); !errors.Is(err, relock.ErrInvalidOption) {
 			t.Errorf("1ms refresh period: %v", err)
 		}
-		if err := do(t, side, "SET", "foreign", "precious").Error(); err != nil {
+		if err := redistest.Do(t, side, "SET", "foreign", "precious").Error(); err != nil {
 			t.Fatal(err)
 		}
 		mu := c.FairLock("foreign")
@@ -481,7 +432,7 @@ func TestBadInput(t *testing.T) {
 		if _, err := mu.ForceUnlock(ctx); !errors.Is(err, relock.ErrWrongType) {
 			t.Errorf("ForceUnlock on a string: %v", err)
 		}
-		if v, _ := do(t, side, "GET", "foreign").ToString(); v != "precious" {
+		if v, _ := redistest.Do(t, side, "GET", "foreign").ToString(); v != "precious" {
 			t.Errorf("the string became %q", v)
 		}
 		if err := mu.Unlock(ctx); !errors.Is(err, relock.ErrNotHeld) {
@@ -497,7 +448,7 @@ func TestBadInput(t *testing.T) {
 // The fair lock holds like an rlock: re-entry, the watchdog, lease loss and fencing.
 func TestHoldsLikeRLock(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		side := b.Client(t)
 		mu := c.FairLock("held", rlock.WithFencing())
 		held, err := mu.Lock(context.Background())
@@ -518,7 +469,7 @@ func TestHoldsLikeRLock(t *testing.T) {
 		if held.Err() != nil {
 			t.Fatalf("hold lost while renewed: %v", context.Cause(held))
 		}
-		do(t, side, "DEL", "held")
+		redistest.Do(t, side, "DEL", "held")
 		select {
 		case <-held.Done():
 		case <-time.After(5 * time.Second):
@@ -535,7 +486,7 @@ func TestHoldsLikeRLock(t *testing.T) {
 func TestWaiterRefreshCost(t *testing.T) {
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const refresh = 300 * time.Millisecond
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		stats := b.Commands(t)
 		if _, err := c.FairLock("costly").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -547,7 +498,7 @@ func TestWaiterRefreshCost(t *testing.T) {
 			_, err := c.FairLock("costly", fairlock.WithRefreshPeriod(refresh)).Lock(relock.NewOwner(ctx))
 			done <- err
 		}()
-		eventually(t, 5*time.Second, "waiter not parked", func() bool { return c.PubSubStats().Waiting == 1 })
+		redistest.Eventually(t, 5*time.Second, "waiter not parked", func() bool { return c.PubSubStats().Waiting == 1 })
 		before, start := stats.Calls(t), time.Now()
 		time.Sleep(10 * refresh)
 		after, elapsed := stats.Calls(t), time.Since(start)
@@ -573,8 +524,8 @@ func TestWaiterRefreshCost(t *testing.T) {
 // not by its time bound; the hold that was removed learns it lost its lease.
 func TestForceUnlockWakesNext(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		holderClient := newClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
-		waiterClient := newClient(t, b)
+		holderClient := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
+		waiterClient := relocktest.New(t, b)
 		side := b.Client(t)
 		held, err := holderClient.FairLock("forced").Lock(context.Background())
 		if err != nil {
@@ -591,10 +542,10 @@ func TestForceUnlockWakesNext(t *testing.T) {
 			}
 			done <- err
 		}()
-		eventually(t, 5*time.Second, "waiter not parked", func() bool {
-			return waiterClient.PubSubStats().Waiting == 1 && len(queue(t, side, "forced")) == 1
+		redistest.Eventually(t, 5*time.Second, "waiter not parked", func() bool {
+			return waiterClient.PubSubStats().Waiting == 1 && len(redistest.FairQueue(t, side, "forced")) == 1
 		})
-		if ok, err := newClient(t, b).FairLock("forced").ForceUnlock(context.Background()); !ok || err != nil {
+		if ok, err := relocktest.New(t, b).FairLock("forced").ForceUnlock(context.Background()); !ok || err != nil {
 			t.Fatalf("ForceUnlock = %v, %v; want true", ok, err)
 		}
 		if err := redistest.Recv(t, done, 30*time.Second, "the waiter after ForceUnlock"); err != nil {
@@ -619,7 +570,7 @@ func TestForceUnlockWakesNext(t *testing.T) {
 // queues behind the waiter that was there first.
 func TestNoQueueJumping(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		if _, err := c.FairLock("orderly").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -652,8 +603,8 @@ func TestNoQueueJumping(t *testing.T) {
 			return done
 		}
 		first := run("first", 300*time.Millisecond, release)
-		eventually(t, 5*time.Second, "first waiter not queued", func() bool { return len(queue(t, side, "orderly")) == 1 })
-		do(t, side, "DEL", "orderly") // free, and nobody told
+		redistest.Eventually(t, 5*time.Second, "first waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "orderly")) == 1 })
+		redistest.Do(t, side, "DEL", "orderly") // free, and nobody told
 
 		if _, err := c.FairLock("orderly").TryLock(context.Background()); !errors.Is(err, relock.ErrLocked) {
 			t.Fatalf("TryLock on a free lock with a waiter queued: %v; want ErrLocked", err)
@@ -661,11 +612,11 @@ func TestNoQueueJumping(t *testing.T) {
 		done := make(chan struct{})
 		close(done)
 		second := run("second", time.Second, done)
-		eventually(t, 5*time.Second, "second waiter not queued", func() bool {
+		redistest.Eventually(t, 5*time.Second, "second waiter not queued", func() bool {
 			mu.Lock()
 			acquired := len(order)
 			mu.Unlock()
-			return len(queue(t, side, "orderly"))+acquired == 2
+			return len(redistest.FairQueue(t, side, "orderly"))+acquired == 2
 		})
 		close(release)
 		for _, d := range []chan error{first, second} {

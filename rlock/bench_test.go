@@ -19,8 +19,7 @@ import (
 // benchClient returns a relock client on a fresh real redis-server.
 func benchClient(b *testing.B, srv *redistest.Server) (*relock.Client, rueidis.Client) {
 	b.Helper()
-	be := &redistest.Backend{Name: "redis", Addr: srv.Addr(), Server: srv}
-	rc := be.Client(b)
+	rc := srv.Client(b)
 	c, err := relock.New(rc)
 	if err != nil {
 		b.Fatal(err)
@@ -143,8 +142,7 @@ func percentile(ds []time.Duration, p int) time.Duration {
 // client CPU time of a round.
 func BenchmarkWatchdog10k(b *testing.B) {
 	srv := redistest.StartServer(b)
-	be := &redistest.Backend{Name: "redis", Addr: srv.Addr(), Server: srv}
-	c, err := relock.New(be.Client(b), relock.WithWatchdogTimeout(300*time.Millisecond))
+	c, err := relock.New(srv.Client(b), relock.WithWatchdogTimeout(300*time.Millisecond))
 	if err != nil {
 		b.Fatal(err)
 	}

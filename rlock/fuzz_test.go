@@ -10,6 +10,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
 
 // Operations of FuzzLockSequence: each input byte is one, on owner (b/6)%3 and lock
@@ -37,11 +38,7 @@ func FuzzLockSequence(f *testing.F) {
 	f.Add([]byte{0, 0, 2, 2})
 	f.Add([]byte{0, 6, 1, 7, 8, 2, 6})
 	b := redistest.Mini(f)
-	c, err := relock.New(b.Client(f))
-	if err != nil {
-		f.Fatal(err)
-	}
-	f.Cleanup(func() { c.Close() })
+	c := relocktest.New(f, b)
 	var inputs atomic.Int64
 
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/watchdog"
 )
@@ -29,19 +30,10 @@ func waitDone(t *testing.T, ctx context.Context, d time.Duration, what string) t
 	}
 }
 
-func pttl(t *testing.T, rc rueidis.Client, key string) int64 {
-	t.Helper()
-	v, err := do(t, rc, "PTTL", key).AsInt64()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
-}
-
 // A hold with a 1s watchdog timeout kept for 5s never lapses, and Unlock releases it.
 func TestWatchdogKeepsHold(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(time.Second))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
 		side := b.Client(t)
 		mu := c.Lock("kept")
 		held, err := mu.Lock(context.Background())
@@ -50,7 +42,7 @@ func TestWatchdogKeepsHold(t *testing.T) {
 		}
 		lowest := int64(1 << 62)
 		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			p := pttl(t, side, "kept")
+			p := redistest.PTTL(t, side, "kept")
 			if p <= 0 {
 				t.Fatalf("the hold lapsed: PTTL %d", p)
 			}
@@ -63,7 +55,7 @@ func TestWatchdogKeepsHold(t *testing.T) {
 		if err := mu.Unlock(held); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := do(t, side, "EXISTS", "kept").AsInt64(); n != 0 {
+		if n, _ := redistest.Do(t, side, "EXISTS", "kept").AsInt64(); n != 0 {
 			t.Error("the lock still exists after Unlock")
 		}
 		if !errors.Is(context.Cause(held), context.Canceled) {
@@ -76,7 +68,7 @@ func TestWatchdogKeepsHold(t *testing.T) {
 // round trip (no NOSCRIPT fallback), as INFO commandstats on the server confirms.
 func TestRenewalBatching(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		side, stats := b.Client(t), b.Commands(t)
 		held := context.Background()
 		names := make([]string, 1000)
@@ -94,7 +86,7 @@ func TestRenewalBatching(t *testing.T) {
 		afterRound := func() watchdog.Stats {
 			ticks := c.WatchdogStats().Ticks
 			var st watchdog.Stats
-			eventually(t, 5*time.Second, "no renewal round", func() bool {
+			redistest.Eventually(t, 5*time.Second, "no renewal round", func() bool {
 				st = c.WatchdogStats()
 				return st.Ticks > ticks
 			})
@@ -123,7 +115,7 @@ func TestRenewalBatching(t *testing.T) {
 			t.Errorf("%d renewals for %d ticks of 1000 holds", got, ticks)
 		}
 		for _, name := range []string{names[0], names[999]} {
-			if p := pttl(t, side, name); p <= 0 {
+			if p := redistest.PTTL(t, side, name); p <= 0 {
 				t.Errorf("%s: PTTL %d", name, p)
 			}
 		}
@@ -136,29 +128,20 @@ func TestLeaseLostWhenKeyGone(t *testing.T) {
 	const timeout = 900 * time.Millisecond // period 300ms
 	ways := map[string]func(t *testing.T, b *redistest.Backend, side rueidis.Client){
 		"DEL": func(t *testing.T, _ *redistest.Backend, side rueidis.Client) {
-			do(t, side, "DEL", "vanishing")
+			redistest.Do(t, side, "DEL", "vanishing")
 		},
 		"FLUSHALL": func(t *testing.T, b *redistest.Backend, side rueidis.Client) {
-			if b.Cluster == nil {
-				do(t, side, "FLUSHALL")
-				return
-			}
-			// A cluster client sends FLUSHALL to one node: flush them all.
-			for _, m := range b.Cluster.Masters() {
-				if err := m.Do(t, "FLUSHALL").Error(); err != nil {
-					t.Fatal(err)
-				}
-			}
+			b.DoOnMasters(t, side, "FLUSHALL")
 		},
 		"ForceUnlock by another client": func(t *testing.T, b *redistest.Backend, _ rueidis.Client) {
-			if ok, err := newClient(t, b).Lock("vanishing").ForceUnlock(context.Background()); !ok || err != nil {
+			if ok, err := relocktest.New(t, b).Lock("vanishing").ForceUnlock(context.Background()); !ok || err != nil {
 				t.Fatalf("ForceUnlock = %v, %v", ok, err)
 			}
 		},
 	}
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		for way, remove := range ways {
-			c := newClient(t, b, relock.WithWatchdogTimeout(timeout))
+			c := relocktest.New(t, b, relock.WithWatchdogTimeout(timeout))
 			side := b.Client(t)
 			mu := c.Lock("vanishing")
 			held, err := mu.Lock(context.Background())
@@ -168,7 +151,7 @@ func TestLeaseLostWhenKeyGone(t *testing.T) {
 			// Remove the key just after a renewal round (which also loads the renewal
 			// script, so no NOSCRIPT round trip follows).
 			ticks := c.WatchdogStats().Ticks
-			eventually(t, 5*time.Second, "no renewal round", func() bool { return c.WatchdogStats().Ticks > ticks })
+			redistest.Eventually(t, 5*time.Second, "no renewal round", func() bool { return c.WatchdogStats().Ticks > ticks })
 			remove(t, b, side)
 			// Rounds are counted as they are sent: the first one sent from here on must
 			// be the one that finds the loss. Counting rounds rather than time keeps the
@@ -201,7 +184,7 @@ func TestLeaseLostWhenKeyGone(t *testing.T) {
 // Redis never answered.
 func TestLeaseLostWhenRedisPaused(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(time.Second))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
 		mu := c.Lock("paused")
 		asked := time.Now() // the local deadline runs from when the acquiring request was sent
 		held, err := mu.Lock(context.Background())
@@ -222,8 +205,8 @@ func TestLeaseLostWhenRedisPaused(t *testing.T) {
 		// The local deadline errs early (it runs from when the request was sent); once the
 		// lease has run out in Redis too, the hold is gone there as well.
 		side := b.Client(t)
-		eventually(t, 5*time.Second, "the key outlived its lease", func() bool {
-			n, err := do(t, side, "EXISTS", "paused").AsInt64()
+		redistest.Eventually(t, 5*time.Second, "the key outlived its lease", func() bool {
+			n, err := redistest.Do(t, side, "EXISTS", "paused").AsInt64()
 			return err == nil && n == 0
 		})
 		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
@@ -236,7 +219,7 @@ func TestLeaseLostWhenRedisPaused(t *testing.T) {
 // the restart is renewed normally (the scripts are sent again after NOSCRIPT).
 func TestLeaseLostOnRestart(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(time.Second))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
 		held, err := c.Lock("restarted").Lock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -258,14 +241,14 @@ func TestLeaseLostOnRestart(t *testing.T) {
 		side := b.Client(t) // made after the restart: its connection is fresh
 		renewed := c.WatchdogStats().Renewed
 		for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			if p := pttl(t, side, "after-restart"); p <= 0 {
+			if p := redistest.PTTL(t, side, "after-restart"); p <= 0 {
 				t.Fatalf("the lock taken after the restart lapsed: PTTL %d", p)
 			}
 		}
 		if again.Err() != nil {
 			t.Fatalf("the new hold's context ended: %v", context.Cause(again))
 		}
-		if n, _ := do(t, side, "HGET", "after-restart", mustOwner(t, side, "after-restart")).AsInt64(); n != 1 {
+		if n, _ := redistest.Do(t, side, "HGET", "after-restart", mustOwner(t, side, "after-restart")).AsInt64(); n != 1 {
 			t.Errorf("hold count after the retried acquisition = %d; want 1 (counted once)", n)
 		}
 		if got := c.WatchdogStats().Renewed - renewed; got < 5 {
@@ -278,7 +261,7 @@ func TestLeaseLostOnRestart(t *testing.T) {
 // its context ends with ErrLeaseLost.
 func TestFixedLeaseNotRenewed(t *testing.T) {
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
 		side, stats := b.Client(t), b.Commands(t)
 		// Load the acquire script first, so that the count below is not blurred by the
 		// one NOSCRIPT a fresh server answers. (The hash tag puts the warm-up on the
@@ -292,7 +275,7 @@ func TestFixedLeaseNotRenewed(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The key carries the 2s lease itself, not the watchdog's 600ms.
-		if p := pttl(t, side, "fixed"); p <= 1000 || p > 2000 {
+		if p := redistest.PTTL(t, side, "fixed"); p <= 1000 || p > 2000 {
 			t.Errorf("PTTL %dms just after a WithLease(2s) acquisition", p)
 		}
 		took := waitDone(t, held, 5*time.Second, "fixed lease")
@@ -302,8 +285,8 @@ func TestFixedLeaseNotRenewed(t *testing.T) {
 		if took < 1500*time.Millisecond {
 			t.Errorf("the fixed lease's context ended after %v, well before its 2s", took)
 		}
-		eventually(t, 3*time.Second, "the key did not expire", func() bool {
-			n, _ := do(t, side, "EXISTS", "fixed").AsInt64()
+		redistest.Eventually(t, 3*time.Second, "the key did not expire", func() bool {
+			n, _ := redistest.Do(t, side, "EXISTS", "fixed").AsInt64()
 			return n == 0
 		})
 		after := stats.Calls(t)
@@ -323,7 +306,7 @@ func TestNoRenewalAfterUnlock(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		// Period 200ms: the unlocks below land at 12 points spread over a period. (A
 		// shorter lease would lapse whenever a loaded machine stalls the renewal.)
-		c := newClient(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
 		mu := c.Lock("released")
 		for i := 0; i < 12; i++ {
 			held, err := mu.Lock(context.Background())
@@ -350,7 +333,7 @@ func TestNoRenewalAfterUnlock(t *testing.T) {
 // re-entry keeps its token.
 func TestFencingTokensIncrease(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c1, c2 := newClient(t, b), newClient(t, b)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		var (
 			mu     sync.Mutex // orders the appends; the lock already does, this is for -race
 			tokens []int64
@@ -416,7 +399,7 @@ redis.call('set', KEYS[1], ARGV[1]); redis.call('set', KEYS[2], ARGV[2]); return
 // its script runs on a cluster too.)
 func TestFencingRejectsStaleHolder(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c1, c2 := newClient(t, b), newClient(t, b)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
 		write := rueidis.NewLuaScript(fencedWrite)
 		put := func(token int64, value string) int64 {
@@ -453,7 +436,7 @@ func TestFencingRejectsStaleHolder(t *testing.T) {
 		if put(staleToken, "stale holder") != 0 {
 			t.Error("the stale holder's write was accepted")
 		}
-		if v, _ := do(t, side, "GET", "{resource}:value").ToString(); v != "new holder" {
+		if v, _ := redistest.Do(t, side, "GET", "{resource}:value").ToString(); v != "new holder" {
 			t.Errorf("resource = %q; want the current holder's write", v)
 		}
 		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
@@ -468,7 +451,7 @@ func TestFencingRejectsStaleHolder(t *testing.T) {
 func TestFailedUnlockStopsRenewal(t *testing.T) {
 	t.Run("miniredis", func(t *testing.T) {
 		b := redistest.Mini(t)
-		c := newClient(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond), relock.WithTimeout(300*time.Millisecond))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond), relock.WithTimeout(300*time.Millisecond))
 		side := b.Client(t)
 		mu := c.Lock("orphan")
 		held, err := mu.Lock(context.Background())
@@ -489,11 +472,11 @@ func TestFailedUnlockStopsRenewal(t *testing.T) {
 			t.Errorf("cause %v; want ErrLeaseLost", cause)
 		}
 		// The key still has the owner: it must go by itself, within one lease.
-		if p := pttl(t, side, "orphan"); p <= 0 || p > 1500 {
+		if p := redistest.PTTL(t, side, "orphan"); p <= 0 || p > 1500 {
 			t.Fatalf("PTTL after the failed unlock = %d; want the lease running out", p)
 		}
-		eventually(t, 5*time.Second, "the orphaned key was kept alive", func() bool {
-			n, _ := do(t, side, "EXISTS", "orphan").AsInt64()
+		redistest.Eventually(t, 5*time.Second, "the orphaned key was kept alive", func() bool {
+			n, _ := redistest.Do(t, side, "EXISTS", "orphan").AsInt64()
 			return n == 0
 		})
 	})
@@ -503,7 +486,7 @@ func TestFailedUnlockStopsRenewal(t *testing.T) {
 // frees the lock, and Close ends the holds still known with ErrClosed.
 func TestHoldContext(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		mu := c.Lock("scoped")
 		parent, cancelParent := context.WithCancel(context.Background())
 		defer cancelParent()
@@ -560,7 +543,7 @@ func TestHoldContext(t *testing.T) {
 // mustOwner returns the only owner field of a lock hash.
 func mustOwner(t *testing.T, rc rueidis.Client, name string) string {
 	t.Helper()
-	fields, err := do(t, rc, "HKEYS", name).AsStrSlice()
+	fields, err := redistest.Do(t, rc, "HKEYS", name).AsStrSlice()
 	if err != nil || len(fields) != 1 {
 		t.Fatalf("HKEYS %s = %v, %v; want one owner", name, fields, err)
 	}
@@ -571,7 +554,7 @@ func mustOwner(t *testing.T, rc rueidis.Client, name string) string {
 // DeadlineExceeded after the bound, and a lock taken within it keeps a live context after.
 func TestWaitTimeout(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c1, c2 := newClient(t, b), newClient(t, b)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		ctx := context.Background()
 		held, err := c1.Lock("bounded").Lock(ctx, rlock.WithWaitTimeout(100*time.Millisecond))
 		if err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/rlock"
 )
@@ -26,38 +27,9 @@ func TestMain(m *testing.M) {
 	os.Exit(redistest.Main(m))
 }
 
-// newClient returns a relock client on b with its own Redis connections, closed at the
-// end of the test.
-func newClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(b.Client(t), opts...)
-	if err != nil {
-		t.Fatalf("relock.New: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-// eventually polls cond every 10ms until it holds or d passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-func do(t *testing.T, rc rueidis.Client, args ...string) rueidis.RedisResult {
-	t.Helper()
-	return rc.Do(context.Background(), rc.B().Arbitrary(args...).Build())
-}
-
 func TestReentrancy(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		mu := c.Lock("reentrant")
 		ctx := context.Background()
@@ -72,7 +44,7 @@ func TestReentrancy(t *testing.T) {
 		if n, err := mu.HoldCount(held); err != nil || n != 3 {
 			t.Fatalf("HoldCount = %d, %v; want 3", n, err)
 		}
-		fields, err := do(t, side, "HGETALL", "reentrant").AsStrMap()
+		fields, err := redistest.Do(t, side, "HGETALL", "reentrant").AsStrMap()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -94,7 +66,7 @@ func TestReentrancy(t *testing.T) {
 				t.Fatalf("unlock %d: %v", i+1, err)
 			}
 		}
-		if n, _ := do(t, side, "EXISTS", "reentrant").AsInt64(); n != 0 {
+		if n, _ := redistest.Do(t, side, "EXISTS", "reentrant").AsInt64(); n != 0 {
 			t.Errorf("lock key still exists after three unlocks")
 		}
 		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
@@ -112,7 +84,7 @@ func TestMutualExclusion(t *testing.T) {
 			wg      sync.WaitGroup
 		)
 		for i := 0; i < clients; i++ {
-			mu := newClient(t, b).Lock("exclusive")
+			mu := relocktest.New(t, b).Lock("exclusive")
 			for g := 0; g < goroutines; g++ {
 				wg.Add(1)
 				go func() {
@@ -149,7 +121,7 @@ func TestMutualExclusion(t *testing.T) {
 
 func TestOtherOwner(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c1, c2 := newClient(t, b), newClient(t, b)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		ctx := context.Background()
 		held, err := c1.Lock("contested").Lock(ctx)
 		if err != nil {
@@ -187,7 +159,7 @@ func TestOtherOwner(t *testing.T) {
 
 func TestLockContextTimeout(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c1, c2 := newClient(t, b), newClient(t, b)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		if _, err := c1.Lock("busy").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
@@ -200,14 +172,14 @@ func TestLockContextTimeout(t *testing.T) {
 		if !strings.Contains(err.Error(), `"busy"`) {
 			t.Errorf("error %q does not name the lock", err)
 		}
-		eventually(t, 5*time.Second, "hub still holds a subscription", func() bool {
+		redistest.Eventually(t, 5*time.Second, "hub still holds a subscription", func() bool {
 			return c2.PubSubStats().Channels == 0
 		})
 		const channel = "redisson_lock__channel:{busy}"
 		var n []rueidis.RedisMessage
 		switch {
 		case b.Server != nil:
-			n, err = do(t, b.Client(t), "PUBSUB", "NUMSUB", channel).ToArray()
+			n, err = redistest.Do(t, b.Client(t), "PUBSUB", "NUMSUB", channel).ToArray()
 		case b.Cluster != nil: // sharded pub/sub: the channel's subscribers are on its slot's master
 			n, err = b.Cluster.MasterOf(b.Cluster.Slot(channel)).Do(t, "PUBSUB", "SHARDNUMSUB", channel).ToArray()
 		}
@@ -226,7 +198,7 @@ func TestLockContextTimeout(t *testing.T) {
 // message, not by its TTL bound.
 func TestWaiterDoesNotPoll(t *testing.T) {
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		holder, waiter := newClient(t, b), newClient(t, b)
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
 		held, err := holder.Lock("long").Lock(context.Background(), rlock.WithLease(time.Minute))
 		if err != nil {
 			t.Fatal(err)
@@ -241,7 +213,7 @@ func TestWaiterDoesNotPoll(t *testing.T) {
 			}
 			acquired <- err
 		}()
-		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
+		redistest.Eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
 
 		// Connections made before the window, so that their HELLO is not counted.
 		stats := b.Commands(t)
@@ -281,7 +253,7 @@ func TestWaiterDoesNotPoll(t *testing.T) {
 // lost; the waiter must still acquire (woken after the reconnect, or by its TTL bound).
 func TestLostWakeup(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		holder, waiter := newClient(t, b), newClient(t, b)
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
 		held, err := holder.Lock("lossy").Lock(context.Background(), rlock.WithLease(3*time.Second))
 		if err != nil {
@@ -294,8 +266,8 @@ func TestLostWakeup(t *testing.T) {
 			_, err := waiter.Lock("lossy").Lock(ctx)
 			acquired <- err
 		}()
-		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
-		if err := do(t, side, "CLIENT", "KILL", "TYPE", "pubsub").Error(); err != nil {
+		redistest.Eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
+		if err := redistest.Do(t, side, "CLIENT", "KILL", "TYPE", "pubsub").Error(); err != nil {
 			t.Fatal(err)
 		}
 		if err := holder.Lock("lossy").Unlock(held); err != nil {
@@ -314,9 +286,9 @@ func TestLostWakeup(t *testing.T) {
 // unlock: the hub reconnects, subscribes again and wakes the waiter.
 func TestLostWakeupConnectionCut(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		holder := newClient(t, b)
+		holder := relocktest.New(t, b)
 		proxy := redistest.StartProxy(t, b.Addr)
-		waiter := newClient(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()})
+		waiter := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()})
 		held, err := holder.Lock("cut").Lock(context.Background(), rlock.WithLease(time.Minute))
 		if err != nil {
 			t.Fatal(err)
@@ -328,7 +300,7 @@ func TestLostWakeupConnectionCut(t *testing.T) {
 			_, err := waiter.Lock("cut").Lock(ctx)
 			acquired <- err
 		}()
-		eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
+		redistest.Eventually(t, 5*time.Second, "waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
 		proxy.Cut()
 		if err := holder.Lock("cut").Unlock(held); err != nil {
 			t.Fatal(err)
@@ -356,7 +328,7 @@ const (
 
 func TestRedissonLayout(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
 		javaOwner := "5df8512c-e096-4359-bc82-07efb0bc9d8e:1"
@@ -381,7 +353,7 @@ func TestRedissonLayout(t *testing.T) {
 			held, err = c.Lock("shared").Lock(wctx)
 			acquired <- err
 		}()
-		eventually(t, 5*time.Second, "Go waiter never parked behind the Java holder", func() bool { return c.PubSubStats().Waiting == 1 })
+		redistest.Eventually(t, 5*time.Second, "Go waiter never parked behind the Java holder", func() bool { return c.PubSubStats().Waiting == 1 })
 		if n, err := unlock.Exec(ctx, side, []string{"shared", channel}, []string{"0", javaOwner}).AsInt64(); err != nil || n != 1 {
 			t.Fatalf("redisson unlock = %d, %v", n, err)
 		}
@@ -394,10 +366,10 @@ func TestRedissonLayout(t *testing.T) {
 
 		// The Go hold is exactly what Redisson writes: a hash of one owner field "<uuid>:<n>"
 		// with the hold count, expiring with the lease.
-		if typ, _ := do(t, side, "TYPE", "shared").ToString(); typ != "hash" {
+		if typ, _ := redistest.Do(t, side, "TYPE", "shared").ToString(); typ != "hash" {
 			t.Fatalf("TYPE = %q; want hash", typ)
 		}
-		fields, _ := do(t, side, "HGETALL", "shared").AsStrMap()
+		fields, _ := redistest.Do(t, side, "HGETALL", "shared").AsStrMap()
 		if len(fields) != 1 {
 			t.Fatalf("fields = %v; want one", fields)
 		}
@@ -408,7 +380,7 @@ func TestRedissonLayout(t *testing.T) {
 				t.Errorf("field %q = %q; want <client uuid>:<n> = 1", f, v)
 			}
 		}
-		if pttl, _ := do(t, side, "PTTL", "shared").AsInt64(); pttl <= 0 || pttl > relock.DefaultWatchdogTimeout.Milliseconds() {
+		if pttl, _ := redistest.Do(t, side, "PTTL", "shared").AsInt64(); pttl <= 0 || pttl > relock.DefaultWatchdogTimeout.Milliseconds() {
 			t.Errorf("PTTL = %d; want a lease of at most the watchdog timeout", pttl)
 		}
 		// The Java side sees the Go owner as another owner: its acquire returns the PTTL.
@@ -416,7 +388,7 @@ func TestRedissonLayout(t *testing.T) {
 			t.Errorf("redisson acquire while Go holds = %d, %v; want the PTTL", pttl, err)
 		}
 		// Redisson's unlock by the Go owner's name proves the field is what Redisson reads.
-		if n, err := do(t, side, "HGET", "shared", goOwner).AsInt64(); n != 1 || err != nil {
+		if n, err := redistest.Do(t, side, "HGET", "shared", goOwner).AsInt64(); n != 1 || err != nil {
 			t.Errorf("HGET owner = %d, %v", n, err)
 		}
 
@@ -456,7 +428,7 @@ func TestRedissonLayout(t *testing.T) {
 
 func TestUnlockWithCancelledContext(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		mu := newClient(t, b).Lock("cancelled")
+		mu := relocktest.New(t, b).Lock("cancelled")
 		held, err := mu.Lock(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -492,7 +464,7 @@ func TestUnlockReplay(t *testing.T) {
 			return script.RLockUnlock().Exec(ctx, rc, keys(req), []string{"0", owner, "10000", "publish"}).AsInt64()
 		}
 		count := func() string {
-			v, _ := do(t, rc, "HGET", "replayed", owner).ToString()
+			v, _ := redistest.Do(t, rc, "HGET", "replayed", owner).ToString()
 			return v
 		}
 
@@ -518,7 +490,7 @@ func TestUnlockReplay(t *testing.T) {
 		if got := count(); got != "1" {
 			t.Fatalf("count after replayed partial unlock = %q; want 1", got)
 		}
-		if ttl, _ := do(t, rc, "PTTL", "redisson_unlock_latch:{replayed}:b").AsInt64(); ttl <= 0 {
+		if ttl, _ := redistest.Do(t, rc, "PTTL", "redisson_unlock_latch:{replayed}:b").AsInt64(); ttl <= 0 {
 			t.Errorf("latch PTTL = %d; want it to expire by itself", ttl)
 		}
 	})
@@ -526,7 +498,7 @@ func TestUnlockReplay(t *testing.T) {
 
 func TestBadInput(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
 
@@ -553,7 +525,7 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("TryLock on a lock made with lease %v: %v; want ErrInvalidLease", lease, err)
 			}
 		}
-		if n, _ := do(t, side, "EXISTS", "lease").AsInt64(); n != 0 {
+		if n, _ := redistest.Do(t, side, "EXISTS", "lease").AsInt64(); n != 0 {
 			t.Errorf("an invalid lease wrote the lock key")
 		}
 		if _, err := c.Lock("nil-option").TryLock(ctx, nil); err != nil {
@@ -561,7 +533,7 @@ func TestBadInput(t *testing.T) {
 		}
 
 		// A key holding a string is refused by every call and left as it was.
-		if err := do(t, side, "SET", "foreign", "precious").Error(); err != nil {
+		if err := redistest.Do(t, side, "SET", "foreign", "precious").Error(); err != nil {
 			t.Fatal(err)
 		}
 		mu := c.Lock("foreign")
@@ -588,10 +560,10 @@ func TestBadInput(t *testing.T) {
 		if err := mu.Unlock(owned); !errors.Is(err, relock.ErrWrongType) {
 			t.Errorf("Unlock on a string: %v; want ErrWrongType", err)
 		}
-		if v, _ := do(t, side, "GET", "foreign").ToString(); v != "precious" {
+		if v, _ := redistest.Do(t, side, "GET", "foreign").ToString(); v != "precious" {
 			t.Errorf("the string became %q", v)
 		}
-		if ttl, _ := do(t, side, "PTTL", "foreign").AsInt64(); ttl != -1 {
+		if ttl, _ := redistest.Do(t, side, "PTTL", "foreign").AsInt64(); ttl != -1 {
 			t.Errorf("the string got an expiry: PTTL %d", ttl)
 		}
 
@@ -610,7 +582,7 @@ func TestBadInput(t *testing.T) {
 
 func TestCallsAfterClose(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		holder, c := newClient(t, b), newClient(t, b)
+		holder, c := relocktest.New(t, b), relocktest.New(t, b)
 		ctx := context.Background()
 		if _, err := holder.Lock("closing").Lock(ctx, rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
@@ -620,7 +592,7 @@ func TestCallsAfterClose(t *testing.T) {
 			_, err := c.Lock("closing").Lock(ctx)
 			waited <- err
 		}()
-		eventually(t, 5*time.Second, "waiter never parked", func() bool { return c.PubSubStats().Waiting == 1 })
+		redistest.Eventually(t, 5*time.Second, "waiter never parked", func() bool { return c.PubSubStats().Waiting == 1 })
 		if err := c.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -656,7 +628,7 @@ func TestCallsAfterClose(t *testing.T) {
 // wait is bounded by the holder's TTL, with no message needed.
 func TestWaitBoundedByLease(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		holder, waiter := newClient(t, b), newClient(t, b)
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
 		ctx := context.Background()
 		if _, err := holder.Lock("expiring").Lock(ctx, rlock.WithLease(300*time.Millisecond)); err != nil {
 			t.Fatal(err)
@@ -678,7 +650,7 @@ func TestWaitBoundedByLease(t *testing.T) {
 
 func TestOwnerAcrossLocks(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
 		held, err := c.Lock("first").Lock(ctx)
@@ -689,8 +661,8 @@ func TestOwnerAcrossLocks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f1, _ := do(t, side, "HKEYS", "first").AsStrSlice()
-		f2, _ := do(t, side, "HKEYS", "second").AsStrSlice()
+		f1, _ := redistest.Do(t, side, "HKEYS", "first").AsStrSlice()
+		f2, _ := redistest.Do(t, side, "HKEYS", "second").AsStrSlice()
 		if len(f1) != 1 || len(f2) != 1 || f1[0] != f2[0] {
 			t.Errorf("owners %v and %v; want one owner holding both locks", f1, f2)
 		}
@@ -712,7 +684,7 @@ func TestOwnerAcrossLocks(t *testing.T) {
 
 func TestDo(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		mu := newClient(t, b).Lock("guarded")
+		mu := relocktest.New(t, b).Lock("guarded")
 		ctx := context.Background()
 		boom := errors.New("boom")
 		err := mu.Do(ctx, func(ctx context.Context) error {
@@ -740,7 +712,7 @@ func TestDo(t *testing.T) {
 
 func TestQueries(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		mu := c.Lock("queried")
 		ctx := context.Background()
 		if locked, err := mu.IsLocked(ctx); locked || err != nil {

@@ -9,13 +9,14 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
 
 // throughProxy returns a relock client whose connections pass a fault-injecting proxy.
 func throughProxy(t *testing.T, b *redistest.Backend) (*relock.Client, *redistest.Proxy) {
 	t.Helper()
 	p := redistest.StartProxy(t, b.Addr)
-	c := newClient(t, &redistest.Backend{Name: b.Name, Addr: p.Addr()})
+	c := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: p.Addr()})
 	// Load the scripts first, so the fault hits the lock's own request, not a NOSCRIPT.
 	if err := c.Lock("warm-up").Do(context.Background(), func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
@@ -40,7 +41,7 @@ func TestAcquireReplyLost(t *testing.T) {
 			t.Fatal("the fault never fired: the test proved nothing")
 		}
 		owner := mustOwner(t, side, "lost-acquire")
-		if n, _ := do(t, side, "HGET", "lost-acquire", owner).AsInt64(); n != 1 {
+		if n, _ := redistest.Do(t, side, "HGET", "lost-acquire", owner).AsInt64(); n != 1 {
 			t.Fatalf("hold count %d after one Lock; want 1", n)
 		}
 
@@ -48,7 +49,7 @@ func TestAcquireReplyLost(t *testing.T) {
 		if held, err = mu.Lock(held); err != nil {
 			t.Fatalf("re-entry with its reply lost: %v", err)
 		}
-		if n, _ := do(t, side, "HGET", "lost-acquire", owner).AsInt64(); n != 2 {
+		if n, _ := redistest.Do(t, side, "HGET", "lost-acquire", owner).AsInt64(); n != 2 {
 			t.Fatalf("hold count %d after two Locks; want 2", n)
 		}
 		for i := 0; i < 2; i++ {
@@ -56,7 +57,7 @@ func TestAcquireReplyLost(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n, _ := do(t, side, "EXISTS", "lost-acquire").AsInt64(); n != 0 {
+		if n, _ := redistest.Do(t, side, "EXISTS", "lost-acquire").AsInt64(); n != 0 {
 			t.Error("two unlocks did not free a lock taken twice: a hold was counted twice")
 		}
 	})
@@ -83,7 +84,7 @@ func TestUnlockReplyLost(t *testing.T) {
 		if proxy.Armed() != 0 {
 			t.Fatal("the fault never fired: the test proved nothing")
 		}
-		if n, _ := do(t, side, "HGET", "lost-unlock", mustOwner(t, side, "lost-unlock")).AsInt64(); n != 1 {
+		if n, _ := redistest.Do(t, side, "HGET", "lost-unlock", mustOwner(t, side, "lost-unlock")).AsInt64(); n != 1 {
 			t.Fatalf("hold count %d after one of two holds was released; want 1", n)
 		}
 		if err := mu.Unlock(held); err != nil {
@@ -102,7 +103,7 @@ func TestRetryWhileServerNotReady(t *testing.T) {
 	for _, refusal := range []string{"LOADING Redis is loading the dataset in memory", "CLUSTERDOWN The cluster is down", "TRYAGAIN Multiple keys request during rehashing of slot"} {
 		t.Run(strings.Fields(refusal)[0], func(t *testing.T) {
 			b := redistest.Mini(t)
-			c := newClient(t, b)
+			c := relocktest.New(t, b)
 			side := b.Client(t)
 			mu := c.Lock("not-ready")
 			// Refuse for a while, fewer than the client's 3s timeout.
@@ -115,14 +116,14 @@ func TestRetryWhileServerNotReady(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Lock while the server said %q: %v", refusal, err)
 			}
-			if n, _ := do(t, side, "HGET", "not-ready", mustOwner(t, side, "not-ready")).AsInt64(); n != 1 {
+			if n, _ := redistest.Do(t, side, "HGET", "not-ready", mustOwner(t, side, "not-ready")).AsInt64(); n != 1 {
 				t.Errorf("hold count %d after the retried acquisition; want 1", n)
 			}
 			refuseFor()
 			if err := mu.Unlock(held); err != nil {
 				t.Fatalf("Unlock while the server said %q: %v", refusal, err)
 			}
-			if n, _ := do(t, side, "EXISTS", "not-ready").AsInt64(); n != 0 {
+			if n, _ := redistest.Do(t, side, "EXISTS", "not-ready").AsInt64(); n != 0 {
 				t.Errorf("the lock is still there after the retried unlock")
 			}
 		})

@@ -9,6 +9,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
 
 // WithSyncReplicas(1, 200ms): with the replica running an acquisition succeeds; with the
@@ -18,18 +19,18 @@ func TestSyncReplicas(t *testing.T) {
 		_, port, _ := strings.Cut(b.Addr, ":")
 		replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", port)
 		side := b.Client(t)
-		eventually(t, 10*time.Second, "replica not in sync", func() bool {
-			info, _ := do(t, side, "INFO", "replication").ToString()
+		redistest.Eventually(t, 10*time.Second, "replica not in sync", func() bool {
+			info, _ := redistest.Do(t, side, "INFO", "replication").ToString()
 			return strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online")
 		})
 		// Writes reach the replica and it acknowledges them.
-		if err := do(t, side, "SET", "{synced}:probe", "1").Error(); err != nil {
+		if err := redistest.Do(t, side, "SET", "{synced}:probe", "1").Error(); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := do(t, side, "WAIT", "1", "5000").AsInt64(); n != 1 || err != nil {
+		if n, err := redistest.Do(t, side, "WAIT", "1", "5000").AsInt64(); n != 1 || err != nil {
 			t.Fatalf("WAIT 1 5000 = %d, %v: the replica does not acknowledge", n, err)
 		}
-		c := newClient(t, b, relock.WithSyncReplicas(1, 200*time.Millisecond))
+		c := relocktest.New(t, b, relock.WithSyncReplicas(1, 200*time.Millisecond))
 		mu := c.Lock("synced")
 
 		// With the replica running the acquisition succeeds. A replica starved of CPU for
@@ -58,15 +59,15 @@ func TestSyncReplicas(t *testing.T) {
 			t.Fatalf("Lock with the replica paused: %v; want ErrNotSynced", err)
 		}
 		t.Logf("ErrNotSynced after %v", time.Since(start).Round(time.Millisecond))
-		if n, _ := do(t, side, "EXISTS", "synced").AsInt64(); n != 0 {
-			fields, _ := do(t, side, "HGETALL", "synced").AsStrMap()
+		if n, _ := redistest.Do(t, side, "EXISTS", "synced").AsInt64(); n != 0 {
+			fields, _ := redistest.Do(t, side, "HGETALL", "synced").AsStrMap()
 			t.Errorf("the rolled-back acquisition left a hold behind: %v", fields)
 		}
 		if st := c.WatchdogStats(); st.Holds != 0 {
 			t.Errorf("the watchdog knows %d holds after the rollback", st.Holds)
 		}
 		// A second owner can take the lock at once: nothing was left held.
-		other := newClient(t, b)
+		other := relocktest.New(t, b)
 		if h, err := other.Lock("synced").TryLock(context.Background()); err != nil {
 			t.Errorf("TryLock after the rollback: %v", err)
 		} else {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 )
@@ -20,7 +21,7 @@ import (
 // writers' "<owner>:write") with their counts.
 func readers(t *testing.T, rc rueidis.Client, name string) map[string]string {
 	t.Helper()
-	fields, err := do(t, rc, "HGETALL", name).AsStrMap()
+	fields, err := redistest.Do(t, rc, "HGETALL", name).AsStrMap()
 	if err != nil {
 		t.Fatalf("HGETALL %s: %v", name, err)
 	}
@@ -45,15 +46,6 @@ func onlyReader(t *testing.T, rc rueidis.Client, name string) string {
 	return ""
 }
 
-func pttl(t *testing.T, rc rueidis.Client, key string) int64 {
-	t.Helper()
-	p, err := do(t, rc, "PTTL", key).AsInt64()
-	if err != nil {
-		t.Fatalf("PTTL %s: %v", key, err)
-	}
-	return p
-}
-
 // timeoutKey is the timeout key of read hold k of owner on lock name.
 func timeoutKey(name, owner string, k int) string {
 	return "{" + name + "}:" + owner + ":rwlock_timeout:" + strconv.Itoa(k)
@@ -64,7 +56,7 @@ func timeoutKey(name, owner string, k int) string {
 // to a waiting writer, even under writer preference.
 func TestReadReentry(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
 		mu := c.RWLock("again", rwlock.WithWriterPreference())
@@ -89,15 +81,15 @@ func TestReadReentry(t *testing.T) {
 		if n, err := mu.HoldCount(r); n != 0 || err != nil {
 			t.Errorf("HoldCount of a reader = %d, %v; want 0", n, err)
 		}
-		if n, _ := do(t, side, "HGET", "again", owner).AsInt64(); n != 2 {
+		if n, _ := redistest.Do(t, side, "HGET", "again", owner).AsInt64(); n != 2 {
 			t.Errorf("hash field %s = %d; want 2", owner, n)
 		}
 		for k := 1; k <= 2; k++ {
-			if p := pttl(t, side, timeoutKey("again", owner, k)); p <= 0 {
+			if p := redistest.PTTL(t, side, timeoutKey("again", owner, k)); p <= 0 {
 				t.Errorf("timeout key :%d: PTTL %d; want > 0", k, p)
 			}
 		}
-		if p := pttl(t, side, timeoutKey("again", owner, 3)); p != -2 {
+		if p := redistest.PTTL(t, side, timeoutKey("again", owner, 3)); p != -2 {
 			t.Errorf("timeout key :3: PTTL %d; want -2 (no such key)", p)
 		}
 
@@ -108,10 +100,10 @@ func TestReadReentry(t *testing.T) {
 		if n, _ := mu.RHoldCount(r); n != 1 {
 			t.Errorf("RHoldCount after one release = %d; want 1", n)
 		}
-		if p := pttl(t, side, timeoutKey("again", owner, 2)); p != -2 {
+		if p := redistest.PTTL(t, side, timeoutKey("again", owner, 2)); p != -2 {
 			t.Errorf("timeout key :2 after one release: PTTL %d; want -2 (deleted)", p)
 		}
-		if p := pttl(t, side, timeoutKey("again", owner, 1)); p <= 0 {
+		if p := redistest.PTTL(t, side, timeoutKey("again", owner, 1)); p <= 0 {
 			t.Errorf("timeout key :1 after one release: PTTL %d; want > 0", p)
 		}
 		select {
@@ -125,7 +117,7 @@ func TestReadReentry(t *testing.T) {
 		if err := redistest.Recv(t, wrote, 30*time.Second, "the writer's turn"); err != nil {
 			t.Fatalf("the writer after the reader left: %v", err)
 		}
-		if p := pttl(t, side, timeoutKey("again", owner, 1)); p != -2 {
+		if p := redistest.PTTL(t, side, timeoutKey("again", owner, 1)); p != -2 {
 			t.Errorf("timeout key :1 after the last release: PTTL %d; want -2 (deleted)", p)
 		}
 		if err := mu.RUnlock(r); !errors.Is(err, relock.ErrNotHeld) {
@@ -139,7 +131,7 @@ func TestReadReentry(t *testing.T) {
 func TestReadTimeoutKeysRenewed(t *testing.T) {
 	const lease = 1500 * time.Millisecond
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(lease))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 		side := b.Client(t)
 		mu := c.RWLock("renewed")
 		held, err := mu.RLock(context.Background())
@@ -158,7 +150,7 @@ func TestReadTimeoutKeysRenewed(t *testing.T) {
 		after := c.WatchdogStats()
 		t.Logf("renewals meanwhile: %d in %d rounds", after.Renewed-before.Renewed, after.Ticks-before.Ticks)
 		for _, key := range []string{"renewed", timeoutKey("renewed", owner, 1), timeoutKey("renewed", owner, 2)} {
-			if p := pttl(t, side, key); p <= 0 || p > lease.Milliseconds() {
+			if p := redistest.PTTL(t, side, key); p <= 0 || p > lease.Milliseconds() {
 				t.Errorf("%s: PTTL %d after 2.5 leases; want in (0, %d]", key, p, lease.Milliseconds())
 			}
 		}
@@ -167,7 +159,7 @@ func TestReadTimeoutKeysRenewed(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if n, _ := do(t, side, "EXISTS", "renewed", timeoutKey("renewed", owner, 1), timeoutKey("renewed", owner, 2)).AsInt64(); n != 0 {
+		if n, _ := redistest.Do(t, side, "EXISTS", "renewed", timeoutKey("renewed", owner, 1), timeoutKey("renewed", owner, 2)).AsInt64(); n != 0 {
 			t.Errorf("%d keys left after both holds were released", n)
 		}
 	})
@@ -177,7 +169,7 @@ func TestReadTimeoutKeysRenewed(t *testing.T) {
 // lock whatever the function does: return nil, return an error, or panic.
 func TestDoAndRDo(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
 		mu := c.RWLock("done")
@@ -194,7 +186,7 @@ func TestDoAndRDo(t *testing.T) {
 			if n, err := mu.HoldCount(ctx); n != 1 || err != nil {
 				t.Errorf("HoldCount inside Do = %d, %v; want 1", n, err)
 			}
-			if mode, _ := do(t, side, "HGET", "done", "mode").ToString(); mode != "write" {
+			if mode, _ := redistest.Do(t, side, "HGET", "done", "mode").ToString(); mode != "write" {
 				t.Errorf("mode inside Do = %q; want write", mode)
 			}
 			if _, err := mu.TryRLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
@@ -278,7 +270,7 @@ func TestDoAndRDo(t *testing.T) {
 func TestTTL(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const lease = 10 * time.Second // the watchdog timeout
-		c := newClient(t, b, relock.WithWatchdogTimeout(lease))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 		ctx := context.Background()
 		mu := c.RWLock("timed")
 		notHeld := func(ctx context.Context, who string) {
@@ -335,7 +327,7 @@ func TestForceUnlock(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		// The holders' lease, and so the waiters' time bound, is the default 30s: waiters
 		// that get in within their 20s were woken.
-		c1, c2 := newClient(t, b), newClient(t, b)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
 		mu := c1.RWLock("forced")
@@ -378,7 +370,7 @@ func TestForceUnlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		readersDone, writerDone := wait(2, false), wait(1, true)
-		eventually(t, 10*time.Second, "the waiters did not park", func() bool { return c2.PubSubStats().Waiting == 3 })
+		redistest.Eventually(t, 10*time.Second, "the waiters did not park", func() bool { return c2.PubSubStats().Waiting == 3 })
 		if ok, err := c2.RWLock("forced").ForceUnlock(ctx); !ok || err != nil {
 			t.Fatalf("ForceUnlock of a write lock = %v, %v; want true", ok, err)
 		}
@@ -401,7 +393,7 @@ func TestForceUnlock(t *testing.T) {
 			t.Fatal(err)
 		}
 		writerDone = wait(1, true)
-		eventually(t, 10*time.Second, "the writer did not park", func() bool { return c2.PubSubStats().Waiting == 1 })
+		redistest.Eventually(t, 10*time.Second, "the writer did not park", func() bool { return c2.PubSubStats().Waiting == 1 })
 		if ok, err := mu.ForceUnlock(ctx); !ok || err != nil {
 			t.Fatalf("ForceUnlock of a read lock = %v, %v; want true", ok, err)
 		}
@@ -414,7 +406,7 @@ func TestForceUnlock(t *testing.T) {
 		if st := c2.PubSubStats(); st.TimedOut != 0 {
 			t.Errorf("waiters' stats %+v: a wait ran to its time bound", st)
 		}
-		if n, _ := do(t, side, "EXISTS", "forced").AsInt64(); n != 0 {
+		if n, _ := redistest.Do(t, side, "EXISTS", "forced").AsInt64(); n != 0 {
 			t.Error("the lock is left after everyone left")
 		}
 	})
@@ -425,12 +417,12 @@ func TestForceUnlock(t *testing.T) {
 // and locks without fencing get none.
 func TestWriterFencing(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c1, c2 := newClient(t, b), newClient(t, b)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
 		fenced := []*rwlock.RWMutex{c1.RWLock("fenced", rlock.WithFencing()), c2.RWLock("fenced", rlock.WithFencing())}
 		counter := func() int64 {
-			n, _ := do(t, side, "GET", "redisson_lock_token:{fenced}").AsInt64()
+			n, _ := redistest.Do(t, side, "GET", "redisson_lock_token:{fenced}").AsInt64()
 			return n
 		}
 		var last int64
@@ -526,7 +518,7 @@ func TestWriterFencing(t *testing.T) {
 func TestDowngradedReaderKeepsItsContext(t *testing.T) {
 	const lease = 1500 * time.Millisecond
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(lease))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 		mu := c.RWLock("downgraded")
 		w, err := mu.Lock(context.Background())
 		if err != nil {
@@ -559,7 +551,7 @@ func TestDowngradedReaderKeepsItsContext(t *testing.T) {
 func TestReaderReleasedBesideOthers(t *testing.T) {
 	const lease = 1500 * time.Millisecond
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b, relock.WithWatchdogTimeout(lease))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 		mu := c.RWLock("beside")
 		ctx := context.Background()
 		r1, err := mu.RLock(relock.NewOwner(ctx))
@@ -608,8 +600,8 @@ func startWaitingWriter(t *testing.T, mu *rwlock.RWMutex, side rueidis.Client) <
 		wrote <- err
 	}()
 	writers := "relock_rwlock_writers:{" + mu.Name() + "}"
-	eventually(t, 10*time.Second, "the writer did not register as waiting", func() bool {
-		n, _ := do(t, side, "ZCARD", writers).AsInt64()
+	redistest.Eventually(t, 10*time.Second, "the writer did not register as waiting", func() bool {
+		n, _ := redistest.Do(t, side, "ZCARD", writers).AsInt64()
 		return n == 1
 	})
 	return wrote
@@ -620,18 +612,18 @@ func startWaitingWriter(t *testing.T, mu *rwlock.RWMutex, side rueidis.Client) <
 // has passed.
 func TestDeadWriterReleasesReaders(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b) // 30s watchdog: a reader sleeping a lease would miss the bound below
+		c := relocktest.New(t, b) // 30s watchdog: a reader sleeping a lease would miss the bound below
 		side := b.Client(t)
 		// A writer's entry, as a dead waiting writer leaves it: live for one more second
 		// by the server's clock.
-		now, err := do(t, side, "TIME").AsStrSlice()
+		now, err := redistest.Do(t, side, "TIME").AsStrSlice()
 		if err != nil || len(now) != 2 {
 			t.Fatalf("TIME: %v %v", now, err)
 		}
 		sec, _ := strconv.ParseInt(now[0], 10, 64)
 		usec, _ := strconv.ParseInt(now[1], 10, 64)
 		deadline := sec*1000 + usec/1000 + 1000
-		if err := do(t, side, "ZADD", "relock_rwlock_writers:{ghost}", strconv.FormatInt(deadline, 10), "dead-owner:write").Error(); err != nil {
+		if err := redistest.Do(t, side, "ZADD", "relock_rwlock_writers:{ghost}", strconv.FormatInt(deadline, 10), "dead-owner:write").Error(); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

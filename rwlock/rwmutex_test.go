@@ -15,6 +15,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rwlock"
 )
 
@@ -23,36 +24,10 @@ func TestMain(m *testing.M) {
 	os.Exit(redistest.Main(m))
 }
 
-func newClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *relock.Client {
-	t.Helper()
-	c, err := relock.New(b.Client(t), opts...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
-func do(t *testing.T, rc rueidis.Client, args ...string) rueidis.RedisResult {
-	t.Helper()
-	return rc.Do(context.Background(), rc.B().Arbitrary(args...).Build())
-}
-
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // 8 readers hold at once; a writer waits for all of them and then excludes everyone.
 func TestSharedReadersExclusiveWriter(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c1, c2 := newClient(t, b), newClient(t, b)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		var inside, most atomic.Int32
 		release := make(chan struct{})
 		var readers sync.WaitGroup
@@ -80,7 +55,7 @@ func TestSharedReadersExclusiveWriter(t *testing.T) {
 				}
 			}()
 		}
-		eventually(t, 10*time.Second, "readers did not all get in", func() bool { return inside.Load() == 8 })
+		redistest.Eventually(t, 10*time.Second, "readers did not all get in", func() bool { return inside.Load() == 8 })
 
 		wrote := make(chan error, 1)
 		go func() {
@@ -132,7 +107,7 @@ func TestTorture(t *testing.T) {
 		if b.Mini != nil {
 			sections = 100
 		}
-		clients := []*relock.Client{newClient(t, b), newClient(t, b)}
+		clients := []*relock.Client{relocktest.New(t, b), relocktest.New(t, b)}
 		var readers, writers atomic.Int32
 		var violations, reads, writes atomic.Int64
 		var wg sync.WaitGroup
@@ -209,7 +184,7 @@ func hold() {
 // asking for the write lock gets ErrUpgrade at once.
 func TestDowngradeAndUpgrade(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		mu := c.RWLock("graded")
 		ctx := context.Background()
@@ -223,7 +198,7 @@ func TestDowngradeAndUpgrade(t *testing.T) {
 		if err := mu.Unlock(held); err != nil {
 			t.Fatal(err)
 		}
-		if mode, _ := do(t, side, "HGET", "graded", "mode").ToString(); mode != "read" {
+		if mode, _ := redistest.Do(t, side, "HGET", "graded", "mode").ToString(); mode != "read" {
 			t.Errorf("mode after the downgrade = %q; want read", mode)
 		}
 		if n, _ := mu.RHoldCount(held); n != 1 {
@@ -256,7 +231,7 @@ func TestDowngradeAndUpgrade(t *testing.T) {
 		if err := mu.RUnlock(held); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := do(t, side, "EXISTS", "graded").AsInt64(); n != 0 {
+		if n, _ := redistest.Do(t, side, "EXISTS", "graded").AsInt64(); n != 0 {
 			t.Error("the lock is left after its last hold was released")
 		}
 	})
@@ -268,7 +243,7 @@ func TestReaderLeaseLost(t *testing.T) {
 		// A lease of 1.5s leaves a loaded machine a second to renew: renewals go out every
 		// 0.5s, and a hold is lost only when none succeeds for a whole lease.
 		const lease = 1500 * time.Millisecond
-		c := newClient(t, b, relock.WithWatchdogTimeout(lease))
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 		side := b.Client(t)
 		mu := c.RWLock("fragile")
 		held, err := mu.RLock(context.Background())
@@ -283,7 +258,7 @@ func TestReaderLeaseLost(t *testing.T) {
 		if st := c.WatchdogStats(); st.Renewed == before.Renewed {
 			t.Fatalf("watchdog %+v: no renewal in %v", st, lease*5/3)
 		}
-		do(t, side, "DEL", "fragile")
+		redistest.Do(t, side, "DEL", "fragile")
 		select {
 		case <-held.Done():
 		case <-time.After(5 * time.Second):
@@ -321,7 +296,7 @@ if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); redis.cal
 
 func TestRedissonLayout(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		side := b.Client(t)
 		ctx := context.Background()
 		const java = "5df8512c-e096-4359-bc82-07efb0bc9d8e:7"
@@ -341,7 +316,7 @@ func TestRedissonLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fields, _ := do(t, side, "HGETALL", "layout").AsStrMap()
+		fields, _ := redistest.Do(t, side, "HGETALL", "layout").AsStrMap()
 		var goOwner string
 		for f := range fields {
 			if f != "mode" {
@@ -352,7 +327,7 @@ func TestRedissonLayout(t *testing.T) {
 			t.Fatalf("hash after a Go read hold = %v; want mode=read and <uuid>:<n>=1", fields)
 		}
 		timeout := "{layout}:" + goOwner + ":rwlock_timeout:1"
-		if p, _ := do(t, side, "PTTL", timeout).AsInt64(); p <= 0 {
+		if p, _ := redistest.Do(t, side, "PTTL", timeout).AsInt64(); p <= 0 {
 			t.Errorf("the read hold's timeout key %s: PTTL %d", timeout, p)
 		}
 		// A Java reader joins it; a Java writer must wait.
@@ -366,10 +341,10 @@ func TestRedissonLayout(t *testing.T) {
 		if err := mu.RUnlock(held); err != nil {
 			t.Fatal(err)
 		}
-		if n, _ := do(t, side, "HGET", "layout", java).AsInt64(); n != 1 {
+		if n, _ := redistest.Do(t, side, "HGET", "layout", java).AsInt64(); n != 1 {
 			t.Fatal("the Java reader's hold was disturbed")
 		}
-		do(t, side, "DEL", "layout", "{layout}:"+java+":rwlock_timeout:1")
+		redistest.Do(t, side, "DEL", "layout", "{layout}:"+java+":rwlock_timeout:1")
 
 		// A Java writer makes a Go reader wait; its unlock publishes "1" and wakes it.
 		if err := writeLock.Exec(ctx, side, []string{"layout"}, []string{"30000", java + ":write"}).Error(); !rueidis.IsRedisNil(err) {
@@ -385,7 +360,7 @@ func TestRedissonLayout(t *testing.T) {
 			}
 			got <- err
 		}()
-		eventually(t, 5*time.Second, "Go reader not waiting", func() bool { return c.PubSubStats().Waiting == 1 })
+		redistest.Eventually(t, 5*time.Second, "Go reader not waiting", func() bool { return c.PubSubStats().Waiting == 1 })
 		if n, err := writeUnlock.Exec(ctx, side, []string{"layout", channel}, []string{"1", java + ":write"}).AsInt64(); n != 1 || err != nil {
 			t.Fatalf("Java write unlock = %d, %v", n, err)
 		}
@@ -418,7 +393,7 @@ func TestRedissonLayout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fields, _ = do(t, side, "HGETALL", "layout").AsStrMap()
+		fields, _ = redistest.Do(t, side, "HGETALL", "layout").AsStrMap()
 		if fields["mode"] != "write" || fields[goOwner] == "" && len(fields) != 2 {
 			t.Errorf("hash under a Go writer = %v", fields)
 		}
@@ -457,7 +432,7 @@ func TestRedissonLayout(t *testing.T) {
 // counted from the moment its entry is seen in the writers' zset.
 func TestWriterPreference(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c1, c2 := newClient(t, b), newClient(t, b)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		pref := rwlock.WithWriterPreference()
 		stop := make(chan struct{})
 		var writerWaiting atomic.Bool
@@ -507,7 +482,7 @@ func TestWriterPreference(t *testing.T) {
 				}
 			}()
 		}
-		eventually(t, 10*time.Second, "the readers are not going", func() bool { return loops.Load() >= 8 })
+		redistest.Eventually(t, 10*time.Second, "the readers are not going", func() bool { return loops.Load() >= 8 })
 
 		type result struct {
 			held context.Context
@@ -529,7 +504,7 @@ func TestWriterPreference(t *testing.T) {
 			default:
 			}
 			time.Sleep(time.Millisecond)
-			n, _ = do(t, side, "ZCARD", "relock_rwlock_writers:{preferred}").AsInt64()
+			n, _ = redistest.Do(t, side, "ZCARD", "relock_rwlock_writers:{preferred}").AsInt64()
 		}
 		writerWaiting.Store(true)
 		time.Sleep(20 * time.Millisecond) // the readers show whether they give way
@@ -549,7 +524,7 @@ func TestWriterPreference(t *testing.T) {
 		if most >= 10 {
 			t.Errorf("a reader made %d round trips while the writer waited; want fewer than 10", most)
 		}
-		if n, _ := do(t, side, "EXISTS", "relock_rwlock_writers:{preferred}").AsInt64(); n != 0 {
+		if n, _ := redistest.Do(t, side, "EXISTS", "relock_rwlock_writers:{preferred}").AsInt64(); n != 0 {
 			t.Error("the writers' zset is left after the only waiting writer got in")
 		}
 		halt()
@@ -566,7 +541,7 @@ func TestNoKeysLeft(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		// A call timeout of 500ms keeps the unlock latches at their 1s floor, so the test
 		// can wait for them to expire, while leaving a loaded machine time to answer.
-		c := newClient(t, b, relock.WithTimeout(500*time.Millisecond))
+		c := relocktest.New(t, b, relock.WithTimeout(500*time.Millisecond))
 		side := b.Client(t)
 		mu := c.RWLock("tidy", rwlock.WithWriterPreference())
 		ctx := context.Background()
@@ -598,18 +573,6 @@ func TestNoKeysLeft(t *testing.T) {
 		if err := redistest.Recv(t, wrote, 30*time.Second, "the waiting writer's turn"); err != nil {
 			t.Fatalf("the waiting writer: %v", err)
 		}
-		eventually(t, 5*time.Second, "keys left", func() bool {
-			if b.Cluster == nil {
-				ks, err := do(t, side, "KEYS", "*tidy*").AsStrSlice()
-				return err == nil && len(ks) == 0
-			}
-			// A cluster client sends KEYS to one node: ask every master.
-			for _, m := range b.Cluster.Masters() {
-				if ks, err := m.Do(t, "KEYS", "*tidy*").AsStrSlice(); err != nil || len(ks) != 0 {
-					return false
-				}
-			}
-			return true
-		})
+		redistest.Eventually(t, 5*time.Second, "keys left", func() bool { return len(b.Keys(t, side, "*tidy*")) == 0 })
 	})
 }

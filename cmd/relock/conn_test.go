@@ -24,6 +24,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
 
 // holderRE matches inspect's text view of name held once by an owner of c.
@@ -44,7 +45,7 @@ func holdLock(t *testing.T, c *relock.Client, name string) {
 // REDIS_URL replaces every connection flag, --redis included.
 func TestRedisURL(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		holdLock(t, c, "orders")
 
 		stdout, stderr, status := runBinary(t, []string{"REDIS_URL=redis://" + b.Addr}, "inspect", "--redis", "127.0.0.1:1", "orders")
@@ -149,11 +150,7 @@ func TestTLS(t *testing.T) {
 		"--tls-ca-cert-file", caFile,
 		"--tls-auth-clients", "no",
 	)
-	c, err := relock.New(rueidisClient(t, s.Addr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := relocktest.New(t, s)
 	holdLock(t, c, "orders")
 	holder := holderRE(c, "orders")
 	tlsAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(tlsPort))
@@ -173,16 +170,6 @@ func TestTLS(t *testing.T) {
 	if status != 1 || !strings.Contains(stderr, "x509: ") || stdout != "" {
 		t.Errorf("relock inspect --tls with an untrusted certificate: status %d, stdout %q, stderr %q; want status 1 and the certificate error", status, stdout, stderr)
 	}
-}
-
-func rueidisClient(t *testing.T, addr string) rueidis.Client {
-	t.Helper()
-	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
-	return rc
 }
 
 // freeTestPort returns a loopback port that was free a moment ago.
@@ -260,13 +247,13 @@ func writeTestCerts(t *testing.T, dir string) string {
 // it subscribed (sharded pub/sub on the cluster, classic elsewhere).
 func TestInspectBackends(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		ctx := context.Background()
 		conn := []string{"--redis", b.Addr}
 		names := []string{"shard"}
 		if b.Cluster != nil {
 			conn = []string{"--cluster", "--redis", strings.Join(b.Cluster.Addrs(), ",")}
-			names = namesOnEveryMaster(t, b.Cluster)
+			names = b.Cluster.NamesOnEveryMaster(t, "shard-")
 		}
 		inspect := func(args ...string) (string, error) {
 			t.Helper()
@@ -298,7 +285,7 @@ func TestInspectBackends(t *testing.T) {
 			return first.Unlock(h)
 		})
 		channel := keys.Of(names[0]).Channel
-		waitFor(t, "the waiter's subscription is not on the server", func() bool {
+		redistest.Eventually(t, 20*time.Second, "the waiter's subscription is not on the server", func() bool {
 			if c.PubSubStats().Waiting != 1 {
 				return false
 			}
@@ -309,7 +296,7 @@ func TestInspectBackends(t *testing.T) {
 			case b.Mini != nil:
 				return b.Mini.PubSubNumSub(channel)[channel] == 1
 			default:
-				return channelSubs(t, b, channel) == 1
+				return b.Server.Subscribers(t, "NUMSUB", channel) == 1
 			}
 		})
 		out, err := inspect("--json", names[0])
@@ -329,23 +316,4 @@ func TestInspectBackends(t *testing.T) {
 		}
 		await(t, "the waiter", waiter)
 	})
-}
-
-// namesOnEveryMaster returns lock names that the cluster's masters serve, one each.
-func namesOnEveryMaster(t *testing.T, cl *redistest.Cluster) []string {
-	t.Helper()
-	masters := len(cl.Masters())
-	seen := map[string]bool{}
-	var names []string
-	for i := 0; i < 1000 && len(names) < masters; i++ {
-		name := "shard-" + strconv.Itoa(i)
-		if addr := cl.MasterOf(keys.Slot(name)).Addr(); !seen[addr] {
-			seen[addr] = true
-			names = append(names, name)
-		}
-	}
-	if len(names) < masters {
-		t.Fatalf("found names on %d of %d masters", len(names), masters)
-	}
-	return names
 }

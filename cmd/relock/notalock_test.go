@@ -8,23 +8,8 @@ import (
 	"testing"
 
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
-
-// hashState describes a hash key: its fields and values, sorted, and whether it expires.
-func hashState(t *testing.T, b *redistest.Backend, key string) string {
-	t.Helper()
-	rc := b.Client(t)
-	ctx := context.Background()
-	fields, err := rc.Do(ctx, rc.B().Hgetall().Key(key).Build()).AsStrMap()
-	if err != nil {
-		t.Fatalf("HGETALL %s: %v", key, err)
-	}
-	pttl, err := rc.Do(ctx, rc.B().Pttl().Key(key).Build()).AsInt64()
-	if err != nil {
-		t.Fatalf("PTTL %s: %v", key, err)
-	}
-	return fmt.Sprint(fields, " pttl ", pttl > 0 || pttl == -1)
-}
 
 // An application's hash under a lock's name is not a lock: inspect says so and what the
 // key holds, and unlock --force leaves it intact and fails. Guards against the operator's
@@ -57,7 +42,7 @@ func TestNotALockHash(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			before := hashState(t, b, h.key)
+			before := redistest.Snapshot(t, rc, h.key)
 			n := len(h.fields) / 2
 
 			stdout, stderr, status := runBinary(t, nil, "inspect", "--redis", b.Addr, h.key)
@@ -80,7 +65,7 @@ func TestNotALockHash(t *testing.T) {
 			if status == 0 || !strings.Contains(stderr, "not a lock") || !strings.Contains(stderr, "nothing was changed") || strings.Contains(stdout, "force-unlocked") {
 				t.Errorf("relock unlock --force -y %s: status %d; want a failure\n%s%s", h.key, status, stdout, stderr)
 			}
-			if after := hashState(t, b, h.key); after != before {
+			if after := redistest.Snapshot(t, rc, h.key); after != before {
 				t.Errorf("unlock --force changed %s:\nbefore %s\nafter  %s", h.key, before, after)
 			}
 		}
@@ -92,7 +77,7 @@ func TestNotALockHash(t *testing.T) {
 // against "{x}" reaching the keys of the lock "x".
 func TestInvalidNameSaysWhy(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		held, err := c.Lock("x").Lock(context.Background())
 		if err != nil {
 			t.Fatal(err)

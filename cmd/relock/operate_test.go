@@ -17,6 +17,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 )
@@ -118,15 +119,6 @@ func inspectJSON(t *testing.T, addr, name string) Report {
 	return r
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatal(what)
-		}
-	}
-}
-
 // async runs f in a goroutine; await collects its result.
 func async(f func() error) <-chan error {
 	ch := make(chan error, 1)
@@ -146,30 +138,9 @@ func await(t *testing.T, what string, ch <-chan error) {
 	}
 }
 
-// channelSubs counts a channel's classic subscribers, as the server sees them.
-func channelSubs(t *testing.T, b *redistest.Backend, channel string) int64 {
-	t.Helper()
-	reply, err := b.Server.Do(t, "PUBSUB", "NUMSUB", channel).ToArray()
-	if err != nil || len(reply) != 2 {
-		t.Fatalf("PUBSUB NUMSUB %s: %v %v", channel, reply, err)
-	}
-	n, _ := reply[1].AsInt64()
-	return n
-}
-
-func newClient(t *testing.T, b *redistest.Backend) *relock.Client {
-	t.Helper()
-	c, err := relock.New(b.Client(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
 func TestInspectRLock(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		ctx := context.Background()
 		id := regexp.QuoteMeta(c.ID())
 
@@ -205,8 +176,8 @@ func TestInspectRLock(t *testing.T) {
 			}
 			return mu.Unlock(h)
 		})
-		waitFor(t, "the waiter is not parked on the lock's channel", func() bool {
-			return c.PubSubStats().Waiting == 1 && channelSubs(t, b, "redisson_lock__channel:{orders}") == 1
+		redistest.Eventually(t, 20*time.Second, "the waiter is not parked on the lock's channel", func() bool {
+			return c.PubSubStats().Waiting == 1 && b.Server.Subscribers(t, "NUMSUB", "redisson_lock__channel:{orders}") == 1
 		})
 		out, _ = relockCmd(t, b.Addr, "", "inspect", "orders")
 		if !regexp.MustCompile(`^orders: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(holder) + ` +holds ×2\n  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n  fencing token  1 \(last handed out\)\n$`).MatchString(out) {
@@ -221,8 +192,8 @@ func TestInspectRLock(t *testing.T) {
 		_ = mu.Unlock(held)
 		_ = mu.Unlock(held)
 		await(t, "the waiter", waiter)
-		waitFor(t, "the waiter's client is still subscribed", func() bool {
-			return channelSubs(t, b, "redisson_lock__channel:{orders}") == 0
+		redistest.Eventually(t, 20*time.Second, "the waiter's client is still subscribed", func() bool {
+			return b.Server.Subscribers(t, "NUMSUB", "redisson_lock__channel:{orders}") == 0
 		})
 		out, _ = relockCmd(t, b.Addr, "", "inspect", "orders")
 		if out != "orders: free\n  fencing token  2 (last handed out)\n" {
@@ -233,7 +204,7 @@ func TestInspectRLock(t *testing.T) {
 
 func TestInspectRWLock(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		ctx := context.Background()
 		id := regexp.QuoteMeta(c.ID())
 
@@ -258,8 +229,8 @@ func TestInspectRWLock(t *testing.T) {
 			}
 			return rw.Unlock(h)
 		})
-		waitFor(t, "the writer is not parked on the lock's channel", func() bool {
-			return c.PubSubStats().Waiting == 1 && channelSubs(t, b, "redisson_rwlock:{config}") == 1
+		redistest.Eventually(t, 20*time.Second, "the writer is not parked on the lock's channel", func() bool {
+			return c.PubSubStats().Waiting == 1 && b.Server.Subscribers(t, "NUMSUB", "redisson_rwlock:{config}") == 1
 		})
 		out, _ := relockCmd(t, b.Addr, "", "inspect", "config")
 		if !regexp.MustCompile(`^config: rwlock, held \(read mode\), lease .* left\n(  ` + id + `:\d+ +reads ×1  \(leases \d[^,\n]*\)\n){2}  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n$`).MatchString(out) {
@@ -298,8 +269,8 @@ func TestInspectRWLock(t *testing.T) {
 			return pref.Unlock(h)
 		})
 		defer close(release)
-		waitFor(t, "the writer did not register as waiting", func() bool {
-			if c.PubSubStats().Waiting != 1 || channelSubs(t, b, "redisson_rwlock:{prefs}") != 1 {
+		redistest.Eventually(t, 20*time.Second, "the writer did not register as waiting", func() bool {
+			if c.PubSubStats().Waiting != 1 || b.Server.Subscribers(t, "NUMSUB", "redisson_rwlock:{prefs}") != 1 {
 				return false
 			}
 			n, _ := b.Server.Do(t, "ZCARD", "relock_rwlock_writers:{prefs}").AsInt64()
@@ -342,7 +313,7 @@ func TestInspectRWLock(t *testing.T) {
 
 func TestInspectFairLockAndOthers(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		ctx := context.Background()
 
 		// A holder and two waiters in order.
@@ -362,7 +333,7 @@ func TestInspectFairLockAndOthers(t *testing.T) {
 				}
 				return fl.Unlock(h)
 			}))
-			waitFor(t, "waiter not queued", func() bool {
+			redistest.Eventually(t, 20*time.Second, "waiter not queued", func() bool {
 				r, err := inspectLock(ctx, b.Client(t), "jobs")
 				return err == nil && len(r.Queue) == i+1
 			})
@@ -419,7 +390,7 @@ func views(out string) []string {
 // unlocked; --count ends it by itself.
 func TestWatch(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		ctx := context.Background()
 		mu := c.Lock("nightly")
 		held, err := mu.Lock(ctx)
@@ -451,11 +422,11 @@ func TestWatch(t *testing.T) {
 			return run(wctx, []string{"watch", "--redis", b.Addr, "--interval", "20ms", "nightly"},
 				func(string) string { return "" }, strings.NewReader(""), &buf, &buf)
 		})
-		waitFor(t, "no view shows the holder", func() bool { return holder.MatchString(buf.String()) })
+		redistest.Eventually(t, 20*time.Second, "no view shows the holder", func() bool { return holder.MatchString(buf.String()) })
 		if err := mu.Unlock(held); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, "no view shows the lock free after the unlock", func() bool {
+		redistest.Eventually(t, 20*time.Second, "no view shows the lock free after the unlock", func() bool {
 			return strings.Contains(buf.String(), "\nnightly: free\n")
 		})
 		stop()
@@ -499,7 +470,7 @@ func TestWatch(t *testing.T) {
 // unlock --force frees a held lock and its waiter proceeds; without -y it asks first.
 func TestForceUnlock(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		c := newClient(t, b)
+		c := relocktest.New(t, b)
 		ctx := context.Background()
 		if _, err := c.Lock("stuck").Lock(ctx); err != nil {
 			t.Fatal(err)
@@ -514,7 +485,7 @@ func TestForceUnlock(t *testing.T) {
 			}
 			got <- err
 		}()
-		waitFor(t, "waiter not waiting", func() bool { return c.PubSubStats().Waiting == 1 })
+		redistest.Eventually(t, 20*time.Second, "waiter not waiting", func() bool { return c.PubSubStats().Waiting == 1 })
 
 		out, err := relockCmd(t, b.Addr, "n\n", "unlock", "--force", "stuck")
 		if err != nil || !strings.Contains(out, "not unlocked") {

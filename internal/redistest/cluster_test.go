@@ -2,7 +2,6 @@ package redistest
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -84,6 +83,18 @@ func TestClusterClientReachesEveryMaster(t *testing.T) {
 		if err != nil || direct != "v-"+key {
 			t.Fatalf("GET %s on its master %s = %q, %v", key, m.Addr(), direct, err)
 		}
+	}
+	// Backend.Keys asks every master: the cluster client's KEYS reaches one only.
+	var want []string
+	for _, key := range keys {
+		want = append(want, key)
+	}
+	b := &Backend{Name: nameCluster, Addr: c.nodes[0].Addr(), Cluster: c}
+	got := b.Keys(t, cl, "key-*")
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("Keys(key-*) = %q; want the key of every master %q", got, want)
 	}
 }
 
@@ -169,21 +180,15 @@ func TestClusterKillMasterPromotesReplica(t *testing.T) {
 	}
 }
 
-// keysOnEveryMaster finds one key per master by trying names until every
-// master owns one.
+// keysOnEveryMaster returns one key per master, by the master that owns it.
 func keysOnEveryMaster(t *testing.T, c *Cluster) map[*Server]string {
 	t.Helper()
-	masters := c.Masters()
 	keys := map[*Server]string{}
-	for i := 0; len(keys) < len(masters); i++ {
-		if i == 1000 {
-			t.Fatalf("no keys found for every master among 1000 names: %d of %d", len(keys), len(masters))
-		}
-		key := fmt.Sprintf("key-%d", i)
-		m := c.MasterOf(c.Slot(key))
-		if _, ok := keys[m]; !ok {
-			keys[m] = key
-		}
+	for _, key := range c.NamesOnEveryMaster(t, "key-") {
+		keys[c.MasterOf(c.Slot(key))] = key
+	}
+	if len(keys) != len(c.Masters()) {
+		t.Fatalf("NamesOnEveryMaster: keys %v on %d masters; want one on each of %d", keys, len(keys), len(c.Masters()))
 	}
 	return keys
 }

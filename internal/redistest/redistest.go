@@ -63,6 +63,19 @@ func (b *Backend) Client(t testing.TB) rueidis.Client {
 	return c
 }
 
+// Client returns a new rueidis client for s, closed at t.Cleanup, configured as
+// Backend.Client configures it for a real server. It fails the test if the client
+// cannot be created.
+func (s *Server) Client(t testing.TB) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(clientOption(s.Addr()))
+	if err != nil {
+		t.Fatalf("redistest: new rueidis client for the server at %s: %v", s.Addr(), err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
 func clientOption(addr string) rueidis.ClientOption {
 	return rueidis.ClientOption{
 		InitAddress:       []string{addr},

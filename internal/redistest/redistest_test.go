@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
 	"sync"
 	"testing"
@@ -269,6 +270,10 @@ type recordingTB struct {
 
 func (r *recordingTB) Skip(args ...any)  { r.skipped = sprint(args); runtime.Goexit() }
 func (r *recordingTB) Fatal(args ...any) { r.fatal = sprint(args); runtime.Goexit() }
+func (r *recordingTB) Fatalf(format string, args ...any) {
+	r.fatal = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
 
 func sprint(args []any) string {
 	if len(args) == 1 {

@@ -1,0 +1,37 @@
+package redistest
+
+import "testing"
+
+// A snapshot changes with what a test must see changed (a value, an expiry set, the key
+// gone) and not with what passes by itself (the time left of an expiry); PTTL and MustDo
+// go through the same client.
+func TestSnapshot(t *testing.T) {
+	Each(t, func(t *testing.T, b *Backend) {
+		rc := b.Client(t)
+		MustDo(t, rc, "HSET", "h", "f", "1", "g", "2")
+		plain := Snapshot(t, rc, "h")
+		if want := "hash map[f:1 g:2] -1"; plain != want {
+			t.Fatalf("Snapshot of a hash = %q; want %q", plain, want)
+		}
+		MustDo(t, rc, "PEXPIRE", "h", "60000")
+		expiring := Snapshot(t, rc, "h")
+		if expiring == plain {
+			t.Fatalf("Snapshot %q did not change when the key got an expiry", expiring)
+		}
+		if ms := PTTL(t, rc, "h"); ms <= 0 || ms > 60000 {
+			t.Fatalf("PTTL = %d; want the expiry just set", ms)
+		}
+		MustDo(t, rc, "PEXPIRE", "h", "50000")
+		if again := Snapshot(t, rc, "h"); again != expiring {
+			t.Fatalf("Snapshot %q changed to %q with only the time left of the expiry", expiring, again)
+		}
+		MustDo(t, rc, "HSET", "h", "f", "3")
+		if changed := Snapshot(t, rc, "h"); changed == expiring {
+			t.Fatalf("Snapshot %q did not change with a value", changed)
+		}
+		MustDo(t, rc, "DEL", "h")
+		if gone := Snapshot(t, rc, "h"); gone == plain || PTTL(t, rc, "h") != -2 {
+			t.Fatalf("Snapshot of a deleted key = %q, PTTL %d", gone, PTTL(t, rc, "h"))
+		}
+	})
+}
