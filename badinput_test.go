@@ -140,6 +140,7 @@ var rwOps = []lockOp{
 	{"RHoldCount", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).RHoldCount(e.owned)) }},
 	{"HoldCount", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).HoldCount(e.owned)) }},
 	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).IsLocked(context.Background())) }},
+	{"IsHeld", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).IsHeld(e.owned)) }},
 	{"TTL", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).TTL(e.owned)) }},
 	{"RDo", func(e *badEnv, n string) error { return e.c.RWLock(n).RDo(timeoutCtx(context.Background()), noop) }},
 	{"Do", func(e *badEnv, n string) error { return e.c.RWLock(n).Do(timeoutCtx(context.Background()), noop) }},
