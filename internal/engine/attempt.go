@@ -167,7 +167,7 @@ func (a *attempt) granted(count, third int64, sent time.Time) {
 	l := a.l
 	a.grant = leases.Grant{Name: l.n.Lock, Owner: a.owner, Count: count, Fenced: a.fenced,
 		Sent: sent, Lease: a.lease, Renew: a.renew}
-	if l.kind.tagged {
+	if l.kind.hash.tagged {
 		a.grant.Prefix = l.n.Tag
 	}
 	l.kind.grant(&a.grant, third)

@@ -283,7 +283,7 @@ func (l *Lock) state(ctx context.Context, op string) (state, error) {
 
 // read runs the state script for field once.
 func (l *Lock) read(ctx context.Context, field string) (state, error) {
-	v, err := script.RLockState().Exec(ctx, l.c.Redis, []string{l.n.Lock}, []string{field, l.kind.shape}).AsIntSlice()
+	v, err := script.RLockState().Exec(ctx, l.c.Redis, []string{l.n.Lock}, []string{field, l.kind.hash.shape}).AsIntSlice()
 	if err == nil && len(v) != 3 {
 		err = errors.New("unexpected reply from the state script")
 	}

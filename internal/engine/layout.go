@@ -13,14 +13,10 @@ import (
 // which kind it serves; a new kind is a new layout. Each kind's layout lives in the file
 // that names it: plain.go, fair.go, read.go, write.go.
 type layout struct {
-	// shape is the shape of the lock's hash as the state and force scripts check it:
-	// "rlock" (plain, fair) or "rwlock" (read, write).
-	shape string
+	// hash is the shape of the lock's hash.
+	hash hash
 	// fenced: WithFencing makes a first-level acquisition take a token.
 	fenced bool
-	// tagged: holds have read timeout keys under the name's hash tag (read-write locks),
-	// which the watchdog's renewal needs.
-	tagged bool
 	// shared: waiters of every owner listen on one channel, so a waiter that gets the lock
 	// passes a wake-up on to the next parked one of its client.
 	shared bool
@@ -43,6 +39,21 @@ type layout struct {
 	// force deletes the lock whoever holds it and wakes its waiters.
 	force func(l *Lock) script.Call
 }
+
+// hash is the shape of a lock's hash, shared by the kinds that use one hash: plain and fair
+// locks an RLock's, the two sides of a read-write lock an RReadWriteLock's.
+type hash struct {
+	// shape names it as the state and force scripts check it: "rlock" or "rwlock".
+	shape string
+	// tagged: holds have read timeout keys under the name's hash tag, which the
+	// watchdog's renewal needs.
+	tagged bool
+}
+
+var (
+	rlockHash  = hash{shape: "rlock"}
+	rwlockHash = hash{shape: "rwlock", tagged: true}
+)
 
 // token is the grant of a kind whose third reply value is the fencing token.
 func token(g *leases.Grant, third int64) { g.Token = third }

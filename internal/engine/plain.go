@@ -9,7 +9,7 @@ import (
 // the lock's channel, and an unlock wakes one waiter per client, whichever wins the next
 // attempt.
 var Plain = &layout{
-	shape:  "rlock",
+	hash:   rlockHash,
 	fenced: true,
 	shared: true,
 	field:  self,
@@ -24,6 +24,6 @@ var Plain = &layout{
 	},
 	force: func(l *Lock) script.Call {
 		return script.Call{Script: script.RLockForceUnlock(), Keys: []string{l.n.Lock, l.n.Channel},
-			Args: []string{hub.WakeOne, l.c.Publish, "rlock"}}
+			Args: []string{hub.WakeOne, l.c.Publish, rlockHash.shape}}
 	},
 }

@@ -13,8 +13,7 @@ import (
 // The owner's read holds are counted under its own field of the hash, and each has a
 // timeout key of its own, {<name>}:<owner>:rwlock_timeout:<k>. Read holds carry no token.
 var Read = &layout{
-	shape:  "rwlock",
-	tagged: true,
+	hash:   rwlockHash,
 	shared: true,
 	field:  self,
 	acquire: func(l *Lock, a *attempt) script.Call {
@@ -49,5 +48,5 @@ func rwRelease(side string) func(l *Lock, field, latch string) script.Call {
 // can all enter.
 func rwForce(l *Lock) script.Call {
 	return script.Call{Script: script.RLockForceUnlock(), Keys: []string{l.n.Lock, l.n.RWChannel},
-		Args: []string{hub.WakeAll, l.c.Publish, "rwlock"}}
+		Args: []string{hub.WakeAll, l.c.Publish, rwlockHash.shape}}
 }

@@ -283,17 +283,12 @@ func (c *Cluster) Slot(key string) uint16 {
 // closed at t's cleanup. Client-side caching is off, as for Backend.Client.
 func (c *Cluster) Client(t testing.TB) rueidis.Client {
 	t.Helper()
-	cl, err := rueidis.NewClient(rueidis.ClientOption{
+	return newClient(t, rueidis.ClientOption{
 		InitAddress:  c.Addrs(),
 		ShuffleInit:  true,
 		DisableCache: true,
 		Dialer:       net.Dialer{Timeout: dialTimeout},
-	})
-	if err != nil {
-		t.Fatalf("redistest: new rueidis cluster client: %v", err)
-	}
-	t.Cleanup(cl.Close)
-	return cl
+	}, "the cluster")
 }
 
 // Failover runs CLUSTER FAILOVER on replica, which swaps it with its

@@ -55,12 +55,7 @@ func (b *Backend) Client(t testing.TB) rueidis.Client {
 	if b.Cluster != nil {
 		return b.Cluster.Client(t)
 	}
-	c, err := rueidis.NewClient(clientOption(b.Addr))
-	if err != nil {
-		t.Fatalf("redistest: new rueidis client for %s at %s: %v", b.Name, b.Addr, err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	return newClient(t, clientOption(b.Addr), b.Name+" at "+b.Addr)
 }
 
 // Client returns a new rueidis client for s, closed at t.Cleanup, configured as
@@ -68,9 +63,16 @@ func (b *Backend) Client(t testing.TB) rueidis.Client {
 // cannot be created.
 func (s *Server) Client(t testing.TB) rueidis.Client {
 	t.Helper()
-	c, err := rueidis.NewClient(clientOption(s.Addr()))
+	return newClient(t, clientOption(s.Addr()), "the server at "+s.Addr())
+}
+
+// newClient returns a new rueidis client made with opt, closed at t's cleanup; it fails
+// the test, naming what the client is for, if the client cannot be made.
+func newClient(t testing.TB, opt rueidis.ClientOption, what string) rueidis.Client {
+	t.Helper()
+	c, err := rueidis.NewClient(opt)
 	if err != nil {
-		t.Fatalf("redistest: new rueidis client for the server at %s: %v", s.Addr(), err)
+		t.Fatalf("redistest: new rueidis client for %s: %v", what, err)
 	}
 	t.Cleanup(c.Close)
 	return c
@@ -93,9 +95,13 @@ func clientOption(addr string) rueidis.ClientOption {
 func Each(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
 	Real(t, fn)
-	t.Run(nameMiniredis, func(t *testing.T) {
-		fn(t, Mini(t))
-	})
+	run(t, nameMiniredis, Mini, fn)
+}
+
+// run runs fn as the subtest name against the backend that backend makes for it.
+func run(t *testing.T, name string, backend func(t testing.TB) *Backend, fn func(t *testing.T, b *Backend)) {
+	t.Helper()
+	t.Run(name, func(t *testing.T) { fn(t, backend(t)) })
 }
 
 // EachWithCluster runs fn as the two subtests of Each and a third,
@@ -121,10 +127,10 @@ func EachWithCluster(t *testing.T, fn func(t *testing.T, b *Backend)) {
 // onCluster runs fn as the subtest "cluster" against the shared cluster.
 func onCluster(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
-	t.Run(nameCluster, func(t *testing.T) {
+	run(t, nameCluster, func(t testing.TB) *Backend {
 		c := sharedCluster(t)
-		fn(t, &Backend{Name: nameCluster, Addr: c.nodes[0].Addr(), Cluster: c})
-	})
+		return &Backend{Name: nameCluster, Addr: c.nodes[0].Addr(), Cluster: c}
+	}, fn)
 }
 
 // Real runs fn only against a fresh real redis-server, for tests that need
@@ -135,9 +141,7 @@ func onCluster(t *testing.T, fn func(t *testing.T, b *Backend)) {
 // that a -run pattern selecting one backend selects it in both kinds of test.
 func Real(t *testing.T, fn func(t *testing.T, b *Backend)) {
 	t.Helper()
-	t.Run(nameRedis, func(t *testing.T) {
-		fn(t, realBackend(t))
-	})
+	run(t, nameRedis, realBackend, fn)
 }
 
 // RealWithCluster runs fn as the "redis" subtest of Real and the "cluster"

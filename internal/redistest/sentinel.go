@@ -187,7 +187,7 @@ func (s *Sentinel) Replica() *Server {
 // Backend.Client.
 func (s *Sentinel) Client(t testing.TB) rueidis.Client {
 	t.Helper()
-	c, err := rueidis.NewClient(rueidis.ClientOption{
+	return newClient(t, rueidis.ClientOption{
 		InitAddress:  s.SentinelAddrs(),
 		DisableCache: true,
 		Dialer:       net.Dialer{Timeout: dialTimeout},
@@ -195,12 +195,7 @@ func (s *Sentinel) Client(t testing.TB) rueidis.Client {
 			MasterSet: sentinelMasterName,
 			Dialer:    net.Dialer{Timeout: dialTimeout},
 		},
-	})
-	if err != nil {
-		t.Fatalf("redistest: new rueidis sentinel client: %v", err)
-	}
-	t.Cleanup(c.Close)
-	return c
+	}, "the sentinels' master")
 }
 
 // WaitFailover waits up to timeout until every sentinel reports a master
