@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"testing"
 )
@@ -56,7 +55,10 @@ func build(t *testing.T, body string) (string, error) {
 	if err := os.WriteFile(filepath.Join(dir, "overlay.json"), overlay, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gobin := filepath.Join(runtime.GOROOT(), "bin", "go")
+	gobin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("the go command, which this test compiles with, is not on PATH: %v", err)
+	}
 	out, err := exec.Command(gobin, "build", "-overlay", filepath.Join(dir, "overlay.json"), "-o", filepath.Join(dir, "prog"), "./optionkinds").CombinedOutput()
 	return string(out), err
 }
