@@ -31,8 +31,9 @@ const (
 	// counted after `redis-cli --cluster create` has returned.
 	clusterStartTimeout = 30 * time.Second
 	// clusterCreateTimeout bounds `redis-cli --cluster create`, which
-	// itself polls once a second until the nodes agree on the config.
-	clusterCreateTimeout = 30 * time.Second
+	// itself polls once a second until the nodes agree on the config. On a
+	// loaded two-core machine the agreement has taken over 30s.
+	clusterCreateTimeout = 90 * time.Second
 	// failoverTimeout bounds Failover. A manual failover takes well under a
 	// second on loopback; the rest is room for a slow machine.
 	failoverTimeout = 15 * time.Second
