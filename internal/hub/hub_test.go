@@ -46,13 +46,7 @@ func subscribe(t *testing.T, h *hub.Hub, channel string) *hub.Sub {
 
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal(what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	redistest.Eventually(t, 10*time.Second, what, cond)
 }
 
 // wait runs s.Wait in the background and reports its result.

@@ -11,16 +11,15 @@ import (
 
 	"github.com/relock-go/relock/embedded"
 	"github.com/relock-go/relock/internal/leases"
+	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/script"
 )
 
 // waitUntil polls cond, which the example's goroutines or the watchdog make true: the
 // examples wait on what they can observe, never on a fixed sleep.
 func waitUntil(what string, cond func() bool) {
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			log.Fatalf("not within 30s: %s", what)
-		}
+	if !redistest.Await(30*time.Second, cond) {
+		log.Fatalf("not within 30s: %s", what)
 	}
 }
 

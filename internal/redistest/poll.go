@@ -17,11 +17,20 @@ const pollEvery = 5 * time.Millisecond
 // test's goroutine only.
 func Eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	if !Await(d, cond) {
+		t.Fatalf("after %v: %s", d, what)
+	}
+}
+
+// Await checks cond every few milliseconds until it holds, for at most d, and reports
+// whether it held: Eventually for an example, which has no testing.TB.
+func Await(d time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("after %v: %s", d, what)
+			return false
 		}
 		time.Sleep(pollEvery)
 	}
+	return true
 }
