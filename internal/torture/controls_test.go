@@ -180,6 +180,29 @@ func TestOverlapsByLock(t *testing.T) {
 	}
 }
 
+// A section is held until its liveness check, not until End: a worker paused right after
+// the check (its hold runs out meanwhile and another owner takes the lock) does not make
+// the two overlap. A section whose check itself comes after the other's grant does, and
+// porcupine says so too.
+func TestOverlapsUntilTheCheck(t *testing.T) {
+	paused := Record{Lock: "a", Call: 1, Acq: 2, Token: 1, Check: 3, End: 20, Rel: 21, Live: true, UnlockOK: true}
+	next := Record{Lock: "a", Call: 9, Acq: 10, Token: 2, Check: 11, End: 12, Rel: 13, Live: true, UnlockOK: true}
+	if ov := Overlaps([]Record{paused, next}); len(ov) != 0 {
+		t.Errorf("Overlaps = %v; want none: the first section was last seen live at 3", ov)
+	}
+	if res := CheckLinearizable([]Record{paused, next}, 10*time.Second); res != porcupine.Ok {
+		t.Errorf("porcupine: %v; want Ok", res)
+	}
+	late := paused
+	late.Check = 15 // seen live after the next grant: a real overlap
+	if ov := Overlaps([]Record{late, next}); len(ov) != 1 {
+		t.Errorf("Overlaps = %v; want the pair", ov)
+	}
+	if res := CheckLinearizable([]Record{late, next}, 10*time.Second); res != porcupine.Illegal {
+		t.Errorf("porcupine: %v; want Illegal", res)
+	}
+}
+
 // fairSim is an in-process stand-in for a fair lock's server side: a holder and a queue
 // of owners. With fair set, a free lock goes to the head of the queue (or to a caller
 // when nobody waits); without, to whoever asks first, as a fair lock that forgot its

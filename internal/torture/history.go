@@ -101,9 +101,20 @@ func (r Record) Deleted() bool { return r.DelFrom != 0 }
 // when the record promises nothing.
 func (r Record) heldUntil() (until int64, ok bool) {
 	if r.Deleted() {
-		return min(r.End, r.DelFrom), true
+		return min(r.seenLive(), r.DelFrom), true
 	}
-	return r.End, r.Live
+	return r.seenLive(), r.Live
+}
+
+// seenLive is the latest moment the section is known to have held its lock: its liveness
+// check (Check), not End. A worker paused (SIGSTOP) between the check and End would
+// otherwise claim the pause as held time, while its hold ran out in Redis and another
+// owner took the lock. Records without a check fall back to End.
+func (r Record) seenLive() int64 {
+	if r.Check != 0 {
+		return r.Check
+	}
+	return r.End
 }
 
 // Read reports whether the record is a read hold, which other read holds may overlap.
@@ -266,7 +277,7 @@ func Operations(history []Record) []porcupine.Operation {
 		ops = append(ops, porcupine.Operation{
 			ClientId: client, Input: lockInput{Acquire: true, Owner: i}, Call: h.Call, Output: h.Token, Return: h.Acq,
 		})
-		call, ret := h.End, h.Rel
+		call, ret := h.seenLive(), h.Rel
 		if !h.Live {
 			call = h.Call
 		}
