@@ -55,8 +55,26 @@ type QueueEntry struct {
 }
 
 // inspectLock reads a lock's keys. Every key of one lock shares a cluster slot, so plain
-// commands suffice; the reads are not one snapshot, which an operator's view can afford.
+// commands suffice. The reads are not one snapshot: a lock released (or run out) between
+// the look at its type and the read of its lease or holders would show as held with no
+// lease or no holder. Such a torn view is read again, a few times; the operator's view can
+// afford that, and a lock that changes that fast is shown as last read.
 func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, error) {
+	const reads = 5
+	for i := 1; ; i++ {
+		r, err := inspectOnce(ctx, rc, name)
+		if err != nil || i == reads || !r.torn() {
+			return r, err
+		}
+	}
+}
+
+// torn reports whether the report saw a lock that was gone before all of it was read.
+func (r *Report) torn() bool {
+	return r.Locked && (r.TTLMs == -2 || len(r.Owners) == 0)
+}
+
+func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (*Report, error) {
 	if err := keys.Check(name); err != nil {
 		return nil, fmt.Errorf("%q: %w", name, err)
 	}
