@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/engine"
-	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
 )
 
@@ -40,7 +39,7 @@ const DefaultRefreshPeriod = lockopt.DefaultRefresh
 // periods find dead waiters sooner for one small script call per waiter and period. It
 // must be at least 10ms, or the call fails with ErrInvalidOption.
 func WithRefreshPeriod(d time.Duration) Option {
-	return lockopt.Fair(lockopt.Refresh(d, lockerr.ErrInvalidOption))
+	return lockopt.Fair(lockopt.Refresh(d))
 }
 
 // Mutex is a fair, reentrant distributed lock, made by relock.Client.FairLock. Its methods

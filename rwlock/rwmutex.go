@@ -23,7 +23,6 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/engine"
-	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
 )
 
@@ -51,7 +50,7 @@ func WithWriterPreference() Option {
 // WithRefreshPeriod sets how often a waiting writer under writer preference refreshes its
 // entry (default 5s, at least 10ms, or the call fails with ErrInvalidOption).
 func WithRefreshPeriod(d time.Duration) Option {
-	return lockopt.RW(lockopt.Refresh(d, lockerr.ErrInvalidOption))
+	return lockopt.RW(lockopt.Refresh(d))
 }
 
 // RWMutex is a reentrant distributed read-write lock, made by relock.Client.RWLock. Its

@@ -55,22 +55,29 @@ func (rw *RW) Read() *Lock { return rw.r }
 // Write is the write side.
 func (rw *RW) Write() *Lock { return rw.w }
 
-// Defaults are the settings of a call without options.
-func (l *Lock) Defaults() *lockopt.Settings { return &l.defaults }
-
 // Name returns the lock's name, which is also its Redis key.
 func (l *Lock) Name() string { return l.n.Lock }
 
-// Lock acquires the lock, waiting until it is free (for a fair lock: until it is this
-// owner's turn) or ctx is done, and returns the hold's context. The front ends document
-// the contract.
-func (l *Lock) Lock(ctx context.Context, s *lockopt.Settings) (context.Context, error) {
-	return l.lock(ctx, "lock", true, s)
+// LockWith acquires the lock, waiting until it is free (for a fair lock: until it is this
+// owner's turn) or ctx is done, and returns the hold's context. A front end's per-call
+// options apply over the lock's own. The front ends document the contract.
+func LockWith[O lockopt.Option](l *Lock, ctx context.Context, opts []O) (context.Context, error) {
+	return l.lock(ctx, "lock", true, lockopt.Merge(&l.defaults, opts))
 }
 
-// TryLock makes one attempt and never queues.
-func (l *Lock) TryLock(ctx context.Context, s *lockopt.Settings) (context.Context, error) {
-	return l.lock(ctx, "trylock", false, s)
+// TryLockWith makes one attempt and never queues.
+func TryLockWith[O lockopt.Option](l *Lock, ctx context.Context, opts []O) (context.Context, error) {
+	return l.lock(ctx, "trylock", false, lockopt.Merge(&l.defaults, opts))
+}
+
+// DoWith locks, runs fn with the hold's context, and unlocks, also when fn panics.
+func DoWith[O lockopt.Option](l *Lock, ctx context.Context, fn func(context.Context) error, opts []O) (err error) {
+	held, err := LockWith(l, ctx, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, l.Unlock(held)) }()
+	return fn(held)
 }
 
 func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settings) (context.Context, error) {
@@ -185,16 +192,6 @@ func (l *Lock) release(ctx context.Context, field string) (int64, error) {
 // latchTTL keeps an unlock's result for as long as that unlock may be retried.
 func (l *Lock) latchTTL() string {
 	return strconv.FormatInt(max(2*l.c.Timeout.Milliseconds(), 1000), 10)
-}
-
-// Do locks, runs fn with the hold's context, and unlocks, also when fn panics.
-func (l *Lock) Do(ctx context.Context, fn func(ctx context.Context) error, s *lockopt.Settings) (err error) {
-	held, err := l.Lock(ctx, s)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, l.Unlock(held)) }()
-	return fn(held)
 }
 
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was
@@ -314,19 +311,4 @@ func (l *Lock) fail(op string, err error) error {
 		err = lockerr.ErrWrongType
 	}
 	return lockerr.New(op, l.n.Lock, err)
-}
-
-// LockWith is Lock with a front end's options applied over the lock's own.
-func LockWith[O lockopt.Option](l *Lock, ctx context.Context, opts []O) (context.Context, error) {
-	return l.Lock(ctx, lockopt.Merge(l.Defaults(), opts))
-}
-
-// TryLockWith is TryLock with a front end's options applied over the lock's own.
-func TryLockWith[O lockopt.Option](l *Lock, ctx context.Context, opts []O) (context.Context, error) {
-	return l.TryLock(ctx, lockopt.Merge(l.Defaults(), opts))
-}
-
-// DoWith is Do with a front end's options applied over the lock's own.
-func DoWith[O lockopt.Option](l *Lock, ctx context.Context, fn func(context.Context) error, opts []O) error {
-	return l.Do(ctx, fn, lockopt.Merge(l.Defaults(), opts))
 }

@@ -8,7 +8,11 @@
 // an rlock or fair lock does not compile, rather than being ignored.
 package lockopt
 
-import "time"
+import (
+	"time"
+
+	"github.com/relock-go/relock/internal/lockerr"
+)
 
 // DefaultRefresh is how often a fair lock's waiter, or a waiting writer under writer
 // preference, refreshes its queue entry.
@@ -96,11 +100,11 @@ func Merge[O Option](base *Settings, opts []O) *Settings {
 	return &own
 }
 
-// Refresh sets the refresh period, at least 10ms.
-func Refresh(d time.Duration, invalid error) func(*Settings) {
+// Refresh sets the refresh period, at least 10ms (else ErrInvalidOption).
+func Refresh(d time.Duration) func(*Settings) {
 	return func(s *Settings) {
 		if d < 10*time.Millisecond {
-			s.Invalid(invalid)
+			s.Invalid(lockerr.ErrInvalidOption)
 			return
 		}
 		s.Refresh = d
