@@ -2,35 +2,33 @@
 -- KEYS[1] the lock hash
 -- KEYS[2] the queue
 -- KEYS[3] the waiters' deadlines
--- KEYS[4] the unlock latch (mode "unlock" only)
 -- ARGV[1] mode: "unlock" (one hold of ARGV[2]), "leave" (ARGV[2] stops waiting), or
 --         "force" (delete the lock whoever holds it)
 -- ARGV[2] owner ("" for force)
--- ARGV[3] latch lifetime in milliseconds
+-- ARGV[3] unlock: the owner's hold count as the client knows it before this release, or
+--         "" when it knows of no hold (see expect.lua); otherwise unused
 -- ARGV[4] the publish command
 -- ARGV[5] the waiters' channel prefix "redisson_lock__channel:{<name>}:"; a waiter
 --         listens on the prefix followed by its owner
 -- ARGV[6] the message ("0")
--- Returns, for unlock, nil (not held), 0 (still held) or 1 (released), answered from the
--- latch when this request id ran before; for leave, 1; for force, 1 if a lock was deleted.
+-- Returns, for unlock, nil (not held with that count), 0 (still held) or 1 (released), or
+-- 3 when it already ran or the hold was lost (see expect.lua, prepended); for leave, 1; for
+-- force, 1 if a lock was deleted.
 -- Force refuses a key that is not a hash with a plain lock's shape (see shape.lua) with
 -- WRONGTYPE and leaves it untouched.
 
 local mode = ARGV[1]
 if mode == 'unlock' then
-  local done = redis.call('get', KEYS[4])
-  if done then
-    return tonumber(done)
+  local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
+  local go, reply = expect(count, ARGV[3])
+  if not go then
+    return reply
   end
-  if redis.call('hexists', KEYS[1], ARGV[2]) == 0 then
-    return nil
-  end
-  if redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0 then
-    redis.call('set', KEYS[4], 0, 'px', ARGV[3])
+  if count > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], -1)
     return 0
   end
   redis.call('del', KEYS[1])
-  redis.call('set', KEYS[4], 1, 'px', ARGV[3])
 elseif mode == 'leave' then
   redis.call('lrem', KEYS[2], 0, ARGV[2])
   redis.call('zrem', KEYS[3], ARGV[2])

@@ -3,8 +3,9 @@
 // Redisson's clients run the same data through their own scripts, so a Go service and a
 // Java service share locks; these files say exactly what relock does to that data.
 //
-// shape.lua is not a script of its own: it is the lock-shape guard that relock puts in front
-// of every script that reads a lock's hash before touching it.
+// shape.lua and expect.lua are not scripts of their own: shape.lua is the lock-shape guard
+// that relock puts in front of every script that reads a lock's hash before touching it,
+// and expect.lua the compare of a hold count that it puts in front of every unlock script.
 package lua
 
 import "embed"

@@ -1,16 +1,18 @@
--- Release one read or write hold of a read-write lock, at most once per request id.
+-- Release one read or write hold of a read-write lock: compare-and-decrement against the
+-- hold count the client expects (expect.lua, prepended), as rlock_unlock.lua does.
 -- KEYS[1] the lock hash
 -- KEYS[2] the lock's channel "redisson_rwlock:{<name>}"
--- KEYS[3] the unlock latch
--- KEYS[4] the key prefix "{<name>}" of the read holds' timeout keys
--- KEYS[5] the waiting writers (writer preference)
+-- KEYS[3] the key prefix "{<name>}" of the read holds' timeout keys
+-- KEYS[4] the waiting writers (writer preference)
 -- ARGV[1] the field whose hold is released: "<owner>" (read) or "<owner>:write" (write)
 -- ARGV[2] "read" or "write"
--- ARGV[3] latch lifetime in milliseconds
+-- ARGV[3] the field's hold count as the client knows it before this release; "" when the
+--         client knows of no hold
 -- ARGV[4] the publish command
--- Returns nil when the owner holds no such hold, 0 when this owner still holds it, 1 when
--- the lock is free, 2 when this hold is gone but others hold the lock (other readers, or
--- this owner's read holds after its write hold: a downgrade).
+-- Returns nil when the owner holds no such hold (with that count), 0 when this owner still
+-- holds it, 1 when the lock is free, 2 when this hold is gone but others hold the lock
+-- (other readers, or this owner's read holds after its write hold: a downgrade), 3 when
+-- this release already ran or the hold was lost (see expect.lua).
 --
 -- Expiry, as Redisson's read unlock: while holds remain, the hash is set to the longest
 -- remaining read timeout key (and "0" is published when that is sooner than before, so
@@ -21,17 +23,18 @@
 -- try: readers can all enter), "0" when the last reader leaves (one may try). When writers
 -- wait under writer preference, the last reader sends "1", so that a woken reader that
 -- gives way does not swallow the wake-up the writer needs.
-local done = redis.call('get', KEYS[3])
-if done then
-  return tonumber(done)
-end
 local mode = redis.call('hget', KEYS[1], 'mode')
-if mode == false or redis.call('hexists', KEYS[1], ARGV[1]) == 0 then
-  return nil
+local held = nil
+if mode then
+  held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+end
+local go, reply = expect(held, ARGV[3])
+if not go then
+  return reply
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
 if ARGV[2] == 'read' then
-  redis.call('del', KEYS[4] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. (count + 1))
+  redis.call('del', KEYS[3] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. (count + 1))
 end
 local result = 0
 if count <= 0 then
@@ -52,7 +55,7 @@ if not free then
     local n = tonumber(redis.call('hget', KEYS[1], field))
     if n then
       for i = n, 1, -1 do
-        longest = math.max(longest, redis.call('pttl', KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. i))
+        longest = math.max(longest, redis.call('pttl', KEYS[3] .. ':' .. field .. ':rwlock_timeout:' .. i))
       end
     end
   end
@@ -81,10 +84,9 @@ if free then
   result = 1
   redis.call('del', KEYS[1])
   local message = '0'
-  if ARGV[2] == 'write' or redis.call('exists', KEYS[5]) == 1 then
+  if ARGV[2] == 'write' or redis.call('exists', KEYS[4]) == 1 then
     message = '1'
   end
   redis.call(ARGV[4], KEYS[2], message)
 end
-redis.call('set', KEYS[3], result, 'px', ARGV[3])
 return result

@@ -62,15 +62,14 @@ func BenchmarkRawScripts(b *testing.B) {
 		id := strconv.FormatInt(seq.Add(1), 10)
 		name := "bench:" + id
 		owner := "raw:" + id
-		channel, latch := keys.Of(name).Channel, keys.Of(name).Latch
+		channel := keys.Of(name).Channel
 		ctx := context.Background()
-		for i := 0; pb.Next(); i++ {
+		for pb.Next() {
 			if err := script.RLockAcquire().Exec(ctx, rc, []string{name}, []string{"30000", owner}).Error(); err != nil {
 				b.Error(err)
 				return
 			}
-			req := latch + strconv.Itoa(i)
-			if err := script.RLockUnlock().Exec(ctx, rc, []string{name, channel, req}, []string{"0", owner, "6000", "publish"}).Error(); err != nil {
+			if err := script.RLockUnlock().Exec(ctx, rc, []string{name, channel}, []string{"0", owner, "1", "publish"}).Error(); err != nil {
 				b.Error(err)
 				return
 			}

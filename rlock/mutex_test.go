@@ -444,54 +444,67 @@ func TestUnlockWithCancelledContext(t *testing.T) {
 	})
 }
 
-// A replayed unlock (same request id, as sent when the first reply was lost) answers with
-// the first result and leaves a newer hold of the same owner alone.
+// The unlock script compares the owner's hold count with the one the client expects: a
+// release sent again after its reply was lost (the same count expected) is answered as
+// done and releases nothing, neither the owner's remaining hold nor the next holder's;
+// a count the client does not expect releases nothing; and no unlock leaves a key behind.
 func TestUnlockReplay(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
 		ctx := context.Background()
-		const owner = "replay-client:1"
-		keys := func(req string) []string {
-			return []string{"replayed", "redisson_lock__channel:{replayed}", "redisson_unlock_latch:{replayed}:" + req}
-		}
-		acquire := func() {
+		const owner, other = "5df8512c-e096-4359-bc82-07efb0bc9d8e:1", "0c9b8a7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d:1"
+		acquire := func(who string) {
 			t.Helper()
-			if v, err := script.RLockAcquire().Exec(ctx, rc, []string{"replayed"}, []string{"30000", owner}).AsIntSlice(); err != nil || v[0] != 1 {
-				t.Fatalf("acquire = %v, %v", v, err)
+			if v, err := script.RLockAcquire().Exec(ctx, rc, []string{"replayed"}, []string{"30000", who}).AsIntSlice(); err != nil || v[0] != 1 {
+				t.Fatalf("acquire by %s = %v, %v", who, v, err)
 			}
 		}
-		unlock := func(req string) (int64, error) {
-			return script.RLockUnlock().Exec(ctx, rc, keys(req), []string{"0", owner, "10000", "publish"}).AsInt64()
+		unlock := func(who, expected string) (int64, error) {
+			return script.RLockUnlock().Exec(ctx, rc, []string{"replayed", "redisson_lock__channel:{replayed}"}, []string{"0", who, expected, "publish"}).AsInt64()
 		}
-		count := func() string {
-			v, _ := redistest.Do(t, rc, "HGET", "replayed", owner).ToString()
+		count := func(who string) string {
+			v, _ := redistest.Do(t, rc, "HGET", "replayed", who).ToString()
 			return v
 		}
 
-		acquire()
-		if n, err := unlock("a"); n != 1 || err != nil {
-			t.Fatalf("first unlock = %d, %v; want 1 (released)", n, err)
+		acquire(owner)
+		acquire(owner) // re-entered: count 2
+		// Fewer holds than held, and more than one more: neither is this release's count.
+		for _, wrong := range []string{"1", "5"} {
+			if n, err := unlock(owner, wrong); !rueidis.IsRedisNil(err) {
+				t.Fatalf("unlock expecting %s holds of 2 = %d, %v; want nil (not held with that count)", wrong, n, err)
+			}
 		}
-		acquire() // a newer hold by the same owner
-		if n, err := unlock("a"); n != 1 || err != nil {
-			t.Fatalf("replayed unlock = %d, %v; want the first result, 1", n, err)
+		if got := count(owner); got != "2" {
+			t.Fatalf("count after an unlock with the wrong count = %q; want 2 (untouched)", got)
 		}
-		if got := count(); got != "1" {
-			t.Fatalf("newer hold's count after replay = %q; want 1 (untouched)", got)
-		}
-
-		acquire() // re-entered: count 2
-		if n, err := unlock("b"); n != 0 || err != nil {
+		if n, err := unlock(owner, "2"); n != 0 || err != nil {
 			t.Fatalf("partial unlock = %d, %v; want 0", n, err)
 		}
-		if n, err := unlock("b"); n != 0 || err != nil {
-			t.Fatalf("replayed partial unlock = %d, %v; want 0", n, err)
+		if n, err := unlock(owner, "2"); n != 0 || err != nil {
+			t.Fatalf("partial unlock sent again = %d, %v; want 0 (done)", n, err)
 		}
-		if got := count(); got != "1" {
-			t.Fatalf("count after replayed partial unlock = %q; want 1", got)
+		if got := count(owner); got != "1" {
+			t.Fatalf("count after the partial unlock was sent again = %q; want 1", got)
 		}
-		if ttl, _ := redistest.Do(t, rc, "PTTL", "redisson_unlock_latch:{replayed}:b").AsInt64(); ttl <= 0 {
-			t.Errorf("latch PTTL = %d; want it to expire by itself", ttl)
+		if n, err := unlock(owner, "1"); n != 1 || err != nil {
+			t.Fatalf("last unlock = %d, %v; want 1 (released)", n, err)
+		}
+		acquire(other) // the next holder
+		if n, err := unlock(owner, "1"); n != 3 || err != nil {
+			t.Fatalf("last unlock sent again = %d, %v; want 3 (ran before, or lost)", n, err)
+		}
+		if got := count(other); got != "1" {
+			t.Fatalf("next holder's count after the unlock was sent again = %q; want 1 (untouched)", got)
+		}
+		if n, err := unlock(owner, ""); !rueidis.IsRedisNil(err) {
+			t.Fatalf("unlock of no hold the client knows, by a non-holder = %d, %v; want nil", n, err)
+		}
+		if n, err := unlock(other, ""); n != 1 || err != nil {
+			t.Fatalf("unlock of a hold the client does not know = %d, %v; want 1 (released)", n, err)
+		}
+		if ks, err := redistest.Do(t, rc, "KEYS", "*").AsStrSlice(); err != nil || len(ks) != 0 {
+			t.Fatalf("keys left after every hold was released: %q, %v; want none", ks, err)
 		}
 	})
 }

@@ -63,8 +63,12 @@ func TestAcquireReplyLost(t *testing.T) {
 	})
 }
 
-// An unlock whose reply is lost after Redis ran it is retried with the same request id and
-// answered from the latch: the owner's other hold is not released with it.
+// unlockMarker is in an unlock request of the lock named name and in no acquisition: its
+// channel, to which the unlock publishes.
+func unlockMarker(name string) string { return "redisson_lock__channel:{" + name + "}" }
+
+// An unlock whose reply is lost after Redis ran it is sent again and answered as done: the
+// owner's other hold is not released with it, and the last hold's unlock reports success.
 func TestUnlockReplyLost(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c, proxy := throughProxy(t, b)
@@ -77,7 +81,7 @@ func TestUnlockReplyLost(t *testing.T) {
 		if held, err = mu.Lock(held); err != nil {
 			t.Fatal(err)
 		}
-		proxy.LoseReplyTo("redisson_unlock_latch:{lost-unlock}")
+		proxy.LoseReplyTo(unlockMarker("lost-unlock"))
 		if err := mu.Unlock(held); err != nil {
 			t.Fatalf("Unlock with its reply lost: %v", err)
 		}
@@ -87,11 +91,66 @@ func TestUnlockReplyLost(t *testing.T) {
 		if n, _ := redistest.Do(t, side, "HGET", "lost-unlock", mustOwner(t, side, "lost-unlock")).AsInt64(); n != 1 {
 			t.Fatalf("hold count %d after one of two holds was released; want 1", n)
 		}
+		proxy.LoseReplyTo(unlockMarker("lost-unlock")) // and the last hold's
 		if err := mu.Unlock(held); err != nil {
-			t.Fatal(err)
+			t.Fatalf("last Unlock with its reply lost: %v; it ran", err)
+		}
+		if proxy.Armed() != 0 {
+			t.Fatal("the second fault never fired")
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", "lost-unlock").AsInt64(); n != 0 {
+			t.Fatal("the lock is still there after its last hold was released")
 		}
 		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
 			t.Errorf("third unlock: %v; want ErrNotHeld", err)
+		}
+	})
+}
+
+// A retried unlock whose first reply was lost never releases a newer hold of the same
+// owner: a re-entry that another goroutine of the owner asks for while the unlock waits to
+// be sent again is taken after the unlock is done, not in between, where the resent
+// unlock would find the count it expected and release the new hold.
+func TestUnlockReplyLostKeepsNewerHold(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, proxy := throughProxy(t, b)
+		side := b.Client(t)
+		mu := c.Lock("lost-newer")
+		held, err := mu.Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := mustOwner(t, side, "lost-newer")
+		proxy.LoseReplyTo(unlockMarker("lost-newer"))
+		unlocked := make(chan error, 1)
+		go func() { unlocked <- mu.Unlock(held) }()
+		// As soon as the unlock's reply is lost, and before it is sent again (its backoff
+		// is 10ms and the client must reconnect), the owner locks again.
+		redistest.Eventually(t, 5*time.Second, "the unlock's reply was never lost", func() bool { return proxy.Armed() == 0 })
+		// The owner's other goroutine: a context that carries the owner and does not end
+		// with the hold.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(held), 5*time.Second)
+		defer cancel()
+		again, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock by the same owner during the unlock: %v", err)
+		}
+		select {
+		case err := <-unlocked:
+			if err != nil {
+				t.Fatalf("Unlock with its reply lost: %v", err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("Unlock did not return")
+		}
+		if n, _ := redistest.Do(t, side, "HGET", "lost-newer", owner).AsInt64(); n != 1 {
+			t.Fatalf("the owner's hold count is %d after its newer Lock; want 1 (the resent unlock released it)", n)
+		}
+		if err := again.Err(); err != nil {
+			t.Fatalf("the newer hold's context ended: %v (%v)", err, context.Cause(again))
+		}
+		if err := mu.Unlock(again); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -5,7 +5,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -20,8 +19,8 @@ import (
 // queue key built by wrapping the name in a tag again, "redisson_lock_queue:{user{7}:cart}",
 // stays empty, and the scene gives up waiting for its first worker to join it. This test
 // runs the scene on that name and checks that every key that appears while it runs is
-// one of the lock's own (the lock, its queue, its deadlines, its unlock latches), that the
-// queue was used, and that only the short-lived latches are left afterwards.
+// one of the lock's own (the lock, its queue, its deadlines), that the queue was used, and
+// that nothing is left afterwards.
 func TestFairSceneOnTaggedName(t *testing.T) {
 	const name = "user{7}:cart"
 	names := keys.Of(name)
@@ -29,7 +28,7 @@ func TestFairSceneOnTaggedName(t *testing.T) {
 		t.Fatalf("keys.Of(%q).Queue = %q; the name's own tag must be kept", name, names.Queue)
 	}
 	own := func(k string) bool {
-		return k == name || k == names.Queue || k == names.Deadlines || strings.HasPrefix(k, names.Latch)
+		return k == name || k == names.Queue || k == names.Deadlines
 	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		env, err := openDemo(b.Addr)
@@ -87,9 +86,7 @@ func TestFairSceneOnTaggedName(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, k := range left {
-			if !strings.HasPrefix(k, names.Latch) {
-				t.Errorf("key %q is left after the scene", k)
-			}
+			t.Errorf("key %q is left after the scene", k)
 		}
 	})
 }

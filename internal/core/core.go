@@ -4,7 +4,6 @@
 package core
 
 import (
-	"context"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -38,9 +37,9 @@ type Client struct {
 	SyncReplicas int
 	SyncTimeout  time.Duration
 
-	leaseMs string
-	closed  atomic.Bool
-	request atomic.Uint64
+	leaseMs   string
+	closed    atomic.Bool
+	deadlines *deadlines
 }
 
 // Config is what a core is made from.
@@ -74,6 +73,7 @@ func New(rc rueidis.Client, cfg Config) *Client {
 		SyncReplicas: cfg.SyncReplicas,
 		SyncTimeout:  cfg.SyncTimeout,
 		leaseMs:      strconv.FormatInt(cfg.Lease.Milliseconds(), 10),
+		deadlines:    newDeadlines(cfg.Timeout),
 	}
 }
 
@@ -88,25 +88,5 @@ func (c *Client) Close() {
 // Closed reports whether Close was called.
 func (c *Client) Closed() bool { return c.closed.Load() }
 
-// AppendRequestID appends an id unique to this call across all clients, the client id and
-// a counter, to dst. It names an unlock latch.
-func (c *Client) AppendRequestID(dst []byte) []byte {
-	dst = append(dst, c.ID...)
-	dst = append(dst, ':')
-	return strconv.AppendUint(dst, c.request.Add(1), 10)
-}
-
 // LeaseMs is Lease in milliseconds, as the scripts take it.
 func (c *Client) LeaseMs() string { return c.leaseMs }
-
-// Detached returns a context for a call that must run to its end whatever happens to
-// ctx: it keeps ctx's values, drops its cancellation, and is bounded by the client's
-// timeout instead.
-func (c *Client) Detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	// A context that can never be cancelled has nothing to drop: skip the wrapper, which
-	// would cost an allocation on every call made with context.Background().
-	if ctx.Done() != nil {
-		ctx = context.WithoutCancel(ctx)
-	}
-	return context.WithTimeout(ctx, c.Timeout)
-}

@@ -26,8 +26,13 @@ type attempt struct {
 	lease   time.Duration
 	leaseMs string
 	renew   bool
-	call    script.Call // the acquire call
+	call    call // the acquire call
 	grant   leases.Grant
+
+	ctx    context.Context // the caller's: a hold taken after it ended is released again
+	parent context.Context // what the hold's context derives from
+	op     string
+	held   context.Context // the hold's context, once acquired
 }
 
 // entryMs is how long the queue entry of a fair waiter or a preferred writer lives without
@@ -36,8 +41,13 @@ func (a *attempt) entryMs() string {
 	return strconv.FormatInt(2*a.s.RefreshPeriod().Milliseconds(), 10)
 }
 
-// try makes one acquisition attempt. It returns 0 when the owner now holds the lock, and
-// otherwise the holder's remaining lease, which bounds the next wait.
+// try makes one acquisition attempt. It returns 0 when the owner now holds the lock (the
+// hold's context is then a.held), and otherwise the holder's remaining lease, which bounds
+// the next wait.
+//
+// The attempt runs in the owner's turn on this lock (Watchdog.Begin): no unlock or other
+// re-entry of the owner's in this client runs between its send and the client recording
+// what it got, so the count the client knows is the count in Redis.
 //
 // A request whose reply is lost (a dropped connection) may or may not have run. Sending
 // it again blindly could count a hold twice, which the owner would never release. So
@@ -45,9 +55,10 @@ func (a *attempt) entryMs() string {
 // this client knew, the request ran and the acquisition stands; if not, it is sent again.
 func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	l := a.l
-	dctx, cancel := l.c.Detached(ctx)
-	defer cancel()
-	known := l.c.Watchdog.Count(l.n.Lock, a.owner)
+	turn := l.c.Watchdog.Begin(l.n.Lock, a.owner)
+	defer turn.End()
+	dctx := l.c.Detached(ctx)
+	known := turn.Count
 	var ttl time.Duration
 	var sent time.Time
 	var failed error // the last send's failure: did that request run?
@@ -66,10 +77,10 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 		var v []int64
 		var err error
 		if l.c.SyncReplicas > 0 {
-			v, err = a.execSynced(dctx)
+			v, err = a.execSynced(dctx, sent)
 		} else {
 			var buf [3]int64 // the longest reply: read it without allocating
-			v, err = ints(buf[:0], a.call.Script.Exec(dctx, l.c.Redis, a.call.Keys, a.call.Args))
+			v, err = ints(buf[:0], a.call.exec(dctx, l.c.Redis))
 		}
 		if err != nil {
 			failed = err
@@ -78,16 +89,19 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 		ttl, err = a.reply(v, sent)
 		return final(err)
 	})
-	return ttl, err
+	if err != nil || ttl > 0 {
+		return ttl, err
+	}
+	return 0, a.keep()
 }
 
 // execSynced runs the acquire script and WAIT in one round trip (in a cluster WAIT goes to
 // the node of the script's keys). If the owner got the lock and no replica has it by the
 // timeout, the acquisition is rolled back and the attempt fails with ErrNotSynced.
-func (a *attempt) execSynced(ctx context.Context) ([]int64, error) {
+func (a *attempt) execSynced(ctx context.Context, sent time.Time) ([]int64, error) {
 	l := a.l
 	rc := l.c.Redis
-	res, _ := script.Batch(ctx, rc, []script.Call{a.call}, func() rueidis.Commands {
+	res, _ := script.Batch(ctx, rc, []script.Call{a.call.batched()}, func() rueidis.Commands {
 		return rueidis.Commands{rc.B().Wait().Numreplicas(int64(l.c.SyncReplicas)).Timeout(l.c.SyncTimeout.Milliseconds()).Build()}
 	})
 	v, err := res[0].AsIntSlice()
@@ -98,7 +112,7 @@ func (a *attempt) execSynced(ctx context.Context) ([]int64, error) {
 		return v, nil
 	}
 	// Nobody has the grant but the master: a failover now would lose it. Undo it.
-	if _, err := l.release(ctx, a.owner); err != nil {
+	if _, err := l.release(ctx, a.owner, v[1], sent.Add(a.lease)); err != nil {
 		return nil, errors.Join(lockerr.ErrNotSynced, err)
 	}
 	return nil, lockerr.ErrNotSynced
@@ -173,18 +187,18 @@ func (a *attempt) granted(count, third int64, sent time.Time) {
 	l.kind.grant(&a.grant, third)
 }
 
-// keep registers an acquisition with the watchdog and returns the hold's context; unless
-// the caller's context ended while the attempt was in flight (it was finished rather than
+// keep registers an acquisition with the watchdog and sets the hold's context; unless the
+// caller's context ended while the attempt was in flight (it was finished rather than
 // abandoned, so that no hold is left behind unknown): then the hold it took is released
-// again, and the caller gets its context's error.
-func (a *attempt) keep(ctx, held context.Context, op string) (context.Context, error) {
-	if err := ctx.Err(); err != nil {
-		dctx, cancel := a.l.c.Detached(ctx)
-		defer cancel()
-		_, _ = a.l.release(dctx, a.owner)
-		return ctx, a.l.fail(op, err)
+// again, and keep returns the context's error.
+func (a *attempt) keep() error {
+	if err := a.ctx.Err(); err != nil {
+		dctx := a.l.c.Detached(a.ctx)
+		_, _ = a.l.release(dctx, a.owner, a.grant.Count, a.grant.Sent.Add(a.grant.Lease))
+		return err
 	}
-	return a.l.c.Watchdog.Acquired(held, a.grant), nil
+	a.held = a.l.c.Watchdog.Acquired(a.parent, a.grant)
+	return nil
 }
 
 // waitFor subscribes to the channel that announces this waiter's chance and retries on
@@ -228,8 +242,7 @@ func (a *attempt) leave(ctx context.Context) {
 	if !a.queued || a.l.kind.leave == nil {
 		return
 	}
-	dctx, cancel := a.l.c.Detached(ctx)
-	defer cancel()
+	dctx := a.l.c.Detached(ctx)
 	_ = a.l.kind.leave(dctx, a.l, a)
 }
 

@@ -1,6 +1,6 @@
 // Package engine is the one lock mechanism behind every kind of relock lock: acquisition
 // with its exactly-once retry, waiting through the hub, holds and the watchdog, unlock
-// with its latch, the state queries and ForceUnlock. What differs between kinds (keys,
+// with its compare-and-decrement, the state queries and ForceUnlock. What differs between kinds (keys,
 // scripts and their arguments, wake-up messages, the owner's field, fencing) is a layout
 // value, one per kind, each in the file that names it: Plain (rlock), Fair (fairlock),
 // and Read and Write (the two sides of rwlock). The lock packages are thin front ends
@@ -88,7 +88,8 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 	if l.kind.parent != nil {
 		held = l.kind.parent(l, held, who)
 	}
-	a := attempt{l: l, s: s, who: who, owner: l.kind.field(who), wait: wait, lease: s.Lease, leaseMs: l.c.LeaseMs(), renew: s.Lease == 0}
+	a := attempt{l: l, s: s, who: who, owner: l.kind.field(who), wait: wait, lease: s.Lease, leaseMs: l.c.LeaseMs(), renew: s.Lease == 0,
+		ctx: ctx, parent: held, op: op}
 	if a.renew {
 		a.lease = l.c.Lease
 	} else {
@@ -116,7 +117,7 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 		return ctx, l.fail(op, err)
 	}
 	if ttl == 0 {
-		return a.keep(ctx, held, op)
+		return a.held, nil
 	}
 	if !wait {
 		return ctx, l.fail(op, lockerr.ErrLocked)
@@ -125,16 +126,17 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 		a.leave(ctx)
 		return ctx, l.fail(op, err)
 	}
-	return a.keep(ctx, held, op)
+	return a.held, nil
 }
 
-// fence returns the acquire call's keys: ks, followed by the fencing counter when the
+// fence returns the acquire call c with the fencing counter as its last key when the
 // attempt takes a token.
-func (l *Lock) fence(a *attempt, ks ...string) []string {
+func (l *Lock) fence(a *attempt, c call) call {
 	if a.fenced {
-		return append(ks, l.n.Token)
+		c.keys[c.nk] = l.n.Token
+		c.nk++
 	}
-	return ks
+	return c
 }
 
 // Unlock releases one hold of the owner ctx carries.
@@ -147,9 +149,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		return l.fail("unlock", lockerr.ErrNotHeld)
 	}
 	owner = l.kind.field(owner)
-	dctx, cancel := l.c.Detached(ctx)
-	defer cancel()
-	switch released, err := l.release(dctx, owner); {
+	// The owner's turn: its count as this client knows it is the count the release
+	// compares with (see release).
+	turn := l.c.Watchdog.Begin(l.n.Lock, owner)
+	defer turn.End()
+	dctx := l.c.Detached(ctx)
+	switch released, err := l.release(dctx, owner, turn.Count, turn.Deadline); {
 	case err == nil:
 		if released != 0 {
 			l.c.Watchdog.Released(l.n.Lock, owner)
@@ -166,32 +171,59 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 }
 
-// release runs the kind's unlock script for one hold of field, retrying lost replies with
-// one request id, and returns 0 when field still holds the lock, 1 when the lock is free,
-// 2 when field's holds are gone but others hold the lock (a read-write lock's other
+// gone is the unlock scripts' reply when the owner holds nothing though the client
+// expected one hold (see expect.lua).
+const gone = 3
+
+// release runs the kind's unlock script for one hold of field, in the owner's turn on the
+// lock (Watchdog.Begin), and returns 0 when field still holds the lock, 1 when the lock is
+// free, 2 when field's holds are gone but others hold the lock (a read-write lock's other
 // readers, or the owner's read holds after its write hold), and ErrNotHeld when field
-// holds nothing.
-func (l *Lock) release(ctx context.Context, field string) (int64, error) {
-	// The latch key, "redisson_unlock_latch:{name}:<request id>", built in one allocation
-	// (a stack buffer, unless the name is long).
-	var buf [160]byte
-	latch := string(l.c.AppendRequestID(append(buf[:0], l.n.Latch...)))
-	call := l.kind.release(l, field, latch)
+// holds nothing. expected is field's hold count as the client knows it (0: it knows of no
+// hold), and until the hold's local deadline: Redis keeps the hold at least that long.
+//
+// The script decrements only when Redis has the expected count, which is what makes a
+// release whose reply was lost safe to send again: if the first send ran, the count is one
+// lower (or, for the last hold, the field is gone) and the script answers without
+// releasing anything, least of all a hold the owner took since, which cannot happen in
+// its turn anyway. The field being gone after a lost reply means either that the first
+// send ran or that the hold was lost before it; it ran if it was sent before until. A
+// release of no hold the client knows of compares nothing and is not sent again after a
+// lost reply: whether it ran stays unknown, and the error says so.
+func (l *Lock) release(ctx context.Context, field string, expected int64, until time.Time) (int64, error) {
+	exp := ""
+	if expected > 0 {
+		exp = strconv.FormatInt(expected, 10)
+	}
+	call := l.kind.release(l, field, exp)
 	var released int64
+	var lost time.Time // when the first send whose reply was lost went out
 	err := retry(ctx, func() error {
-		var err error
-		released, err = call.Script.Exec(ctx, l.c.Redis, call.Keys, call.Args).AsInt64()
-		if rueidis.IsRedisNil(err) {
+		sent := time.Now()
+		n, err := call.exec(ctx, l.c.Redis).AsInt64()
+		switch {
+		case rueidis.IsRedisNil(err):
 			return final(lockerr.ErrNotHeld)
+		case err == nil && n == gone:
+			if lost.IsZero() || !lost.Before(until) {
+				return final(lockerr.ErrNotHeld)
+			}
+			released = 1
+			return nil
+		case err == nil:
+			released = n
+			return nil
+		case refused(err):
+			return err // not run: safe to send again
+		case expected == 0:
+			return final(err)
+		}
+		if _, answered := rueidis.IsRedisErr(err); !answered && lost.IsZero() {
+			lost = sent
 		}
 		return err
 	})
 	return released, err
-}
-
-// latchTTL keeps an unlock's result for as long as that unlock may be retried.
-func (l *Lock) latchTTL() string {
-	return strconv.FormatInt(max(2*l.c.Timeout.Milliseconds(), 1000), 10)
 }
 
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was
@@ -246,7 +278,7 @@ func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
 		return false, l.fail("forceunlock", err)
 	}
 	call := l.kind.force(l)
-	n, err := call.Script.Exec(ctx, l.c.Redis, call.Keys, call.Args).AsInt64()
+	n, err := call.exec(ctx, l.c.Redis).AsInt64()
 	if err != nil {
 		return false, l.fail("forceunlock", err)
 	}
@@ -269,8 +301,7 @@ func (l *Lock) state(ctx context.Context, op string) (state, error) {
 	}
 	// As Unlock, a query uses ctx only to find the owner: asked with the context of a hold
 	// that has ended, it must answer "not held", not the context's error.
-	dctx, cancel := l.c.Detached(ctx)
-	defer cancel()
+	dctx := l.c.Detached(ctx)
 	st, err := l.read(dctx, field)
 	if err != nil {
 		return state{}, l.fail(op, err)

@@ -15,23 +15,23 @@ var Fair = &layout{
 	fenced: true,
 	field:  self,
 	grant:  token,
-	acquire: func(l *Lock, a *attempt) script.Call {
+	acquire: func(l *Lock, a *attempt) call {
 		a.queued = true
-		return script.Call{Script: script.FairAcquire(), Keys: l.fence(a, l.n.Lock, l.n.Queue, l.n.Deadlines),
-			Args: []string{a.leaseMs, a.who, a.entryMs(), flag(a.wait), l.c.Publish, l.n.FairChannel, hub.Recheck}}
+		return l.fence(a, newCall(script.FairAcquire(), []string{l.n.Lock, l.n.Queue, l.n.Deadlines},
+			[]string{a.leaseMs, a.who, a.entryMs(), flag(a.wait), l.c.Publish, l.n.FairChannel, hub.Recheck}))
 	},
 	channel: func(l *Lock, owner string) string { return l.n.Waiter(owner) },
 	// A waiter that gives up passes its turn on if it had come.
 	leave: func(ctx context.Context, l *Lock, a *attempt) error {
 		return script.FairRelease().Exec(ctx, l.c.Redis, []string{l.n.Lock, l.n.Queue, l.n.Deadlines},
-			[]string{"leave", a.owner, "0", l.c.Publish, l.n.FairChannel, hub.WakeOne}).Error()
+			[]string{"leave", a.owner, "", l.c.Publish, l.n.FairChannel, hub.WakeOne}).Error()
 	},
-	release: func(l *Lock, field, latch string) script.Call {
-		return script.Call{Script: script.FairRelease(), Keys: []string{l.n.Lock, l.n.Queue, l.n.Deadlines, latch},
-			Args: []string{"unlock", field, l.latchTTL(), l.c.Publish, l.n.FairChannel, hub.WakeOne}}
+	release: func(l *Lock, field, expected string) call {
+		return newCall(script.FairRelease(), []string{l.n.Lock, l.n.Queue, l.n.Deadlines},
+			[]string{"unlock", field, expected, l.c.Publish, l.n.FairChannel, hub.WakeOne})
 	},
-	force: func(l *Lock) script.Call {
-		return script.Call{Script: script.FairRelease(), Keys: []string{l.n.Lock, l.n.Queue, l.n.Deadlines},
-			Args: []string{"force", "", "0", l.c.Publish, l.n.FairChannel, hub.WakeOne}}
+	force: func(l *Lock) call {
+		return newCall(script.FairRelease(), []string{l.n.Lock, l.n.Queue, l.n.Deadlines},
+			[]string{"force", "", "", l.c.Publish, l.n.FairChannel, hub.WakeOne})
 	},
 }

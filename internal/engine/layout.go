@@ -3,6 +3,8 @@ package engine
 import (
 	"context"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/script"
 )
@@ -24,7 +26,7 @@ type layout struct {
 	field func(owner string) string
 	// acquire is the acquire call of a, and marks a as queued when its waiter keeps an
 	// entry that it must refresh and leave.
-	acquire func(l *Lock, a *attempt) script.Call
+	acquire func(l *Lock, a *attempt) call
 	// grant completes g from the acquire reply's third value: the fencing token, unless
 	// the kind says otherwise.
 	grant func(g *leases.Grant, third int64)
@@ -34,10 +36,43 @@ type layout struct {
 	channel func(l *Lock, owner string) string
 	// leave takes a queued waiter that gives up out of the queue; nil: never queued.
 	leave func(ctx context.Context, l *Lock, a *attempt) error
-	// release releases one hold of field, once per request latch.
-	release func(l *Lock, field, latch string) script.Call
+	// release releases one hold of field if its count in Redis is expected ("": any), as
+	// expect.lua says.
+	release func(l *Lock, field, expected string) call
 	// force deletes the lock whoever holds it and wakes its waiters.
-	force func(l *Lock) script.Call
+	force func(l *Lock) call
+}
+
+// call is one script call of a lock. It has room for the most keys and arguments of any
+// kind's call and is passed by value, so that building one on the hot path (every
+// acquisition and every unlock) allocates nothing.
+type call struct {
+	script *script.Script
+	keys   [4]string
+	args   [7]string
+	nk, na int
+}
+
+// newCall returns the call of s with keys and args; it panics when they do not fit, which
+// every test of the kind would show.
+func newCall(s *script.Script, keys, args []string) call {
+	c := call{script: s, nk: len(keys), na: len(args)}
+	copy(c.keys[:], keys)
+	copy(c.args[:], args)
+	if c.nk > len(c.keys) || c.na > len(c.args) {
+		panic("engine: a call with more keys or arguments than a call has room for")
+	}
+	return c
+}
+
+// exec runs the call once.
+func (c *call) exec(ctx context.Context, rc rueidis.Client) rueidis.RedisResult {
+	return c.script.Exec(ctx, rc, c.keys[:c.nk], c.args[:c.na])
+}
+
+// batched is the call as script.Batch takes it.
+func (c *call) batched() script.Call {
+	return script.Call{Script: c.script, Keys: c.keys[:c.nk], Args: c.args[:c.na]}
 }
 
 // hash is the shape of a lock's hash, shared by the kinds that use one hash: plain and fair

@@ -14,16 +14,14 @@ var Plain = &layout{
 	shared: true,
 	field:  self,
 	grant:  token,
-	acquire: func(l *Lock, a *attempt) script.Call {
-		return script.Call{Script: script.RLockAcquire(), Keys: l.fence(a, l.n.Lock), Args: []string{a.leaseMs, a.who}}
+	acquire: func(l *Lock, a *attempt) call {
+		return l.fence(a, newCall(script.RLockAcquire(), []string{l.n.Lock}, []string{a.leaseMs, a.who}))
 	},
 	channel: func(l *Lock, _ string) string { return l.n.Channel },
-	release: func(l *Lock, field, latch string) script.Call {
-		return script.Call{Script: script.RLockUnlock(), Keys: []string{l.n.Lock, l.n.Channel, latch},
-			Args: []string{hub.WakeOne, field, l.latchTTL(), l.c.Publish}}
+	release: func(l *Lock, field, expected string) call {
+		return newCall(script.RLockUnlock(), []string{l.n.Lock, l.n.Channel}, []string{hub.WakeOne, field, expected, l.c.Publish})
 	},
-	force: func(l *Lock) script.Call {
-		return script.Call{Script: script.RLockForceUnlock(), Keys: []string{l.n.Lock, l.n.Channel},
-			Args: []string{hub.WakeOne, l.c.Publish, rlockHash.shape}}
+	force: func(l *Lock) call {
+		return newCall(script.RLockForceUnlock(), []string{l.n.Lock, l.n.Channel}, []string{hub.WakeOne, l.c.Publish, rlockHash.shape})
 	},
 }

@@ -16,9 +16,9 @@ var Read = &layout{
 	hash:   rwlockHash,
 	shared: true,
 	field:  self,
-	acquire: func(l *Lock, a *attempt) script.Call {
-		return script.Call{Script: script.RWLockReadAcquire(), Keys: []string{l.n.Lock, l.n.ReadTimeouts(a.who), l.n.Writers},
-			Args: []string{a.leaseMs, a.who, keys.WriteField(a.who), flag(a.s.WriterPreference)}}
+	acquire: func(l *Lock, a *attempt) call {
+		return newCall(script.RWLockReadAcquire(), []string{l.n.Lock, l.n.ReadTimeouts(a.who), l.n.Writers},
+			[]string{a.leaseMs, a.who, keys.WriteField(a.who), flag(a.s.WriterPreference)})
 	},
 	// The read acquire script's third value says whether the hold was taken beside the
 	// owner's write hold, which then lives as long as it does.
@@ -37,16 +37,15 @@ var Read = &layout{
 func rwChannel(l *Lock, _ string) string { return l.n.RWChannel }
 
 // rwRelease releases one hold of one side of a read-write lock.
-func rwRelease(side string) func(l *Lock, field, latch string) script.Call {
-	return func(l *Lock, field, latch string) script.Call {
-		return script.Call{Script: script.RWLockUnlock(), Keys: []string{l.n.Lock, l.n.RWChannel, latch, l.n.Tag, l.n.Writers},
-			Args: []string{field, side, l.latchTTL(), l.c.Publish}}
+func rwRelease(side string) func(l *Lock, field, expected string) call {
+	return func(l *Lock, field, expected string) call {
+		return newCall(script.RWLockUnlock(), []string{l.n.Lock, l.n.RWChannel, l.n.Tag, l.n.Writers},
+			[]string{field, side, expected, l.c.Publish})
 	}
 }
 
 // rwForce deletes a read-write lock; every waiter may try once it is gone, since readers
 // can all enter.
-func rwForce(l *Lock) script.Call {
-	return script.Call{Script: script.RLockForceUnlock(), Keys: []string{l.n.Lock, l.n.RWChannel},
-		Args: []string{hub.WakeAll, l.c.Publish, rwlockHash.shape}}
+func rwForce(l *Lock) call {
+	return newCall(script.RLockForceUnlock(), []string{l.n.Lock, l.n.RWChannel}, []string{hub.WakeAll, l.c.Publish, rwlockHash.shape})
 }

@@ -22,11 +22,13 @@ const (
 func retry(ctx context.Context, f func() error) error {
 	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
 		err := f()
-		var stop finalErr
+		// f returns a final error as it is, never wrapped: a type assertion finds it, and
+		// costs no allocation, unlike errors.As.
+		stop, isFinal := err.(finalErr)
 		switch {
 		case err == nil:
 			return nil
-		case errors.As(err, &stop):
+		case isFinal:
 			return stop.err
 		case !retryable(err) || !sleep(ctx, backoff):
 			return err
@@ -53,13 +55,20 @@ func final(err error) error {
 // was refused unrun until the server or the cluster is ready (CLUSTERDOWN and TRYAGAIN
 // during a failover, LOADING after a restart).
 func retryable(err error) bool {
-	if re, ok := rueidis.IsRedisErr(err); ok {
-		return re.IsClusterDown() || re.IsTryAgain() || re.IsLoading()
+	if _, ok := rueidis.IsRedisErr(err); ok {
+		return refused(err)
 	}
 	if errors.Is(err, lockerr.ErrNotSynced) {
 		return false
 	}
 	return !errors.Is(err, rueidis.ErrClosing) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// refused reports whether err is Redis's answer that it did not run the command and will
+// once the server or the cluster is ready.
+func refused(err error) bool {
+	re, ok := rueidis.IsRedisErr(err)
+	return ok && (re.IsClusterDown() || re.IsTryAgain() || re.IsLoading())
 }
 
 // sleep waits d unless ctx ends first; it reports whether the full d passed.

@@ -16,10 +16,10 @@ var Write = &layout{
 	shared: true,
 	field:  keys.WriteField,
 	grant:  token,
-	acquire: func(l *Lock, a *attempt) script.Call {
+	acquire: func(l *Lock, a *attempt) call {
 		a.queued = a.wait && a.s.WriterPreference
-		return script.Call{Script: script.RWLockWriteAcquire(), Keys: l.fence(a, l.n.Lock, l.n.Writers, l.n.ReadTimeouts(a.who)),
-			Args: []string{a.leaseMs, a.owner, a.who, flag(a.queued), a.entryMs()}}
+		return l.fence(a, newCall(script.RWLockWriteAcquire(), []string{l.n.Lock, l.n.Writers, l.n.ReadTimeouts(a.who)},
+			[]string{a.leaseMs, a.owner, a.who, flag(a.queued), a.entryMs()}))
 	},
 	channel: rwChannel,
 	// A preferred writer that gives up stops holding readers back.

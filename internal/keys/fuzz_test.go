@@ -51,14 +51,15 @@ func crc16(s string) uint16 {
 var fuzzOwners = []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "0c9b8a7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d:1"}
 
 // derived returns every key and channel a lock named name has, of every kind, for the
-// owners and request ids of fuzzOwners: the lock key; rlock's channel; the unlock latches;
+// owners and request ids of fuzzOwners: the lock key; rlock's channel; Redisson's unlock
+// latches;
 // the fencing counter; the fair lock's queue, deadlines and waiters' channels; the
 // read-write lock's channel, waiting writers and read holds' timeout keys.
 func derived(name string) []string {
 	n := Of(name)
 	ks := []string{n.Lock, n.Channel, n.Token, n.Queue, n.Deadlines, n.RWChannel, n.Writers}
 	for _, o := range fuzzOwners {
-		ks = append(ks, n.Latch+o, n.Waiter(o),
+		ks = append(ks, latch(name)+o, n.Waiter(o),
 			n.ReadTimeout(o, 1), n.ReadTimeout(o, 12), n.ReadTimeout(WriteField(o), 1))
 	}
 	return ks

@@ -20,7 +20,7 @@ import (
 // channel, so Check refuses it.
 const (
 	lockChannel   = "redisson_lock__channel" // rlock's wake-up channel; a fair waiter's channel is this, ':', its owner
-	unlockLatch   = "redisson_unlock_latch"  // an unlock's latch, followed by ':' and the request id
+	unlockLatch   = "redisson_unlock_latch"  // Redisson's unlock latch, followed by ':' and a request id
 	token         = "redisson_lock_token"    // the fencing counter
 	queue         = "redisson_lock_queue"    // a fair lock's queue
 	deadlines     = "redisson_lock_timeout"  // a fair lock's waiters' deadlines
@@ -34,7 +34,7 @@ const (
 // reserved lists the prefixes a lock name must not start with (each followed by ':').
 var reserved = [...]struct{ prefix, what string }{
 	{lockChannel, "a lock's wake-up channel"},
-	{unlockLatch, "a lock's unlock latch"},
+	{unlockLatch, "a lock's unlock latch (Redisson's)"},
 	{token, "a lock's fencing counter"},
 	{queue, "a fair lock's queue"},
 	{deadlines, "a fair lock's waiter deadlines"},
@@ -164,7 +164,6 @@ type Names struct {
 	Lock    string // the lock itself: the bare name
 	Channel string // a plain lock's wake-up channel, redisson_lock__channel:{<name>}
 	Token   string // the fencing counter, redisson_lock_token:{<name>}
-	Latch   string // an unlock latch without its request id, redisson_unlock_latch:{<name>}:
 
 	Queue       string // a fair lock's queue of waiting owners, redisson_lock_queue:{<name>}
 	Deadlines   string // a fair lock's zset of its waiters' deadlines, redisson_lock_timeout:{<name>}
@@ -182,7 +181,6 @@ func Of(name string) Names {
 		Lock:        name,
 		Channel:     ch,
 		Token:       prefixed(token, name),
-		Latch:       prefixed(unlockLatch, name) + ":",
 		Queue:       prefixed(queue, name),
 		Deadlines:   prefixed(deadlines, name),
 		FairChannel: ch + ":",

@@ -8,6 +8,10 @@ import (
 	"github.com/relock-go/relock/internal/lockerr"
 )
 
+// latch is the prefix of the unlock latches Redisson's clients write for a lock named name
+// (relock writes none): a name must not collide with them either.
+func latch(name string) string { return prefixed(unlockLatch, name) + ":" }
+
 func TestNames(t *testing.T) {
 	cases := []struct {
 		name, channel, latch, token string
@@ -17,8 +21,8 @@ func TestNames(t *testing.T) {
 	}
 	for _, c := range cases {
 		n := Of(c.name)
-		if n.Channel != c.channel || n.Latch != c.latch || n.Token != c.token {
-			t.Errorf("Of(%q) = channel %q, latch %q, token %q; want %q, %q, %q", c.name, n.Channel, n.Latch, n.Token, c.channel, c.latch, c.token)
+		if n.Channel != c.channel || latch(c.name) != c.latch || n.Token != c.token {
+			t.Errorf("Of(%q) = channel %q, latch %q, token %q; want %q, %q, %q", c.name, n.Channel, latch(c.name), n.Token, c.channel, c.latch, c.token)
 		}
 	}
 	if got := Of("jobs").ReadTimeout("o:1", 2); got != "{jobs}:o:1:rwlock_timeout:2" {
@@ -38,7 +42,7 @@ func TestSameSlot(t *testing.T) {
 	names := []string{"a", "orders:42", "{x}", "a{b}c", "a{b}{c}", "a}{b}", "x{y{z}}", "a{}b", "a{b", "{", "}", "{}", "", "ü{ß}"}
 	for _, name := range names {
 		n := Of(name)
-		derived := []string{n.Channel, n.Latch + "req", n.Token, n.ReadTimeout("o:1", 1)}
+		derived := []string{n.Channel, latch(name) + "req", n.Token, n.ReadTimeout("o:1", 1)}
 		same := true
 		for _, k := range derived {
 			if Slot(k) != Slot(name) {

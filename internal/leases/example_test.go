@@ -135,28 +135,31 @@ func ExampleHold() {
 		g.Renew = true
 		return w.Acquired(parent, g)
 	}
-	unlock := func(requestID string) int64 {
-		n, err := script.RLockUnlock().Exec(ctx, rc,
-			[]string{"orders", "redisson_lock__channel:{orders}", "redisson_unlock_latch:{orders}:" + requestID},
-			[]string{"0", owner, "6000", "publish"}).AsInt64()
-		if err != nil {
+	// An unlock runs in the owner's turn, so that the count it expects stays the count
+	// in Redis; it tells the watchdog what it did before the turn ends.
+	unlock := func() {
+		turn := w.Begin("orders", owner)
+		defer turn.End()
+		n, err := script.RLockUnlock().Exec(ctx, rc, []string{"orders", "redisson_lock__channel:{orders}"},
+			[]string{"0", owner, strconv.FormatInt(turn.Count, 10), "publish"}).AsInt64()
+		switch {
+		case err != nil:
 			log.Fatal(err)
+		case n == 0: // still held
+			w.Unlocked("orders", owner)
+		default: // released
+			w.Released("orders", owner)
 		}
-		return n
 	}
 
 	held := lock(ctx)
 	again := lock(held)
 	fmt.Println("re-entry gets the same context:", again == held, "count:", w.Count("orders", owner))
 
-	if unlock("req-1") == 0 { // still held
-		w.Unlocked("orders", owner)
-	}
+	unlock()
 	fmt.Println("after one unlock:", w.Count("orders", owner), "context live:", held.Err() == nil)
 
-	if unlock("req-2") == 1 { // released
-		w.Released("orders", owner)
-	}
+	unlock()
 	fmt.Println("after the last unlock:", w.Count("orders", owner), "context:", held.Err())
 	// Output:
 	// re-entry gets the same context: true count: 2

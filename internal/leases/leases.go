@@ -65,7 +65,7 @@ type Hold struct {
 	token    int64
 	fenced   bool
 	parent   context.Context // what ctx derives from
-	ctx      context.Context
+	ctx      holdContext     // part of the hold, so that a hold costs one allocation less
 	cancel   context.CancelCauseFunc
 	deadline time.Time
 	// due mirrors deadline as nanoseconds since the watchdog's base time, so that the hold's
@@ -73,6 +73,10 @@ type Hold struct {
 	due     atomic.Int64
 	sending bool // in the renewal batch in flight
 	extra   []context.CancelCauseFunc
+
+	// op is held by the call that is changing this hold's count in Redis (an unlock, a
+	// re-entry) from before it sends until the client has recorded the result: see Begin.
+	op sync.Mutex
 }
 
 // New starts the watchdog of a client whose default lease is lease; renewals run every
@@ -166,7 +170,7 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 	}
 	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1}
 	ctx, cancel := context.WithCancelCause(parent)
-	h.parent, h.ctx, h.cancel = parent, &holdContext{Context: ctx, w: w, h: h}, cancel
+	h.parent, h.ctx, h.cancel = parent, holdContext{Context: ctx, w: w, h: h}, cancel
 	w.holds[k] = h
 	w.setDeadline(h, g.Sent.Add(g.Lease))
 	if g.KeepsWrite {
@@ -179,7 +183,7 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 		default:
 		}
 	}
-	return h.ctx
+	return &h.ctx
 }
 
 func later(a, b time.Time) time.Time {
@@ -369,6 +373,56 @@ func (w *Watchdog) Count(name, owner string) int64 {
 		return h.count
 	}
 	return 0
+}
+
+// Turn is one call's exclusive turn at changing an owner's hold count of one lock, taken
+// with Begin and given back with End.
+type Turn struct {
+	h *Hold
+	// Count is the owner's hold count as this client knows it (0: it knows of no hold),
+	// which stays true for the turn, since nothing else in the client may change it.
+	Count int64
+	// Deadline is the hold's local deadline when the turn began: Redis keeps the hold at
+	// least until then.
+	Deadline time.Time
+}
+
+// Begin waits until no other call of this client is changing the owner's hold count of
+// name, and returns the turn in which the caller may: the count it knows stays right,
+// because re-entries and unlocks of one owner on one lock run one at a time. An unlock
+// sent again after its reply was lost can then compare the count in Redis with the one
+// it expected and tell whether it already ran (see expect.lua). Owners are this client's
+// alone, so nothing outside the client changes the count but expiry and ForceUnlock.
+//
+// A first-level acquisition, of which the client knows no hold, has no hold to wait on
+// and begins at once. The caller must call End.
+func (w *Watchdog) Begin(name, owner string) Turn {
+	k := holdKey{name, owner}
+	for {
+		w.mu.Lock()
+		h := w.holds[k]
+		w.mu.Unlock()
+		if h == nil {
+			return Turn{}
+		}
+		h.op.Lock()
+		w.mu.Lock()
+		if w.holds[k] == h {
+			t := Turn{h: h, Count: h.count, Deadline: h.deadline}
+			w.mu.Unlock()
+			return t
+		}
+		// Released or lost while we waited: look again.
+		w.mu.Unlock()
+		h.op.Unlock()
+	}
+}
+
+// End gives the turn back.
+func (t Turn) End() {
+	if t.h != nil {
+		t.h.op.Unlock()
+	}
 }
 
 // Released records that the owner released the lock. It returns once no renewal of the

@@ -156,10 +156,9 @@ func newModel(k kind, name string, lease, refresh, slop time.Duration) *model {
 }
 
 // Key names (Redisson's layout; see docs/design.md).
-func (m *model) tokenKey() string    { return "redisson_lock_token:{" + m.name + "}" }
-func (m *model) queueKey() string    { return "redisson_lock_queue:{" + m.name + "}" }
-func (m *model) timeoutKey() string  { return "redisson_lock_timeout:{" + m.name + "}" }
-func (m *model) latchPrefix() string { return "redisson_unlock_latch:{" + m.name + "}:" }
+func (m *model) tokenKey() string   { return "redisson_lock_token:{" + m.name + "}" }
+func (m *model) queueKey() string   { return "redisson_lock_queue:{" + m.name + "}" }
+func (m *model) timeoutKey() string { return "redisson_lock_timeout:{" + m.name + "}" }
 func (m *model) readKey(owner string, k int) string {
 	return "{" + m.name + "}:" + owner + ":rwlock_timeout:" + strconv.Itoa(k)
 }
@@ -661,7 +660,7 @@ func (m *model) observe(s *snapshot) []string {
 		bad = append(bad, m.observeQueue(s, seen)...)
 	}
 	for k := range s.keys {
-		if !seen[k] && !strings.HasPrefix(k, m.latchPrefix()) && !strings.HasPrefix(k, "redisson_unlock_latch:{"+bindLock+"}:") {
+		if !seen[k] {
 			badf("unexpected key %s: %+v", k, *s.keys[k])
 		}
 	}

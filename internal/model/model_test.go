@@ -314,9 +314,6 @@ func (w *world) report() {
 func describeSnapshot(s *snapshot) string {
 	var parts []string
 	for k, v := range s.keys {
-		if strings.HasPrefix(k, "redisson_unlock_latch:") {
-			continue
-		}
 		d := fmt.Sprintf("%s(%s pttl=%v", short(k), v.typ, max(v.pttl, -1))
 		switch v.typ {
 		case "hash":
@@ -994,10 +991,6 @@ func (w *world) ownerName(id string) string {
 func miniSnapshot(m *miniredis.Miniredis) *snapshot {
 	s := &snapshot{at: exact(time.Now()), keys: map[string]*value{}}
 	for _, k := range m.Keys() {
-		if strings.HasPrefix(k, "redisson_unlock_latch:") {
-			s.keys[k] = &value{typ: "string"}
-			continue
-		}
 		v := &value{typ: m.Type(k), pttl: -1}
 		if ttl := m.TTL(k); ttl > 0 {
 			v.pttl = ttl

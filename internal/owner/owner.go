@@ -10,13 +10,16 @@ package owner
 import (
 	"context"
 	"strconv"
-	"sync/atomic"
+	"sync"
 )
 
 // Issuer hands out owners for one client. Its zero value is not usable; use NewIssuer.
 type Issuer struct {
 	prefix string // "<uuid>:"
-	next   atomic.Uint64
+
+	mu    sync.Mutex
+	n     uint64   // the last owner's number
+	batch []string // owners made ahead, in order
 }
 
 // NewIssuer returns an Issuer whose owners are "<id>:<n>" with n = 1, 2, ...
@@ -24,14 +27,55 @@ func NewIssuer(id string) *Issuer {
 	return &Issuer{prefix: id + ":"}
 }
 
+// batchSize is how many owners an Issuer makes at once: their text is one string, so a
+// new owner costs no allocation of its own, which matters on the hot path (every Lock
+// with a context that carries no owner makes one). An owner keeps its batch's text alive,
+// a few kilobytes.
+const batchSize = 64
+
+// issue returns the next owner.
+func (is *Issuer) issue() string {
+	is.mu.Lock()
+	defer is.mu.Unlock()
+	if len(is.batch) == 0 {
+		buf := make([]byte, 0, batchSize*(len(is.prefix)+20))
+		ends := make([]int, batchSize)
+		for i := range ends {
+			is.n++
+			buf = strconv.AppendUint(append(buf, is.prefix...), is.n, 10)
+			ends[i] = len(buf)
+		}
+		text := string(buf)
+		is.batch = make([]string, batchSize)
+		start := 0
+		for i, end := range ends {
+			is.batch[i], start = text[start:end], end
+		}
+	}
+	o := is.batch[0]
+	is.batch = is.batch[1:]
+	return o
+}
+
 type key struct{}
 
-// binding is one client's owner in a context. Bindings are never mutated, so a context
-// can be shared by goroutines freely.
+// binding is one client's owner in a context, and the context that carries it: the
+// context it was bound in, with this value added (one allocation where WithValue and a
+// value would be two). Bindings are never mutated, so a context can be shared by
+// goroutines freely.
 type binding struct {
+	context.Context
 	issuer *Issuer
 	owner  string
-	next   *binding
+	next   *binding // the bindings of other clients that the context already carried
+}
+
+// Value answers the binding for the owners' key, and asks the parent otherwise.
+func (b *binding) Value(k any) any {
+	if k == (key{}) {
+		return b
+	}
+	return b.Context.Value(k)
 }
 
 // Of returns the owner ctx carries for this issuer's client.
@@ -48,13 +92,14 @@ func (is *Issuer) Of(ctx context.Context) (string, bool) {
 // Ensure returns ctx and its owner if it carries one for this client; otherwise it binds a
 // new owner and returns the derived context.
 func (is *Issuer) Ensure(ctx context.Context) (context.Context, string) {
-	if o, ok := is.Of(ctx); ok {
-		return ctx, o
-	}
 	head, _ := ctx.Value(key{}).(*binding)
-	n := is.next.Add(1)
-	b := &binding{issuer: is, owner: is.prefix + strconv.FormatUint(n, 10), next: head}
-	return context.WithValue(ctx, key{}, b), b.owner
+	for b := head; b != nil; b = b.next {
+		if b.issuer == is {
+			return ctx, b.owner
+		}
+	}
+	b := &binding{Context: ctx, issuer: is, owner: is.issue(), next: head}
+	return b, b.owner
 }
 
 // Fresh returns a context that carries no owner for any client, whatever ctx carries: the

@@ -14,8 +14,9 @@ import (
 
 // The scripts are the whole protocol on the Redis side; a lock package calls them with a
 // lock's keys and an owner. Here the reentrant lock's acquire and unlock by hand: a second
-// owner is told how long the lock may stay held, and an unlock retried after its reply was
-// lost is answered from the unlock latch instead of releasing the next holder's lock.
+// owner is told how long the lock may stay held, and an unlock sent again after its reply
+// was lost (the same hold count expected) is answered as done instead of releasing a hold
+// again, the owner's own or the next holder's.
 func ExampleScript() {
 	srv, err := embedded.Start()
 	if err != nil {
@@ -32,37 +33,40 @@ func ExampleScript() {
 		}
 		return reply
 	}
-	unlock := func(owner, requestID string) rueidis.RedisResult {
+	// unlock releases one of owner's holds, which the client knows to number expected.
+	unlock := func(owner, expected string) rueidis.RedisResult {
 		return script.RLockUnlock().Exec(ctx, rc,
-			[]string{"orders", "redisson_lock__channel:{orders}", "redisson_unlock_latch:{orders}:" + requestID},
-			[]string{"0", owner, "6000", "publish"})
+			[]string{"orders", "redisson_lock__channel:{orders}"}, []string{"0", owner, expected, "publish"})
 	}
 
 	// Owners are "<client uuid>:<n>": a hash whose fields have another shape is not a lock.
 	const a, b = "6f1d0c2e-3b4a-4c5d-8e9f-0a1b2c3d4e5f:1", "0c9b8a7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d:1"
 	fmt.Println("a acquires:", acquire(a))
+	fmt.Println("a re-enters:", acquire(a))
 	w := acquire(b)
 	fmt.Println("b must wait:", w[0] == 0, "at most the lease:", w[1] > 0 && w[1] <= 30000)
 
-	n, _ := unlock(a, "req-1").AsInt64()
-	fmt.Println("a releases:", n)
+	n, _ := unlock(a, "2").AsInt64()
+	fmt.Println("a releases one of two holds:", n)
+	n, _ = unlock(a, "2").AsInt64() // the same release, sent again
+	count, _ := rc.Do(ctx, rc.B().Hget().Key("orders").Field(a).Build()).AsInt64()
+	fmt.Println("sent again, it answers:", n, "and a still holds:", count)
+
+	n, _ = unlock(a, "1").AsInt64()
+	fmt.Println("a releases its last hold:", n)
 	fmt.Println("b acquires:", acquire(b))
-
-	n, _ = unlock(a, "req-1").AsInt64() // the same request, sent again
-	fmt.Println("a's retried unlock answers:", n)
+	n, _ = unlock(a, "1").AsInt64() // the same release, sent again
 	held, _ := rc.Do(ctx, rc.B().Hexists().Key("orders").Field(b).Build()).AsBool()
-	fmt.Println("b still holds:", held)
-
-	_, err = unlock(a, "req-2").AsInt64()
-	fmt.Println("a's new unlock finds no hold:", rueidis.IsRedisNil(err))
+	fmt.Println("sent again, it answers:", n, "and b still holds:", held)
 	// Output:
 	// a acquires: [1 1 0]
+	// a re-enters: [1 2 0]
 	// b must wait: true at most the lease: true
-	// a releases: 1
+	// a releases one of two holds: 0
+	// sent again, it answers: 0 and a still holds: 1
+	// a releases its last hold: 1
 	// b acquires: [1 1 0]
-	// a's retried unlock answers: 1
-	// b still holds: true
-	// a's new unlock finds no hold: true
+	// sent again, it answers: 3 and b still holds: true
 }
 
 // Source and SHA1 let a caller send many calls of a script in one round trip, as the

@@ -34,6 +34,10 @@ func (s *Script) Exec(ctx context.Context, rc rueidis.Client, keys, args []strin
 // guarded prepends shape.lua, the lock-shape guard, to a script that uses it.
 func guarded(src string) string { return shape + src }
 
+// releasing prepends expect.lua, the compare of a release's expected hold count, to a
+// script that releases one hold.
+func releasing(src string) string { return expect + src }
+
 func newScript(src string) *Script {
 	sum := sha1.Sum([]byte(src))
 	return &Script{lua: rueidis.NewLuaScript(src), Source: src, SHA1: hex.EncodeToString(sum[:])}
@@ -48,28 +52,33 @@ func source(file string) string {
 	return string(b)
 }
 
-// shape is the lock-shape guard (shape.lua) that guarded prepends.
-var shape = source("shape.lua")
+// shape is the lock-shape guard (shape.lua) that guarded prepends; expect is the release
+// compare (expect.lua) that releasing prepends.
+var (
+	shape  = source("shape.lua")
+	expect = source("expect.lua")
+)
 
 // Scripts are immutable once made, so one set serves every client in the process.
 var (
 	rlockAcquireScript       = newScript(guarded(source("rlock_acquire.lua")))
-	rlockUnlockScript        = newScript(source("rlock_unlock.lua"))
+	rlockUnlockScript        = newScript(releasing(source("rlock_unlock.lua")))
 	rlockForceUnlockScript   = newScript(guarded(source("rlock_force_unlock.lua")))
 	rlockStateScript         = newScript(guarded(source("rlock_state.lua")))
 	rlockRenewScript         = newScript(source("rlock_renew.lua"))
 	fairAcquireScript        = newScript(guarded(source("fair_acquire.lua")))
-	fairReleaseScript        = newScript(guarded(source("fair_release.lua")))
+	fairReleaseScript        = newScript(guarded(releasing(source("fair_release.lua"))))
 	rwlockReadAcquireScript  = newScript(guarded(source("rwlock_read_acquire.lua")))
 	rwlockWriteAcquireScript = newScript(guarded(source("rwlock_write_acquire.lua")))
-	rwlockUnlockScript       = newScript(source("rwlock_unlock.lua"))
+	rwlockUnlockScript       = newScript(releasing(source("rwlock_unlock.lua")))
 	rwlockRenewScript        = newScript(source("rwlock_renew.lua"))
 )
 
 // RLockAcquire acquires or re-enters a reentrant lock (rlock_acquire.lua).
 func RLockAcquire() *Script { return rlockAcquireScript }
 
-// RLockUnlock releases one hold of a reentrant lock, once per request id (rlock_unlock.lua).
+// RLockUnlock releases one hold of a reentrant lock, compared with the count the client
+// expects (rlock_unlock.lua).
 func RLockUnlock() *Script { return rlockUnlockScript }
 
 // RLockForceUnlock deletes a reentrant lock whoever holds it (rlock_force_unlock.lua).
@@ -94,7 +103,8 @@ func RWLockReadAcquire() *Script { return rwlockReadAcquireScript }
 // RWLockWriteAcquire takes or re-enters the write hold (rwlock_write_acquire.lua).
 func RWLockWriteAcquire() *Script { return rwlockWriteAcquireScript }
 
-// RWLockUnlock releases one read or write hold, once per request id (rwlock_unlock.lua).
+// RWLockUnlock releases one read or write hold, compared with the count the client expects
+// (rwlock_unlock.lua).
 func RWLockUnlock() *Script { return rwlockUnlockScript }
 
 // RWLockRenew renews many read-write locks' holds in one call (rwlock_renew.lua).

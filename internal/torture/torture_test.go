@@ -892,7 +892,7 @@ func pausedLive(history []Record, pauses []pause) []Record {
 	return out
 }
 
-// checkKeys waits for the leases of killed holders, the unlock latches, the read holds'
+// checkKeys waits for the leases of killed holders, the read holds'
 // timeout keys and the queue entries of killed waiters to run out, then finds no key but
 // the locks' fencing counters on the lock server and the counters' two keys per kind on
 // the resource server.

@@ -42,7 +42,7 @@ const (
 // Torture parameters shared by parent and workers.
 const (
 	watchdogTimeout = 1500 * time.Millisecond
-	callTimeout     = 100 * time.Millisecond // relock.WithTimeout: latches live 2×
+	callTimeout     = 100 * time.Millisecond // relock.WithTimeout
 	lockWait        = 5 * time.Second        // bound of one Lock call
 	writeTimeout    = time.Second            // bound of one fenced write
 	longSection     = 200 * time.Millisecond // one section in a hundred

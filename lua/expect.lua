@@ -1,0 +1,27 @@
+-- Prepended by package lua to every script that releases one hold (the rlock, fair and
+-- read-write unlock scripts). KEYS, ARGV: none of its own. It defines one function:
+--
+-- expect(count, arg) compares the owner's hold count in the hash (count; nil when its field
+-- is absent) with arg, the count the client expects before this release ("" when it knows
+-- of no hold). It returns true when the release may go ahead, else false and the reply:
+--   - arg "": go ahead when the owner holds the lock at all, else nil (not held);
+--   - count = expected: go ahead;
+--   - count = expected - 1: 0, the owner still holds the lock and this release already ran
+--     (sent again after its reply was lost);
+--   - field absent and expected = 1: 3, the release already ran, or the hold was lost;
+--   - otherwise nil: the owner does not hold the lock with the count the client knows.
+-- The client sends one owner's releases and re-entries of one lock one at a time, so
+-- between a release and its resending only that release can have changed the count.
+local function expect(count, arg)
+  if arg == '' then
+    return count ~= nil, nil
+  end
+  local expected = tonumber(arg)
+  if count == nil then
+    if expected == 1 then return false, 3 end
+    return false, nil
+  end
+  if count == expected then return true, nil end
+  if count == expected - 1 then return false, 0 end
+  return false, nil
+end
