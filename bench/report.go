@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -174,38 +175,78 @@ func (r *report) markdown() string {
 	return b.String()
 }
 
+// s1Cost is a library's S1 cost per cycle, pooled over the rounds.
+type s1Cost struct {
+	cycles         int64
+	allocs         float64 // mallocs per cycle
+	client, server float64 // CPU µs per cycle
+	errors         int64
+	lat            []time.Duration
+}
+
+func (r *report) s1Cost(i int) s1Cost {
+	var c s1Cost
+	var mallocs uint64
+	var client, server time.Duration
+	for _, rd := range r.s1[i] {
+		c.cycles += rd.cycles
+		mallocs += rd.mallocs
+		c.errors += rd.errors
+		client += rd.clientCPU
+		server += rd.serverCPU
+		c.lat = append(c.lat, rd.lat...)
+	}
+	sortDurations(c.lat)
+	c.allocs = per(float64(mallocs), c.cycles)
+	c.client = per(float64(client)/float64(time.Microsecond), c.cycles)
+	c.server = per(float64(server)/float64(time.Microsecond), c.cycles)
+	return c
+}
+
+// cpuBound is the cycles per second that cores can run when each cycle costs clientUs and
+// serverUs of CPU: the throughput bound of a machine whose clients and server share it.
+func cpuBound(cores int, clientUs, serverUs float64) float64 {
+	if !(clientUs+serverUs > 0) {
+		return math.NaN()
+	}
+	return float64(cores) * 1e6 / (clientUs + serverUs)
+}
+
 func (r *report) writeS1(b *strings.Builder) {
 	fmt.Fprintf(b, "## S1: uncontended\n\n%d goroutines, each locking and unlocking its own key in a loop. "+
 		"Cycles/s is the median of the rounds' rates, and the ratio the median of the rounds' ratios (in a round "+
 		"the libraries run back to back, so a round's ratio compares them on the same machine, and the median "+
 		"leaves out a round the machine disturbed). "+
 		"Latency is one lock+unlock cycle; allocations are the process's mallocs per cycle (runtime.MemStats); "+
-		"server CPU is the redis-server process's CPU time (INFO cpu, user and system) per cycle.\n\n", s1Workers)
-	t := newTable("library", "cycles/s", "per round", "p50", "p99", "allocs/cycle", "server CPU/cycle", "errors", "relock / x (cycles/s)")
+		"client CPU is the bench process's CPU time (getrusage, user and system, every thread) per cycle, "+
+		"which in this window is the library's client alone; "+
+		"server CPU is the redis-server process's CPU time (INFO cpu, user and system) per cycle. "+
+		"\"CPU bound\" is %d cores ÷ (client + server CPU per cycle).\n\n", s1Workers, r.env.nproc)
+	t := newTable("library", "cycles/s", "per round", "p50", "p99", "allocs/cycle", "client CPU/cycle", "server CPU/cycle",
+		"CPU bound (cycles/s)", "errors", "relock / x (cycles/s)")
 	for i, l := range r.libs {
-		var cycles int64
-		var mallocs uint64
-		var errs int64
-		var cpu time.Duration
-		var lat []time.Duration
-		for _, rd := range r.s1[i] {
-			cycles += rd.cycles
-			mallocs += rd.mallocs
-			errs += rd.errors
-			cpu += rd.serverCPU
-			lat = append(lat, rd.lat...)
-		}
-		sortDurations(lat)
-		allocs, perCycle := math.NaN(), "-"
-		if cycles > 0 {
-			allocs = float64(mallocs) / float64(cycles)
-			perCycle = fmt.Sprintf("%.1f µs", float64(cpu)/float64(time.Microsecond)/float64(cycles))
-		}
+		c := r.s1Cost(i)
 		rates := r.s1Rates(i)
-		t.row(l.name, fmt.Sprintf("%.0f", median(rates)), rateRange(rates), us(percentile(lat, 50)), us(percentile(lat, 99)),
-			fmt.Sprintf("%.1f", allocs), perCycle, fmt.Sprint(errs), fmt.Sprintf("%.2f", r.s1Ratio(0, i)))
+		t.row(l.name, fmt.Sprintf("%.0f", median(rates)), rateRange(rates), us(percentile(c.lat, 50)), us(percentile(c.lat, 99)),
+			num(c.allocs, 1), num(c.client, 1)+" µs", num(c.server, 1)+" µs",
+			num(cpuBound(r.env.nproc, c.client, c.server), 0), fmt.Sprint(c.errors), fmt.Sprintf("%.2f", r.s1Ratio(0, i)))
 	}
 	b.WriteString(t.b.String() + "\n")
+	// The figures behind the bound, written out for relock and the raw scripts: client and
+	// server share the machine's cores, so every µs either side spends on a cycle is a µs
+	// the other cannot use.
+	var parts []string
+	for i, l := range r.libs {
+		if l.name != "relock" && l.name != "raw scripts" {
+			continue
+		}
+		c := r.s1Cost(i)
+		parts = append(parts, fmt.Sprintf("%s: %d ÷ (%s µs client + %s µs server) = %s cycles/s, measured %.0f",
+			l.name, r.env.nproc, num(c.client, 1), num(c.server, 1), num(cpuBound(r.env.nproc, c.client, c.server), 0), median(r.s1Rates(i))))
+	}
+	fmt.Fprintf(b, "Throughput ≈ usable cores ÷ (client + server CPU per cycle): %s. "+
+		"The measured rate falls short of the bound by the time neither side is running (waiting on the other, "+
+		"or on the scheduler).\n\n", strings.Join(parts, "; "))
 }
 
 // s1Rates returns library i's S1 cycles per second, a rate per round.
@@ -514,4 +555,21 @@ func (r *report) fairness(b *strings.Builder, data [][][]s2Round) {
 		t.row(cells...)
 	}
 	b.WriteString(t.b.String() + "\n")
+}
+
+// per divides total by n, the arithmetic of every "per acquisition", "per cycle" and "per
+// tick" figure: NaN when there was nothing to divide by, which the tables print as "-".
+func per(total float64, n int64) float64 {
+	if n <= 0 {
+		return math.NaN()
+	}
+	return total / float64(n)
+}
+
+// num formats v with prec decimals, or "-" for NaN.
+func num(v float64, prec int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
 }

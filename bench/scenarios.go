@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -49,6 +50,7 @@ func pause(ctx context.Context, d time.Duration) {
 
 type s1Round struct {
 	serverCPU time.Duration // redis-server's CPU time during the window
+	clientCPU time.Duration // this process's CPU time during the window: the library's client side
 	cycles    int64
 	elapsed   time.Duration
 	lat       []time.Duration
@@ -84,6 +86,9 @@ func runS1(lib library, addr string, adm *admin, dur time.Duration, round int) (
 	}
 	runtime.ReadMemStats(&ms)
 	m0 := ms.Mallocs
+	// Nothing else runs in this process during the window: the previous library's client
+	// is closed, and the admin client is idle until the window ends.
+	own0 := processCPU()
 	start := time.Now()
 	end := start.Add(dur)
 	ctx, cancel := context.WithDeadline(context.Background(), end)
@@ -115,16 +120,28 @@ func runS1(lib library, addr string, adm *admin, dur time.Duration, round int) (
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	own1 := processCPU()
 	runtime.ReadMemStats(&ms)
 	cpu1, err := adm.cpu(context.Background())
 	if err != nil {
 		return s1Round{}, err
 	}
-	r := s1Round{cycles: cycles.Load(), elapsed: elapsed, mallocs: ms.Mallocs - m0, errors: errs.Load(), serverCPU: cpu1 - cpu0}
+	r := s1Round{cycles: cycles.Load(), elapsed: elapsed, mallocs: ms.Mallocs - m0, errors: errs.Load(),
+		serverCPU: cpu1 - cpu0, clientCPU: own1 - own0}
 	for _, l := range lats {
 		r.lat = append(r.lat, l...)
 	}
 	return r, nil
+}
+
+// processCPU returns the CPU time this process has used so far, user and system, from
+// getrusage(RUSAGE_SELF): every thread, the Go runtime's and the garbage collector's too.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // --- S2/S3: contended, one key
