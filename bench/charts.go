@@ -103,7 +103,14 @@ func (r *report) charts(dir string) ([]string, error) {
 		}
 		written = append(written, f.name)
 	}
-	// The scale charts: one row per point instead of per library.
+	more, err := r.scaleCharts(dir)
+	return append(written, more...), err
+}
+
+// scaleCharts writes the scale section's charts into dir: one row per point instead of
+// per library.
+func (r *report) scaleCharts(dir string) ([]string, error) {
+	var written []string
 	for _, f := range []struct {
 		name, title string
 		points      []scalePoint

@@ -671,13 +671,8 @@ func (r *report) writeMany(b *strings.Builder) {
 	b.WriteString(t.b.String() + "\n")
 }
 
-// scaleLabel names a scale point by its processes and waiters.
-func scaleLabel(p scalePoint) string {
-	if p.procs == 1 {
-		return thousands(p.waiters) + " waiters, 1 process"
-	}
-	return fmt.Sprintf("%d processes × %d waiters", p.procs, p.waiters)
-}
+// scaleLabel names a scale point by its processes and waiters in each.
+func scaleLabel(p scalePoint) string { return fmt.Sprintf("%d × %s", p.procs, thousands(p.waiters)) }
 
 func (r *report) writeScale(b *strings.Builder) {
 	s := r.scale
@@ -687,14 +682,18 @@ func (r *report) writeScale(b *strings.Builder) {
 	fmt.Fprintf(b, "## Scale: relock's plain mutex\n\nContended runs of %v with an empty critical section, as in S2: "+
 		"every waiter locks and unlocks one key in a loop. First in one process as the waiters grow, then with %d "+
 		"waiters in all spread over more processes (one client each). Sent/acq is client side, run/acq the server's "+
-		"INFO commandstats (scripts' commands included), both per acquisition. Server memory per waiter is the highest "+
-		"INFO memory used_memory sampled every 20 ms during the run, less its value before the clients connected, "+
-		"÷ waiters: it includes the clients' connections and their subscriptions.\n\n", r.cfg.scaleDur, scaleTotal)
-	t := newTable("waiters", "acquisitions/s", "sent/acq", "run/acq", "most sent, per acq", "server memory per waiter")
+		"INFO commandstats (scripts' commands included), both per acquisition. Server memory is the highest "+
+		"INFO memory used_memory sampled every 20 ms during the run less its value before the clients connected: "+
+		"what the acquisitions leave behind for longer than the window (each unlock's latch key) and what the "+
+		"waiters cost while they wait (connections, subscriptions). It is divided by the acquisitions and by "+
+		"the waiters.\n\n", r.cfg.scaleDur, scaleTotal)
+	t := newTable("processes × waiters", "acquisitions/s", "sent/acq", "run/acq", "most sent, per acq",
+		"server memory (peak)", "per acquisition", "per waiter")
 	for _, ps := range [][]scalePoint{s.waiters, s.procs} {
 		for _, p := range ps {
 			t.row(scaleLabel(p), num(float64(p.round.acq)/p.round.elapsed.Seconds(), 0), num(p.sentPerAcq(), 1),
-				num(p.runPerAcq(), 1), topPerAcq(p.round.sent, p.round.acq), num(p.memPerWaiter(), 0)+" B")
+				num(p.runPerAcq(), 1), topPerAcq(p.round.sent, p.round.acq), fmt.Sprintf("%.0f KiB", float64(p.memPeak)/1024),
+				num(p.memPerAcq(), 0)+" B", num(p.memPerWaiter(), 0)+" B")
 		}
 	}
 	b.WriteString(t.b.String() + "\n")

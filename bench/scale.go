@@ -28,9 +28,13 @@ type scalePoint struct {
 	memPeak        int64 // highest used_memory during the run above its value before
 }
 
-// sentPerAcq, runPerAcq and memPerWaiter are the point's figures.
+// sentPerAcq, runPerAcq, memPerAcq and memPerWaiter are the point's figures. The memory
+// peak holds what every acquisition of the window leaves behind on the server for longer
+// than the window (an unlock latch, kept twice the call timeout) and what the waiters cost
+// while they wait (connections, subscriptions), so it is divided both ways.
 func (p scalePoint) sentPerAcq() float64 { return per(float64(sum(p.round.sent)), p.round.acq) }
 func (p scalePoint) runPerAcq() float64  { return per(float64(sum(p.round.commands)), p.round.acq) }
+func (p scalePoint) memPerAcq() float64  { return per(float64(p.memPeak), p.round.acq) }
 func (p scalePoint) memPerWaiter() float64 {
 	return per(float64(p.memPeak), int64(p.procs*p.waiters))
 }
