@@ -1,7 +1,10 @@
 // Command bench compares relock with other Go Redis lock libraries on one redis-server:
 // uncontended cycles, contended handoffs, fairness among waiters, and relock's batched
 // watchdog. Every library runs each scenario in turn, interleaved over several rounds, so
-// that machine drift hits all of them alike.
+// that machine drift hits all of them alike. For relock alone it also measures the server's
+// ceiling (its lock cycle driven as raw RESP, with no client in the way; -ceiling runs only
+// that), thousands of waiters parked on one lock, and how its costs grow with waiters,
+// processes and holds.
 //
 //	cd bench && go run . -quick -out ../docs
 package main
