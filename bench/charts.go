@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"math"
 	"path/filepath"
 	"slices"
 	"time"
@@ -92,7 +93,7 @@ func (r *report) charts(dir string) ([]string, error) {
 	}{
 		{"bench-s1-cycles.svg", "S1: uncontended, 64 goroutines on their own keys", "lock+unlock cycles/s", []series{{values: s1}}},
 		{"bench-s2-acquisitions.svg", "S2: 16 goroutines on one key, one process", "acquisitions/s", rates(r.s2[:2])},
-		{"bench-s2-processes.svg", "S2: 4 processes x 4 goroutines on one key", "acquisitions/s", rates(r.mp[:])},
+		{"bench-s2-processes.svg", "S2: 4 processes x 4 goroutines on one key", "acquisitions/s", rates(r.mp[:2])},
 		{"bench-s2-handoff.svg", "S2 handoff: unlock to the next waiter's lock, p50", "milliseconds", []series{{values: handoffs}}},
 	}
 	var written []string
@@ -102,5 +103,40 @@ func (r *report) charts(dir string) ([]string, error) {
 		}
 		written = append(written, f.name)
 	}
+	more, err := r.scaleCharts(dir)
+	return append(written, more...), err
+}
+
+// scaleCharts writes the scale section's charts into dir: one row per point instead of
+// per library.
+func (r *report) scaleCharts(dir string) ([]string, error) {
+	var written []string
+	for _, f := range []struct {
+		name, title string
+		points      []scalePoint
+	}{
+		{"bench-scale-waiters.svg", "relock: commands per acquisition as waiters grow, one process", r.scale.waiters},
+		{"bench-scale-processes.svg", fmt.Sprintf("relock: commands per acquisition, %d waiters over more processes", scaleTotal), r.scale.procs},
+	} {
+		rows := make([]string, len(f.points))
+		sets := []series{{label: "sent (client side)"}, {label: "run (server, scripts' commands included)"}}
+		for i, p := range f.points {
+			rows[i] = scaleLabel(p)
+			sets[0].values = append(sets[0].values, zeroNaN(p.sentPerAcq()))
+			sets[1].values = append(sets[1].values, zeroNaN(p.runPerAcq()))
+		}
+		if err := barChart(filepath.Join(dir, f.name), f.title, "commands per acquisition", rows, sets); err != nil {
+			return written, fmt.Errorf("chart %s: %w", f.name, err)
+		}
+		written = append(written, f.name)
+	}
 	return written, nil
+}
+
+// zeroNaN is v, or 0 for a figure that could not be measured: a chart has no "-".
+func zeroNaN(v float64) float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return 0
+	}
+	return v
 }

@@ -272,3 +272,14 @@ func (h rueidislockHandle) Lock(ctx context.Context) (func() error, error) {
 	}
 	return func() error { cancel(); return nil }, nil
 }
+
+// libIndex returns the index of the library called name in libraries(); it panics on a
+// name that is not there, which is a mistake in this program.
+func libIndex(name string) int {
+	for i, l := range libraries() {
+		if l.name == name {
+			return i
+		}
+	}
+	panic("bench: no library " + name)
+}

@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -152,23 +153,80 @@ func (a *admin) roundTrips(ctx context.Context, n int, idle time.Duration) ([]ti
 	return ds, nil
 }
 
-// cpu returns the server's CPU time so far, user and system, from INFO cpu.
-func (a *admin) cpu(ctx context.Context) (time.Duration, error) {
-	s, err := a.info(ctx, "cpu")
+// infoSum returns the sum of the numeric fields names of INFO section.
+func (a *admin) infoSum(ctx context.Context, section string, names ...string) (float64, error) {
+	s, err := a.info(ctx, section)
 	if err != nil {
 		return 0, err
 	}
 	var total float64
+	found := 0
 	for _, line := range strings.Split(s, "\n") {
 		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if !ok || (k != "used_cpu_user" && k != "used_cpu_sys") {
+		if !ok || !slices.Contains(names, k) {
 			continue
 		}
 		f, err := strconv.ParseFloat(v, 64)
 		if err != nil {
-			return 0, fmt.Errorf("INFO cpu %s: %w", k, err)
+			return 0, fmt.Errorf("INFO %s %s: %w", section, k, err)
 		}
 		total += f
+		found++
 	}
-	return time.Duration(total * float64(time.Second)), nil
+	if found != len(names) {
+		return 0, fmt.Errorf("INFO %s has not all of %v", section, names)
+	}
+	return total, nil
+}
+
+// cpu returns the server's CPU time so far, user and system, from INFO cpu.
+func (a *admin) cpu(ctx context.Context) (time.Duration, error) {
+	s, err := a.infoSum(ctx, "cpu", "used_cpu_user", "used_cpu_sys")
+	return time.Duration(s * float64(time.Second)), err
+}
+
+// memory returns the bytes the server has allocated (INFO memory used_memory).
+func (a *admin) memory(ctx context.Context) (int64, error) {
+	m, err := a.infoSum(ctx, "memory", "used_memory")
+	return int64(m), err
+}
+
+// memoryPeak samples the server's used_memory every 20 ms from now until the returned stop
+// is called, and stop returns the highest sample above the first (at least 0). It measures
+// what a run holds on the server at its fullest, which a delta from before to after misses
+// when the run cleans up behind itself. A failed sample ends the sampling and stop returns
+// its error.
+func (a *admin) memoryPeak(ctx context.Context) (stop func() (int64, error)) {
+	base, err := a.memory(ctx)
+	if err != nil {
+		return func() (int64, error) { return 0, err }
+	}
+	done := make(chan struct{})
+	var peak int64
+	var serr error
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		// Bounded by count too: ten minutes of samples.
+		for range 30000 {
+			m, err := a.memory(ctx)
+			if err != nil {
+				serr = err
+				return
+			}
+			peak = max(peak, m-base)
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() (int64, error) {
+		close(done)
+		<-finished
+		return peak, serr
+	}
 }

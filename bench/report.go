@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -71,10 +72,13 @@ type report struct {
 	libs []library
 	s1   [][]s1Round
 	s2   [len(s2Modes)][][]s2Round // by s2Modes
-	mp   [2][][]s2Round            // the same across processes
+	mp   [][][]s2Round             // across processes, by mpConfigs
 	s4   [2][2][]s4Round           // [critical section empty, 1 ms][read-write lock, mutex]
-	s5   s5Result
-	took time.Duration
+	// ceiling is by ceilingVariants, then by round.
+	ceiling [][]ceilingRound
+	many    manyResult
+	scale   scaleResult
+	took    time.Duration
 	// images are the chart files written into img/ next to the report.
 	images []string
 }
@@ -166,12 +170,56 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "![%s](img/%s)\n\n", strings.TrimSuffix(img, ".svg"), img)
 	}
 	r.writeTargets(&b)
+	if r.cfg.ceiling {
+		r.writeCeiling(&b)
+		return b.String()
+	}
 	r.writeS1(&b)
 	r.writeS2(&b)
 	r.writeS3(&b)
 	r.writeS4(&b)
 	r.writeS5(&b)
+	r.writeCeiling(&b)
+	r.writeMany(&b)
+	r.writeScale(&b)
 	return b.String()
+}
+
+// s1Cost is a library's S1 cost per cycle, pooled over the rounds.
+type s1Cost struct {
+	cycles         int64
+	allocs         float64 // mallocs per cycle
+	client, server float64 // CPU µs per cycle
+	errors         int64
+	lat            []time.Duration
+}
+
+func (r *report) s1Cost(i int) s1Cost {
+	var c s1Cost
+	var mallocs uint64
+	var client, server time.Duration
+	for _, rd := range r.s1[i] {
+		c.cycles += rd.cycles
+		mallocs += rd.mallocs
+		c.errors += rd.errors
+		client += rd.clientCPU
+		server += rd.serverCPU
+		c.lat = append(c.lat, rd.lat...)
+	}
+	sortDurations(c.lat)
+	c.allocs = per(float64(mallocs), c.cycles)
+	c.client = per(float64(client)/float64(time.Microsecond), c.cycles)
+	c.server = per(float64(server)/float64(time.Microsecond), c.cycles)
+	return c
+}
+
+// cpuBound is the cycles per second that cores can run when each cycle costs clientUs and
+// serverUs of CPU: the throughput bound of a machine whose clients and server share it.
+func cpuBound(cores int, clientUs, serverUs float64) float64 {
+	if !(clientUs+serverUs > 0) {
+		return math.NaN()
+	}
+	return float64(cores) * 1e6 / (clientUs + serverUs)
 }
 
 func (r *report) writeS1(b *strings.Builder) {
@@ -180,32 +228,35 @@ func (r *report) writeS1(b *strings.Builder) {
 		"the libraries run back to back, so a round's ratio compares them on the same machine, and the median "+
 		"leaves out a round the machine disturbed). "+
 		"Latency is one lock+unlock cycle; allocations are the process's mallocs per cycle (runtime.MemStats); "+
-		"server CPU is the redis-server process's CPU time (INFO cpu, user and system) per cycle.\n\n", s1Workers)
-	t := newTable("library", "cycles/s", "per round", "p50", "p99", "allocs/cycle", "server CPU/cycle", "errors", "relock / x (cycles/s)")
+		"client CPU is the bench process's CPU time (getrusage, user and system, every thread) per cycle, "+
+		"which in this window is the library's client alone; "+
+		"server CPU is the redis-server process's CPU time (INFO cpu, user and system) per cycle. "+
+		"\"CPU bound\" is %d cores ÷ (client + server CPU per cycle).\n\n", s1Workers, r.env.nproc)
+	t := newTable("library", "cycles/s", "per round", "p50", "p99", "allocs/cycle", "client CPU/cycle", "server CPU/cycle",
+		"CPU bound (cycles/s)", "errors", "relock / x (cycles/s)")
 	for i, l := range r.libs {
-		var cycles int64
-		var mallocs uint64
-		var errs int64
-		var cpu time.Duration
-		var lat []time.Duration
-		for _, rd := range r.s1[i] {
-			cycles += rd.cycles
-			mallocs += rd.mallocs
-			errs += rd.errors
-			cpu += rd.serverCPU
-			lat = append(lat, rd.lat...)
-		}
-		sortDurations(lat)
-		allocs, perCycle := math.NaN(), "-"
-		if cycles > 0 {
-			allocs = float64(mallocs) / float64(cycles)
-			perCycle = fmt.Sprintf("%.1f µs", float64(cpu)/float64(time.Microsecond)/float64(cycles))
-		}
+		c := r.s1Cost(i)
 		rates := r.s1Rates(i)
-		t.row(l.name, fmt.Sprintf("%.0f", median(rates)), rateRange(rates), us(percentile(lat, 50)), us(percentile(lat, 99)),
-			fmt.Sprintf("%.1f", allocs), perCycle, fmt.Sprint(errs), fmt.Sprintf("%.2f", r.s1Ratio(0, i)))
+		t.row(l.name, fmt.Sprintf("%.0f", median(rates)), rateRange(rates), us(percentile(c.lat, 50)), us(percentile(c.lat, 99)),
+			num(c.allocs, 1), num(c.client, 1)+" µs", num(c.server, 1)+" µs",
+			num(cpuBound(r.env.nproc, c.client, c.server), 0), fmt.Sprint(c.errors), fmt.Sprintf("%.2f", r.s1Ratio(0, i)))
 	}
 	b.WriteString(t.b.String() + "\n")
+	// The figures behind the bound, written out for relock and the raw scripts: client and
+	// server share the machine's cores, so every µs either side spends on a cycle is a µs
+	// the other cannot use.
+	var parts []string
+	for i, l := range r.libs {
+		if l.name != "relock" && l.name != "raw scripts" {
+			continue
+		}
+		c := r.s1Cost(i)
+		parts = append(parts, fmt.Sprintf("%s: %d ÷ (%s µs client + %s µs server) = %s cycles/s, measured %.0f",
+			l.name, r.env.nproc, num(c.client, 1), num(c.server, 1), num(cpuBound(r.env.nproc, c.client, c.server), 0), median(r.s1Rates(i))))
+	}
+	fmt.Fprintf(b, "Throughput ≈ usable cores ÷ (client + server CPU per cycle): %s. "+
+		"The measured rate falls short of the bound by the time neither side is running (waiting on the other, "+
+		"or on the scheduler).\n\n", strings.Join(parts, "; "))
 }
 
 // s1Rates returns library i's S1 cycles per second, a rate per round.
@@ -260,7 +311,11 @@ func totals(rounds []s2Round) s2Totals {
 	var acq, cmds, same, sent int64
 	var el time.Duration
 	byName, sentByName := map[string]int64{}, map[string]int64{}
-	t.per = make([]int64, s2Waiters)
+	for _, rd := range rounds {
+		if len(rd.perWaiter) > len(t.per) {
+			t.per = append(t.per, make([]int64, len(rd.perWaiter)-len(t.per))...)
+		}
+	}
 	for _, rd := range rounds {
 		acq += rd.acq
 		same += rd.same
@@ -314,14 +369,20 @@ func topPerAcq(counts map[string]int64, acq int64) string {
 }
 
 func (r *report) writeS2(b *strings.Builder) {
-	r.writeContended(b, r.s2[:2], fmt.Sprintf("## S2: contended, one process\n\n%d goroutines on one key, one client per library. ", s2Waiters))
-	r.writeContended(b, r.mp[:], fmt.Sprintf("## S2 across processes\n\n%d processes of %d goroutines each on one key, one client per process "+
-		"(the program runs itself as the workers). Events are merged by wall-clock time; commands are counted from just "+
-		"before the common start. ", mpProcs, mpWaiters))
+	r.writeContended(b, r.s2[:2], []string{s2Modes[0].name, s2Modes[1].name},
+		fmt.Sprintf("## S2: contended, one process\n\n%d goroutines on one key, one client per library. ", s2Waiters))
+	names := make([]string, len(mpConfigs))
+	for i, c := range mpConfigs {
+		names[i] = c.String()
+	}
+	r.writeContended(b, r.mp, names, fmt.Sprintf("## S2 across processes\n\n%d goroutines on one key in P processes, one client per process "+
+		"(the program runs itself as the workers): P=4 is 4 processes of 4, P=8 is 8 processes of 2. Events are merged by "+
+		"wall-clock time; commands are counted from just before the common start. ", scaleTotal))
 	r.writeHandoff(b)
 }
 
-func (r *report) writeContended(b *strings.Builder, data [][][]s2Round, intro string) {
+// writeContended writes one table per entry of data, headed by the entry of names.
+func (r *report) writeContended(b *strings.Builder, data [][][]s2Round, names []string, intro string) {
 	fmt.Fprint(b, intro+
 		"Handoff is the time from an unlock returning to the next holder's lock returning, counted only when "+
 		"the next holder is another goroutine; \"same\" is the share of acquisitions by the goroutine that had just unlocked. "+
@@ -330,8 +391,8 @@ func (r *report) writeContended(b *strings.Builder, data [][][]s2Round, intro st
 		"failed attempts, renewals, pub/sub, and the commands Lua scripts run inside EVALSHA. Errors are lock calls that "+
 		"returned an error before the window ended (the goroutine then tries again). "+
 		"Overlaps counts acquisitions that returned before the previous holder left its critical section (must be 0).\n\n")
-	for ci, mode := range s2Modes[:len(data)] {
-		fmt.Fprintf(b, "### %s\n\n", mode.name)
+	for ci, name := range names {
+		fmt.Fprintf(b, "### %s\n\n", name)
 		t := newTable("library", "acquisitions/s", "per round", "handoff p50", "handoff p99", "same", "sent/acq", "most sent, per acq", "server/acq", "errors", "overlaps", "relock / x (acq/s)")
 		var base float64
 		for i, l := range r.libs {
@@ -418,7 +479,7 @@ func (r *report) writeS3(b *strings.Builder) {
 		"0 is perfectly even).\n\n", s2Waiters)
 	r.fairness(b, r.s2[:2])
 	b.WriteString("Across processes (16 waiters in 4 processes):\n\n")
-	r.fairness(b, r.mp[:])
+	r.fairness(b, r.mp[:2])
 	fmt.Fprintf(b, "Order: an acquisition overtakes when a goroutine that had called Lock at least %v earlier "+
 		"was still waiting (FIFO violations; a fair lock must have none). Counted in the runs of one process; the "+
 		"handoff column is the step-aside run's handoff p50, for the fair lock against relock's plain mutex. "+
@@ -483,16 +544,27 @@ func (r *report) writeS4(b *strings.Builder) {
 	b.WriteString(t.b.String() + "\n")
 }
 
+// s5 is the renewal point of S5's 10,000 holds.
+func (r *report) s5() s5Result {
+	for _, h := range r.scale.holds {
+		if h.holds == 10000 {
+			return h
+		}
+	}
+	return s5Result{calls: math.NaN(), batches: math.NaN()}
+}
+
 func (r *report) writeS5(b *strings.Builder) {
-	s := r.s5
+	s := r.s5()
 	fmt.Fprintf(b, "## S5: watchdog, relock only\n\nOne relock client holds %d locks with a 3 s watchdog timeout "+
 		"(renewed every 1 s); numbers are per renewal tick over %d ticks, from `Client.WatchdogStats()`. "+
 		"The peers have no batched watchdog to compare: redsync and redislock leave renewal to the caller "+
-		"(one Extend/Refresh call per lock), and rueidislock renews each key of each lock from its own goroutine.\n\n",
+		"(one Extend/Refresh call per lock), and rueidislock renews each key of each lock from its own goroutine. "+
+		"The scale section has the same run at other numbers of holds.\n\n",
 		s.holds, s.ticks)
 	t := newTable("holds", "script calls/tick", "round trips/tick", "renewed/tick", "lost/tick", "holds lost", "time to take the holds")
-	t.row(fmt.Sprint(s.holds), fmt.Sprintf("%.1f", s.calls), fmt.Sprintf("%.1f", s.batches), fmt.Sprintf("%.0f", s.renewed),
-		fmt.Sprintf("%.0f", s.lost), fmt.Sprint(s.holdsLostDuringRun), ms(s.lockTime))
+	t.row(fmt.Sprint(s.holds), num(s.calls, 1), num(s.batches, 1), num(s.renewed, 0),
+		num(s.lost, 0), fmt.Sprint(s.holdsLostDuringRun), ms(s.lockTime))
 	b.WriteString(t.b.String() + "\n")
 }
 
@@ -512,6 +584,126 @@ func (r *report) fairness(b *strings.Builder, data [][][]s2Round) {
 		}
 		cells = append(cells, ratio(base, cv1))
 		t.row(cells...)
+	}
+	b.WriteString(t.b.String() + "\n")
+}
+
+// per divides total by n, the arithmetic of every "per acquisition", "per cycle" and "per
+// tick" figure: NaN when there was nothing to divide by, which the tables print as "-".
+func per(total float64, n int64) float64 {
+	if n <= 0 {
+		return math.NaN()
+	}
+	return total / float64(n)
+}
+
+// num formats v with prec decimals, or "-" for NaN.
+func num(v float64, prec int) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return "-"
+	}
+	return strconv.FormatFloat(v, 'f', prec, 64)
+}
+
+// ceilingFigures is a ceiling variant's medians over the rounds.
+type ceilingFigures struct {
+	rate, serverUs, runPerCycle float64
+	rates                       []float64
+	failed                      int64
+}
+
+func (r *report) ceilingFigures(vi int) ceilingFigures {
+	var f ceilingFigures
+	var cpus, runs []float64
+	for _, rd := range r.ceiling[vi] {
+		f.rates = append(f.rates, float64(rd.cycles)/rd.elapsed.Seconds())
+		cpus = append(cpus, per(float64(rd.serverCPU)/float64(time.Microsecond), rd.cycles))
+		runs = append(runs, per(float64(sum(rd.commands)), rd.cycles))
+		f.failed += rd.failed
+	}
+	f.rate, f.serverUs, f.runPerCycle = median(f.rates), median(cpus), median(runs)
+	return f
+}
+
+func (r *report) writeCeiling(b *strings.Builder) {
+	if len(r.ceiling) < 2 {
+		return
+	}
+	fmt.Fprintf(b, "## Ceiling: the server alone\n\n%d connections drive the server with raw RESP over plain TCP, "+
+		"no client library: each writes %d cycles at a time (a cycle is an acquire and a release) and then reads their "+
+		"replies. Every cycle has its own owner, and each connection spreads its cycles over %s lock names of its own, "+
+		"so that every acquisition finds its lock free. relock's cycle is the engine's own pair of calls, EVALSHA of the "+
+		"acquire script and of the unlock script with the keys and arguments the engine sends. Server CPU is the "+
+		"INFO cpu delta ÷ cycles, and run/cycle the commands the server ran per cycle (INFO commandstats, the "+
+		"scripts' commands included); both are medians over the %d rounds of %v.\n\n",
+		ceilingConns, ceilingDepth, thousands(ceilingNames), len(r.ceiling[0]), r.cfg.ceilDur)
+	t := newTable("cycle", "cycles/s", "per round", "server CPU/cycle", "run/cycle", "failed cycles")
+	for vi, v := range ceilingVariants {
+		f := r.ceilingFigures(vi)
+		t.row(v.name, num(f.rate, 0), rateRange(f.rates), num(f.serverUs, 1)+" µs", num(f.runPerCycle, 1), fmt.Sprint(f.failed))
+	}
+	b.WriteString(t.b.String() + "\n")
+	rl, sn := r.ceilingFigures(0), r.ceilingFigures(1)
+	fmt.Fprintf(b, "relock's cycle costs the server %s µs against %s µs for SET NX PX and a compare-and-delete "+
+		"script: %s×. One server core runs at most 1 s ÷ %s µs = %s relock cycles/s (measured %s) and %s of the other (measured %s).\n\n",
+		num(rl.serverUs, 1), num(sn.serverUs, 1), ratio(rl.serverUs, sn.serverUs), num(rl.serverUs, 1),
+		num(1e6/rl.serverUs, 0), num(rl.rate, 0), num(1e6/sn.serverUs, 0), num(sn.rate, 0))
+}
+
+func (r *report) writeMany(b *strings.Builder) {
+	m := r.many
+	if m.procs == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Many waiters\n\n%s of relock's plain mutex park on one lock, one client per process with a "+
+		"%v watchdog timeout. A holder in the bench process (a client with the same timeout) keeps the lock for "+
+		"%d leases, renewed by its watchdog, then releases it; each waiter then takes the lock once and releases it, "+
+		"giving up %v after the release. Calls are those the waiters' processes sent (client side; connection set-up "+
+		"and keep-alive PINGs left out) in the %d leases that follow a %v settle; the drain is the release to the "+
+		"last waiter's acquisition.\n\n", m.manyName(), m.lease, manyLeases, manyDrain, manyLeases, manySettle)
+	t := newTable("waiters", "calls per process per lease", "most sent, per process per lease", "acquired", "errors", "drain", "holder kept its hold")
+	kept := "yes"
+	if m.holderLost {
+		kept = "**no**"
+	}
+	t.row(m.manyName(), num(m.callsPerProcLease(), 1), topPerAcq(m.parked, int64(m.procs)*manyLeases),
+		fmt.Sprintf("%d of %d", m.acquired, m.procs*m.waiters), fmt.Sprint(m.errors), ms(m.drain), kept)
+	b.WriteString(t.b.String() + "\n")
+}
+
+// scaleLabel names a scale point by its processes and waiters in each.
+func scaleLabel(p scalePoint) string { return fmt.Sprintf("%d × %s", p.procs, thousands(p.waiters)) }
+
+func (r *report) writeScale(b *strings.Builder) {
+	s := r.scale
+	if len(s.holds) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "## Scale: relock's plain mutex\n\nContended runs of %v with an empty critical section, as in S2: "+
+		"every waiter locks and unlocks one key in a loop. First in one process as the waiters grow, then with %d "+
+		"waiters in all spread over more processes (one client each). Sent/acq is client side, run/acq the server's "+
+		"INFO commandstats (scripts' commands included), both per acquisition. Server memory is the highest "+
+		"INFO memory used_memory sampled every 20 ms during the run less its value before the clients connected: "+
+		"what the acquisitions leave behind for longer than the window (each unlock's latch key) and what the "+
+		"waiters cost while they wait (connections, subscriptions). It is divided by the acquisitions and by "+
+		"the waiters.\n\n", r.cfg.scaleDur, scaleTotal)
+	t := newTable("processes × waiters", "acquisitions/s", "sent/acq", "run/acq", "most sent, per acq",
+		"server memory (peak)", "per acquisition", "per waiter")
+	for _, ps := range [][]scalePoint{s.waiters, s.procs} {
+		for _, p := range ps {
+			t.row(scaleLabel(p), num(float64(p.round.acq)/p.round.elapsed.Seconds(), 0), num(p.sentPerAcq(), 1),
+				num(p.runPerAcq(), 1), topPerAcq(p.round.sent, p.round.acq), fmt.Sprintf("%.0f KiB", float64(p.memPeak)/1024),
+				num(p.memPerAcq(), 0)+" B", num(p.memPerWaiter(), 0)+" B")
+		}
+	}
+	b.WriteString(t.b.String() + "\n")
+	fmt.Fprintf(b, "Renewal: one client holds the locks with a 3 s watchdog timeout (a tick every 1 s) and nothing "+
+		"else runs in the process; per tick over %d ticks. Server memory per hold is used_memory after the holds "+
+		"were taken less before, ÷ holds.\n\n", r.cfg.s5Ticks)
+	t = newTable("holds", "script calls/tick", "round trips/tick", "server CPU/tick", "client CPU/tick", "server memory per hold", "holds lost")
+	for _, h := range s.holds {
+		t.row(thousands(h.holds), num(h.calls, 1), num(h.batches, 1), num(h.serverUs, 0)+" µs", num(h.clientUs, 0)+" µs",
+			num(h.memPerHold, 0)+" B", fmt.Sprint(h.holdsLostDuringRun))
 	}
 	b.WriteString(t.b.String() + "\n")
 }

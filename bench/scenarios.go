@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -49,6 +50,7 @@ func pause(ctx context.Context, d time.Duration) {
 
 type s1Round struct {
 	serverCPU time.Duration // redis-server's CPU time during the window
+	clientCPU time.Duration // this process's CPU time during the window: the library's client side
 	cycles    int64
 	elapsed   time.Duration
 	lat       []time.Duration
@@ -84,6 +86,9 @@ func runS1(lib library, addr string, adm *admin, dur time.Duration, round int) (
 	}
 	runtime.ReadMemStats(&ms)
 	m0 := ms.Mallocs
+	// Nothing else runs in this process during the window: the previous library's client
+	// is closed, and the admin client is idle until the window ends.
+	own0 := processCPU()
 	start := time.Now()
 	end := start.Add(dur)
 	ctx, cancel := context.WithDeadline(context.Background(), end)
@@ -115,16 +120,28 @@ func runS1(lib library, addr string, adm *admin, dur time.Duration, round int) (
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	own1 := processCPU()
 	runtime.ReadMemStats(&ms)
 	cpu1, err := adm.cpu(context.Background())
 	if err != nil {
 		return s1Round{}, err
 	}
-	r := s1Round{cycles: cycles.Load(), elapsed: elapsed, mallocs: ms.Mallocs - m0, errors: errs.Load(), serverCPU: cpu1 - cpu0}
+	r := s1Round{cycles: cycles.Load(), elapsed: elapsed, mallocs: ms.Mallocs - m0, errors: errs.Load(),
+		serverCPU: cpu1 - cpu0, clientCPU: own1 - own0}
 	for _, l := range lats {
 		r.lat = append(r.lat, l...)
 	}
 	return r, nil
+}
+
+// processCPU returns the CPU time this process has used so far, user and system, from
+// getrusage(RUSAGE_SELF): every thread, the Go runtime's and the garbage collector's too.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // --- S2/S3: contended, one key
@@ -138,24 +155,47 @@ type event struct {
 	Rel    int64 `json:"r"` // unlock returned; 0 when it failed
 }
 
-// contend runs waiters goroutines, one handle each, on one key until end; waiter ids start
-// at base. With stepAside a goroutine that has unlocked does not ask again until another
-// has taken the lock, so that every release is a handoff to a waiter: what is measured is
-// how soon a waiting goroutine learns of a release and gets the lock.
-func contend(handles []locker, base int, end time.Time, cs time.Duration, stepAside bool) (evs []event, errs int64) {
+// window is how long contend runs: dur, and, when handoffs is above 0, beyond dur until the
+// lock has passed from one goroutine to another that many times, or until stretch has
+// passed, whichever comes first. A slow library's run is so stretched until it has enough
+// handoffs for its percentiles to mean something.
+type window struct {
+	dur, stretch time.Duration
+	handoffs     int64
+}
+
+// fixed is the window of length d.
+func fixed(d time.Duration) window { return window{dur: d} }
+
+// contend runs waiters goroutines, one handle each, on one key for the window w from start;
+// waiter ids start at base. With stepAside a goroutine that has unlocked does not ask again
+// until another has taken the lock, so that every release is a handoff to a waiter: what
+// is measured is how soon a waiting goroutine learns of a release and gets the lock.
+func contend(handles []locker, base int, start time.Time, w window, cs time.Duration, stepAside bool) (evs []event, errs int64) {
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		nerr atomic.Int64
 	)
-	ctx, cancel := context.WithDeadline(context.Background(), end)
+	end := start.Add(w.dur)
+	ctx, cancel := context.WithDeadline(context.Background(), start.Add(max(w.dur, w.stretch)))
 	defer cancel()
 	b := newBaton(ctx)
+	if w.stretch > w.dur && w.handoffs > 0 {
+		// Past end, the window closes as soon as there have been enough handoffs.
+		go func() {
+			pause(ctx, time.Until(end))
+			for ctx.Err() == nil && b.handoffs() < w.handoffs {
+				pause(ctx, 5*time.Millisecond)
+			}
+			cancel()
+		}()
+	}
 	for i, h := range handles {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			mine := make([]event, 0, 1024)
+			mine := make([]event, 0, 64) // small: the scale runs have thousands of waiters
 			for n := 0; n < maxSamples && ctx.Err() == nil; n++ {
 				ask := time.Now().UnixNano()
 				unlock, err := h.Lock(ctx)
@@ -197,6 +237,7 @@ type baton struct {
 	mu     sync.Mutex
 	cond   *sync.Cond
 	holder int
+	passed int64 // times the lock went to another goroutine than its last holder
 }
 
 // newBaton returns a baton whose waits end when ctx does.
@@ -215,9 +256,19 @@ func newBaton(ctx context.Context) *baton {
 
 func (b *baton) took(i int) {
 	b.mu.Lock()
+	if b.holder >= 0 && b.holder != i {
+		b.passed++
+	}
 	b.holder = i
 	b.cond.Broadcast()
 	b.mu.Unlock()
+}
+
+// handoffs returns how many times the lock has passed from one goroutine to another.
+func (b *baton) handoffs() int64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.passed
 }
 
 // waitOther returns once a goroutine other than i has taken the lock, or ctx has ended.
@@ -316,10 +367,12 @@ func overtakes(evs []event) int64 {
 	return n
 }
 
-// commandDelta returns after-before, less the one INFO call that read after.
+// commandDelta returns after-before, without INFO: no lock library sends it, and the
+// bench's own reads of the server (these counts, its CPU and memory) do.
 func commandDelta(before, after map[string]int64) map[string]int64 {
-	after["info"]--
-	return minus(after, before)
+	d := minus(after, before)
+	delete(d, "info")
+	return d
 }
 
 // minus returns after-before, by name.
@@ -330,18 +383,19 @@ func minus(after, before map[string]int64) map[string]int64 {
 	return after
 }
 
-func runS2(lib library, addr string, adm *admin, dur, cs time.Duration, stepAside bool, round int) (s2Round, error) {
+// runS2 runs waiters goroutines of lib's one client on the key s2:<tag> for the window w.
+func runS2(lib library, addr string, adm *admin, waiters int, w window, cs time.Duration, stepAside bool, tag string) (s2Round, error) {
 	sent := newSentCommands()
 	inst, err := lib.open(endpoint{addr: addr, sent: sent})
 	if err != nil {
 		return s2Round{}, err
 	}
 	defer inst.Close()
-	key := fmt.Sprintf("s2:%d:%v:%v:%s", round, cs, stepAside, lib.name)
+	key := "s2:" + tag
 	if err := warm(inst, key); err != nil {
 		return s2Round{}, err
 	}
-	handles := make([]locker, s2Waiters)
+	handles := make([]locker, waiters)
 	for i := range handles {
 		handles[i] = inst.Handle(key)
 	}
@@ -352,30 +406,35 @@ func runS2(lib library, addr string, adm *admin, dur, cs time.Duration, stepAsid
 	}
 	s0 := sent.snapshot()
 	start := time.Now()
-	evs, errs := contend(handles, 0, start.Add(dur), cs, stepAside)
+	evs, errs := contend(handles, 0, start, w, cs, stepAside)
 	elapsed := time.Since(start)
 	s1 := sent.snapshot()
 	c1, err := adm.commands(bg)
 	if err != nil {
 		return s2Round{}, err
 	}
-	r := analyse(evs, s2Waiters, elapsed, errs)
+	r := analyse(evs, waiters, elapsed, errs)
 	r.commands = commandDelta(c0, c1)
 	r.sent = minus(s1, s0)
 	return r, nil
 }
 
-// --- S5: watchdog with 10,000 holds
+// --- S5: watchdog, and its cost as holds grow
 
 type s5Result struct {
 	holds                         int
 	ticks                         uint64
 	calls, batches, renewed, lost float64 // per tick
+	serverUs, clientUs            float64 // CPU per tick, µs
+	memPerHold                    float64 // server bytes per hold
 	lockTime                      time.Duration
 	holdsLostDuringRun            int
 }
 
-func runS5(addr string, holds int, ticks uint64) (s5Result, error) {
+// runS5 has one relock client take holds locks and counts its watchdog's work over ticks
+// renewal ticks. While it counts, the process does nothing else: its CPU time is the
+// watchdog's.
+func runS5(addr string, adm *admin, holds int, ticks uint64) (s5Result, error) {
 	rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}})
 	if err != nil {
 		return s5Result{}, err
@@ -388,6 +447,10 @@ func runS5(addr string, holds int, ticks uint64) (s5Result, error) {
 	defer c.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
+	mem0, err := adm.memory(ctx)
+	if err != nil {
+		return s5Result{}, err
+	}
 
 	const workers = 32
 	helds := make([]context.Context, holds)
@@ -411,6 +474,10 @@ func runS5(addr string, holds int, ticks uint64) (s5Result, error) {
 		return s5Result{}, err
 	}
 	lockTime := time.Since(start)
+	mem1, err := adm.memory(ctx)
+	if err != nil {
+		return s5Result{}, err
+	}
 	wait := func(n uint64) error {
 		for c.WatchdogStats().Ticks < n {
 			if ctx.Err() != nil {
@@ -424,15 +491,28 @@ func runS5(addr string, holds int, ticks uint64) (s5Result, error) {
 	if err := wait(c.WatchdogStats().Ticks + 1); err != nil {
 		return s5Result{}, err
 	}
+	cpu0, err := adm.cpu(ctx)
+	if err != nil {
+		return s5Result{}, err
+	}
+	own0 := processCPU()
 	s0 := c.WatchdogStats()
 	if err := wait(s0.Ticks + ticks); err != nil {
 		return s5Result{}, err
 	}
 	s1 := c.WatchdogStats()
-	n := float64(s1.Ticks - s0.Ticks)
+	own1 := processCPU()
+	cpu1, err := adm.cpu(ctx)
+	if err != nil {
+		return s5Result{}, err
+	}
+	n := int64(s1.Ticks - s0.Ticks)
 	r := s5Result{holds: s1.Holds, ticks: s1.Ticks - s0.Ticks, lockTime: lockTime,
-		calls: float64(s1.Calls-s0.Calls) / n, batches: float64(s1.Batches-s0.Batches) / n,
-		renewed: float64(s1.Renewed-s0.Renewed) / n, lost: float64(s1.Lost-s0.Lost) / n}
+		calls: per(float64(s1.Calls-s0.Calls), n), batches: per(float64(s1.Batches-s0.Batches), n),
+		renewed: per(float64(s1.Renewed-s0.Renewed), n), lost: per(float64(s1.Lost-s0.Lost), n),
+		serverUs:   per(float64(cpu1-cpu0)/float64(time.Microsecond), n),
+		clientUs:   per(float64(own1-own0)/float64(time.Microsecond), n),
+		memPerHold: per(float64(mem1-mem0), int64(holds))}
 	for _, h := range helds {
 		if h.Err() != nil {
 			r.holdsLostDuringRun++

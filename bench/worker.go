@@ -16,12 +16,33 @@ import (
 // the multi-process scenario: it holds a workerSpec in JSON.
 const workerEnv = "RELOCK_BENCH_WORKER"
 
-const (
-	mpProcs   = 4
-	mpWaiters = 4
-)
+// mpConfig is one configuration of S2 across processes.
+type mpConfig struct {
+	procs, waiters int // processes, and waiters in each
+	cs             time.Duration
+}
+
+func (c mpConfig) String() string {
+	return fmt.Sprintf("P=%d (%d×%d), %s critical section", c.procs, c.procs, c.waiters, csName(c.cs))
+}
+
+// csName names a critical section's length as the report does.
+func csName(cs time.Duration) string {
+	if cs == 0 {
+		return "empty"
+	}
+	return cs.String()
+}
+
+// mpConfigs are the configurations of S2 across processes: 16 waiters in all, in 4
+// processes of 4 and in 8 of 2, each with an empty and a 1 ms critical section.
+var mpConfigs = []mpConfig{
+	{4, 4, 0}, {4, 4, time.Millisecond},
+	{8, 2, 0}, {8, 2, time.Millisecond},
+}
 
 type workerSpec struct {
+	Mode    string `json:"mode"` // "" contend; "park": see parkWorker
 	Lib     int    `json:"lib"`
 	Addr    string `json:"addr"`
 	Key     string `json:"key"`
@@ -30,6 +51,11 @@ type workerSpec struct {
 	End     int64  `json:"end"`
 	Base    int    `json:"base"` // first waiter id
 	Waiters int    `json:"waiters"`
+	// For "park": the watchdog timeout of the waiters' client, and the window in which
+	// the calls they send are counted.
+	Lease int64 `json:"lease"`
+	From  int64 `json:"from"`
+	Until int64 `json:"until"`
 }
 
 type workerResult struct {
@@ -43,6 +69,9 @@ func runWorker(spec string) error {
 	var w workerSpec
 	if err := json.Unmarshal([]byte(spec), &w); err != nil {
 		return err
+	}
+	if w.Mode == "park" {
+		return parkWorker(w)
 	}
 	libs := libraries()
 	if w.Lib < 0 || w.Lib >= len(libs) {
@@ -61,64 +90,91 @@ func runWorker(spec string) error {
 	for i := range handles {
 		handles[i] = inst.Handle(w.Key)
 	}
-	time.Sleep(time.Until(time.Unix(0, w.Start)))
+	start := time.Unix(0, w.Start)
+	time.Sleep(time.Until(start))
 	s0 := sent.snapshot()
-	evs, errs := contend(handles, w.Base, time.Unix(0, w.End), time.Duration(w.CS), false)
+	evs, errs := contend(handles, w.Base, start, fixed(time.Duration(w.End-w.Start)), time.Duration(w.CS), false)
 	return json.NewEncoder(os.Stdout).Encode(workerResult{Events: evs, Errors: errs, Sent: minus(sent.snapshot(), s0)})
 }
 
-// runS2Multi is S2 across mpProcs processes of mpWaiters waiters each, one client per process.
-func runS2Multi(li int, addr string, adm *admin, dur, cs time.Duration, round int) (s2Round, error) {
+// children runs one worker process per spec and returns their outputs. A worker that
+// fails fails the whole: the error names it and carries what it wrote to stderr.
+func children(ctx context.Context, specs []workerSpec, started func()) ([][]byte, error) {
 	exe, err := os.Executable()
 	if err != nil {
-		return s2Round{}, err
+		return nil, err
 	}
-	lib := libraries()[li]
-	key := fmt.Sprintf("mp:%d:%v:%s", round, cs, lib.name)
-	start := time.Now().Add(700 * time.Millisecond)
-	end := start.Add(dur)
-	ctx, cancel := context.WithDeadline(context.Background(), end.Add(30*time.Second))
-	defer cancel()
-
 	type proc struct {
 		cmd            *exec.Cmd
 		stdout, stderr bytes.Buffer
 	}
-	procs := make([]*proc, mpProcs)
-	for p := range procs {
-		spec, err := json.Marshal(workerSpec{Lib: li, Addr: addr, Key: key, CS: int64(cs),
-			Start: start.UnixNano(), End: end.UnixNano(), Base: p * mpWaiters, Waiters: mpWaiters})
+	procs := make([]*proc, len(specs))
+	for p, spec := range specs {
+		js, err := json.Marshal(spec)
 		if err != nil {
-			return s2Round{}, err
+			return nil, err
 		}
 		pr := &proc{cmd: exec.CommandContext(ctx, exe)}
-		pr.cmd.Env = append(os.Environ(), workerEnv+"="+string(spec))
+		pr.cmd.Env = append(os.Environ(), workerEnv+"="+string(js))
 		pr.cmd.Stdout, pr.cmd.Stderr = &pr.stdout, &pr.stderr
 		if err := pr.cmd.Start(); err != nil {
 			for _, q := range procs[:p] {
 				_ = q.cmd.Process.Kill()
 				_ = q.cmd.Wait()
 			}
-			return s2Round{}, err
+			return nil, err
 		}
 		procs[p] = pr
 	}
-	// Counted from just before the start: the workers' warm-up is done by then.
-	time.Sleep(time.Until(start.Add(-20 * time.Millisecond)))
-	c0, cerr := adm.commands(context.Background())
-	var evs []event
-	var errs int64
+	if started != nil {
+		started()
+	}
 	var werr error
-	sent := map[string]int64{}
+	outs := make([][]byte, len(procs))
 	for p, pr := range procs {
 		if err := pr.cmd.Wait(); err != nil {
 			werr = errors.Join(werr, fmt.Errorf("worker %d: %w: %s", p, err, strings.TrimSpace(pr.stderr.String())))
 			continue
 		}
+		outs[p] = pr.stdout.Bytes()
+	}
+	return outs, werr
+}
+
+// runS2Multi is S2 across c.procs processes of c.waiters waiters each, one client per
+// process, on the key mp:<tag>.
+func runS2Multi(li int, addr string, adm *admin, dur time.Duration, c mpConfig, tag string) (s2Round, error) {
+	key := "mp:" + tag
+	start := time.Now().Add(700 * time.Millisecond)
+	end := start.Add(dur)
+	ctx, cancel := context.WithDeadline(context.Background(), end.Add(30*time.Second))
+	defer cancel()
+
+	specs := make([]workerSpec, c.procs)
+	for p := range specs {
+		specs[p] = workerSpec{Lib: li, Addr: addr, Key: key, CS: int64(c.cs),
+			Start: start.UnixNano(), End: end.UnixNano(), Base: p * c.waiters, Waiters: c.waiters}
+	}
+	var c0 map[string]int64
+	var cerr error
+	outs, err := children(ctx, specs, func() {
+		// Counted from just before the start: the workers' warm-up is done by then.
+		time.Sleep(time.Until(start.Add(-20 * time.Millisecond)))
+		c0, cerr = adm.commands(context.Background())
+	})
+	if err != nil {
+		return s2Round{}, err
+	}
+	if cerr != nil {
+		return s2Round{}, cerr
+	}
+	var evs []event
+	var errs int64
+	sent := map[string]int64{}
+	for p, out := range outs {
 		var res workerResult
-		if err := json.Unmarshal(pr.stdout.Bytes(), &res); err != nil {
-			werr = errors.Join(werr, fmt.Errorf("worker %d output: %w", p, err))
-			continue
+		if err := json.Unmarshal(out, &res); err != nil {
+			return s2Round{}, fmt.Errorf("worker %d output: %w", p, err)
 		}
 		evs = append(evs, res.Events...)
 		errs += res.Errors
@@ -126,17 +182,11 @@ func runS2Multi(li int, addr string, adm *admin, dur, cs time.Duration, round in
 			sent[name] += n
 		}
 	}
-	if werr != nil {
-		return s2Round{}, werr
-	}
-	if cerr != nil {
-		return s2Round{}, cerr
-	}
 	c1, err := adm.commands(context.Background())
 	if err != nil {
 		return s2Round{}, err
 	}
-	r := analyse(evs, mpProcs*mpWaiters, dur, errs)
+	r := analyse(evs, c.procs*c.waiters, dur, errs)
 	r.commands = commandDelta(c0, c1)
 	r.sent = sent
 	return r, nil
