@@ -53,27 +53,22 @@ type ceilingConn struct {
 	shas  []string // SHA1 of each of the variant's scripts, in order
 }
 
-// Relock's cycle runs with a relock client's defaults: the watchdog timeout as the lease and
-// the unlock latch kept twice the call timeout, as the engine computes it (Lock.latchTTL).
-var (
-	relockLeaseMs  = strconv.FormatInt(relock.DefaultWatchdogTimeout.Milliseconds(), 10)
-	relockLatchTTL = strconv.FormatInt(max(2*relock.DefaultTimeout.Milliseconds(), 1000), 10)
-)
+// Relock's cycle runs with a relock client's default lease, the watchdog timeout.
+var relockLeaseMs = strconv.FormatInt(relock.DefaultWatchdogTimeout.Milliseconds(), 10)
 
 // relockCeilingCycle appends relock's exact rlock cycle for the lock n: EVALSHA of the
 // acquire script, then EVALSHA of the unlock script, with the KEYS and ARGV the engine sends
 // (internal/engine/plain.go, Plain.acquire and Plain.release; engine.go, Lock.release).
 //
-// This is the one place the ceiling knows relock's calls: when the engine's calls change
-// (the unlock's per-request latch key in KEYS[3] and its lifetime in ARGV[3] are being
-// removed), change them here to match plain.go.
-func relockCeilingCycle(b []byte, n keys.Names, owner, requestID string) []byte {
+// This is the one place the ceiling knows relock's calls: when the engine's calls change,
+// change them here to match plain.go.
+func relockCeilingCycle(b []byte, n keys.Names, owner string) []byte {
 	// Plain.acquire, not fenced: KEYS = {lock}, ARGV = {lease ms, owner}.
 	b = appendCommand(b, "EVALSHA", script.RLockAcquire().SHA1, "1", n.Lock, relockLeaseMs, owner)
-	// Plain.release: KEYS = {lock, channel, latch of this request}, ARGV = {wake-one
-	// message, owner, latch lifetime ms, publish command}.
-	return appendCommand(b, "EVALSHA", script.RLockUnlock().SHA1, "3", n.Lock, n.Channel, n.Latch+requestID,
-		hub.WakeOne, owner, relockLatchTTL, "publish")
+	// Plain.release: KEYS = {lock, channel}, ARGV = {wake-one message, owner, the hold
+	// count the client expects (one), publish command}.
+	return appendCommand(b, "EVALSHA", script.RLockUnlock().SHA1, "2", n.Lock, n.Channel,
+		hub.WakeOne, owner, "1", "publish")
 }
 
 var ceilingVariants = []ceilingVariant{
@@ -81,8 +76,7 @@ var ceilingVariants = []ceilingVariant{
 		name:    "relock rlock (acquire + unlock scripts)",
 		scripts: []string{script.RLockAcquire().Source, script.RLockUnlock().Source},
 		cycle: func(b []byte, c *ceilingConn, i int, owner string) []byte {
-			// The request id has an owner's shape "<client uuid>:<n>", as the engine's has.
-			return relockCeilingCycle(b, c.names[i], owner, owner)
+			return relockCeilingCycle(b, c.names[i], owner)
 		},
 		ok: func(a, r reply) bool {
 			return a.kind == '*' && len(a.elems) > 0 && a.elems[0].isInt(1) && r.isInt(1)

@@ -130,15 +130,13 @@ func (r *rawInst) Handle(key string) locker {
 	names := keys.Of(key)
 	return &rawHandle{rc: r.rc, key: key,
 		channel: names.Channel,
-		latch:   names.Latch,
 		owner:   "raw:" + rawID + ":" + strconv.FormatInt(rawSeq.Add(1), 10)}
 }
 
 type rawHandle struct {
-	rc                  rueidis.Client
-	key, channel, latch string
-	owner               string
-	n                   int
+	rc           rueidis.Client
+	key, channel string
+	owner        string
 }
 
 func (h *rawHandle) Lock(ctx context.Context) (func() error, error) {
@@ -158,13 +156,10 @@ func (h *rawHandle) Lock(ctx context.Context) (func() error, error) {
 		case <-t.C:
 		}
 	}
-	// The request id of an unlock must be unique among all unlocks of the lock within
-	// the latch's life, or the script answers it as a replay and releases nothing.
-	h.n++
-	req := h.latch + h.owner + ":" + strconv.Itoa(h.n)
+	// The handle holds the lock once: the unlock expects a count of one.
 	return func() error {
-		return script.RLockUnlock().Exec(context.Background(), h.rc, []string{h.key, h.channel, req},
-			[]string{"0", h.owner, "6000", "publish"}).Error()
+		return script.RLockUnlock().Exec(context.Background(), h.rc, []string{h.key, h.channel},
+			[]string{"0", h.owner, "1", "publish"}).Error()
 	}, nil
 }
 

@@ -684,7 +684,7 @@ func (r *report) writeScale(b *strings.Builder) {
 		"waiters in all spread over more processes (one client each). Sent/acq is client side, run/acq the server's "+
 		"INFO commandstats (scripts' commands included), both per acquisition. Server memory is the highest "+
 		"INFO memory used_memory sampled every 20 ms during the run less its value before the clients connected: "+
-		"what the acquisitions leave behind for longer than the window (each unlock's latch key) and what the "+
+		"what the acquisitions leave behind for longer than the window and what the "+
 		"waiters cost while they wait (connections, subscriptions). It is divided by the acquisitions and by "+
 		"the waiters.\n\n", r.cfg.scaleDur, scaleTotal)
 	t := newTable("processes × waiters", "acquisitions/s", "sent/acq", "run/acq", "most sent, per acq",

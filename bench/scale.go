@@ -30,7 +30,7 @@ type scalePoint struct {
 
 // sentPerAcq, runPerAcq, memPerAcq and memPerWaiter are the point's figures. The memory
 // peak holds what every acquisition of the window leaves behind on the server for longer
-// than the window (an unlock latch, kept twice the call timeout) and what the waiters cost
+// than the window and what the waiters cost
 // while they wait (connections, subscriptions), so it is divided both ways.
 func (p scalePoint) sentPerAcq() float64 { return per(float64(sum(p.round.sent)), p.round.acq) }
 func (p scalePoint) runPerAcq() float64  { return per(float64(sum(p.round.commands)), p.round.acq) }
