@@ -53,8 +53,11 @@ type ceilingConn struct {
 	shas  []string // SHA1 of each of the variant's scripts, in order
 }
 
-// Relock's cycle runs with a relock client's default lease, the watchdog timeout.
+// Relock's cycle runs with a relock client's default lease, the watchdog timeout, and a
+// wake code of the shape a client has.
 var relockLeaseMs = strconv.FormatInt(relock.DefaultWatchdogTimeout.Milliseconds(), 10)
+
+const ceilingWakeCode = "1152921504606847975"
 
 // relockCeilingCycle appends relock's exact rlock cycle for the lock n: EVALSHA of the
 // acquire script, then EVALSHA of the unlock script, with the KEYS and ARGV the engine sends
@@ -63,11 +66,12 @@ var relockLeaseMs = strconv.FormatInt(relock.DefaultWatchdogTimeout.Milliseconds
 // This is the one place the ceiling knows relock's calls: when the engine's calls change,
 // change them here to match plain.go.
 func relockCeilingCycle(b []byte, n keys.Names, owner string) []byte {
-	// Plain.acquire, not fenced: KEYS = {lock}, ARGV = {lease ms, owner}.
-	b = appendCommand(b, "EVALSHA", script.RLockAcquire().SHA1, "1", n.Lock, relockLeaseMs, owner)
-	// Plain.release: KEYS = {lock, channel}, ARGV = {wake-one message, owner, the hold
-	// count the client expects (one), publish command}.
-	return appendCommand(b, "EVALSHA", script.RLockUnlock().SHA1, "2", n.Lock, n.Channel,
+	// Plain.acquire, not fenced, by Lock (which may wait): KEYS = {lock, wake registry},
+	// ARGV = {lease ms, owner, the client's wake code, no other waiters}.
+	b = appendCommand(b, "EVALSHA", script.RLockAcquire().SHA1, "2", n.Lock, n.Wake, relockLeaseMs, owner, ceilingWakeCode, "0")
+	// Plain.release: KEYS = {lock, channel, wake registry}, ARGV = {wake-one message,
+	// owner, the hold count the client expects (one), publish command}.
+	return appendCommand(b, "EVALSHA", script.RLockUnlock().SHA1, "3", n.Lock, n.Channel, n.Wake,
 		hub.WakeOne, owner, "1", "publish")
 }
 

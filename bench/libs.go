@@ -130,18 +130,20 @@ func (r *rawInst) Handle(key string) locker {
 	names := keys.Of(key)
 	return &rawHandle{rc: r.rc, key: key,
 		channel: names.Channel,
+		wake:    names.Wake,
 		owner:   "raw:" + rawID + ":" + strconv.FormatInt(rawSeq.Add(1), 10)}
 }
 
 type rawHandle struct {
-	rc           rueidis.Client
-	key, channel string
-	owner        string
+	rc                 rueidis.Client
+	key, channel, wake string
+	owner              string
 }
 
 func (h *rawHandle) Lock(ctx context.Context) (func() error, error) {
 	for {
-		v, err := script.RLockAcquire().Exec(ctx, h.rc, []string{h.key}, []string{"30000", h.owner}).AsIntSlice()
+		// TryLock's arguments: no wake code, since this locker polls.
+		v, err := script.RLockAcquire().Exec(ctx, h.rc, []string{h.key, h.wake}, []string{"30000", h.owner, "", "0"}).AsIntSlice()
 		if err != nil {
 			return nil, err
 		}
@@ -158,7 +160,7 @@ func (h *rawHandle) Lock(ctx context.Context) (func() error, error) {
 	}
 	// The handle holds the lock once: the unlock expects a count of one.
 	return func() error {
-		return script.RLockUnlock().Exec(context.Background(), h.rc, []string{h.key, h.channel},
+		return script.RLockUnlock().Exec(context.Background(), h.rc, []string{h.key, h.channel, h.wake},
 			[]string{"0", h.owner, "1", "publish"}).Error()
 	}, nil
 }

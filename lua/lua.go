@@ -3,9 +3,11 @@
 // Redisson's clients run the same data through their own scripts, so a Go service and a
 // Java service share locks; these files say exactly what relock does to that data.
 //
-// shape.lua and expect.lua are not scripts of their own: shape.lua is the lock-shape guard
-// that relock puts in front of every script that reads a lock's hash before touching it,
-// and expect.lua the compare of a hold count that it puts in front of every unlock script.
+// shape.lua, expect.lua and wake.lua are not scripts of their own but preludes, put in
+// front of the scripts that use them: shape.lua is the lock-shape guard of every script
+// that reads a lock's hash before touching it, expect.lua the compare of a hold count of
+// every unlock script, and wake.lua the wake registry of the scripts that make waiters
+// wait and wake them.
 package lua
 
 import "embed"

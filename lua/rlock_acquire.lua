@@ -1,12 +1,17 @@
 -- Acquire or re-enter a reentrant lock (Redisson's RLock layout).
 -- KEYS[1] the lock hash
--- KEYS[2] the fencing counter, only for a fenced lock
+-- KEYS[2] the lock's wake registry (see wake.lua, prepended)
+-- KEYS[3] the fencing counter, only for a fenced lock
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner field "<uuid>:<n>"
+-- ARGV[3] the client's wake code, when the owner waits if it must ("" for TryLock)
+-- ARGV[4] for a woken waiter, "1" when other waiters of this client remain on the lock and
+--         "0" when none do (see settle in wake.lua); "" for a first attempt
 -- Returns {1, hold count, token} when the owner now holds the lock: token is the fencing
 -- counter's new value on a first-level acquisition of a fenced lock, else 0 (a re-entry
 -- keeps its hold's token). Returns {0, PTTL} when another owner holds it; the PTTL (-1
--- when the lock has no expiry) bounds how long a waiter sleeps before trying again.
+-- when the lock has no expiry) bounds how long a waiter sleeps before trying again, and
+-- the client is registered to be woken for that long.
 -- A key of another type makes HEXISTS fail with WRONGTYPE and leaves the key untouched;
 -- a hash without a plain lock's shape (see shape.lua) is refused with WRONGTYPE too.
 --
@@ -16,14 +21,15 @@
 
 if redis.call('exists', KEYS[1]) == 0 then
   local token = 0
-  if KEYS[2] then
+  if KEYS[3] then
     -- First, before any write: a counter that cannot be incremented (another type) fails
     -- the script with nothing changed. The counter never expires: a token is never handed
     -- out twice.
-    token = redis.call('incr', KEYS[2])
+    token = redis.call('incr', KEYS[3])
   end
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
+  settle(KEYS[2], ARGV[3], ARGV[4], tonumber(ARGV[1]))
   return {1, 1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
@@ -37,4 +43,10 @@ local kind = shape(KEYS[1])
 if kind ~= 'rlock' then
   return wrongtype(kind)
 end
-return {0, redis.call('pttl', KEYS[1])}
+local pttl = redis.call('pttl', KEYS[1])
+local bound = pttl
+if bound < 0 then
+  bound = tonumber(ARGV[1])
+end
+register(KEYS[2], ARGV[3], bound)
+return {0, pttl}

@@ -3,6 +3,7 @@
 -- releases a newer hold of the same owner.
 -- KEYS[1] the lock hash
 -- KEYS[2] the lock's channel
+-- KEYS[3] the lock's wake registry (see wake.lua, prepended)
 -- ARGV[1] the message to publish on release ("0")
 -- ARGV[2] owner field
 -- ARGV[3] the owner's hold count as the client knows it before this release; "" when the
@@ -23,5 +24,5 @@ if count > 1 then
   return 0
 end
 redis.call('del', KEYS[1])
-redis.call(ARGV[4], KEYS[2], ARGV[1])
+wake(KEYS[3], KEYS[2], ARGV[4], ARGV[1])
 return 1

@@ -4,10 +4,14 @@
 -- KEYS[2] this owner's timeout key prefix "{<name>}:<owner>:rwlock_timeout"; read hold k
 --         lives in KEYS[2]:k
 -- KEYS[3] the waiting writers (writer preference), a zset owner -> Redis-time deadline
+-- KEYS[4] the lock's reader registry: clients with readers waiting (see wake.lua, prepended)
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner (the read field)
 -- ARGV[3] owner's write field "<owner>:write"
 -- ARGV[4] "1" when new readers give way to waiting writers
+-- ARGV[5] the client's wake code, when the owner waits if it must ("" for TryLock)
+-- ARGV[6] for a woken reader, "1" when other waiters of this client remain on the lock and
+--         "0" when none do (see settle in wake.lua); "" for a first attempt
 -- Returns {1, read hold count, w} when the owner now holds a read hold, with w = 1 when it
 -- was taken beside the owner's own write hold (a downgrade: the write field now lives as
 -- long as this hold keeps the hash) and 0 otherwise; else {0, ms}: how
@@ -40,8 +44,9 @@ if ARGV[4] == '1' and holds == 0 and mode ~= 'write' then
     local pttl = redis.call('pttl', KEYS[1])
     local left = tonumber(first[2]) - now + 1
     if pttl < 0 or left < pttl then
-      return {0, left}
+      pttl = left
     end
+    register(KEYS[4], ARGV[5], pttl)
     return {0, pttl}
   end
 end
@@ -51,7 +56,13 @@ if mode == false then
   end
   redis.call('hset', KEYS[1], 'mode', 'read')
 elseif not (mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
-  return {0, redis.call('pttl', KEYS[1])}
+  local pttl = redis.call('pttl', KEYS[1])
+  local bound = pttl
+  if bound < 0 then
+    bound = tonumber(ARGV[1])
+  end
+  register(KEYS[4], ARGV[5], bound)
+  return {0, pttl}
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
 local expiry = tonumber(ARGV[1])
@@ -67,4 +78,5 @@ local beside = 0
 if mode == 'write' then
   beside = 1
 end
+settle(KEYS[4], ARGV[5], ARGV[6], tonumber(ARGV[1]))
 return {1, count, beside}

@@ -4,6 +4,8 @@
 -- KEYS[2] the lock's channel "redisson_rwlock:{<name>}"
 -- KEYS[3] the key prefix "{<name>}" of the read holds' timeout keys
 -- KEYS[4] the waiting writers (writer preference)
+-- KEYS[5] the lock's wake registry, of clients with writers waiting (see wake.lua, prepended)
+-- KEYS[6] the lock's reader registry, of clients with readers waiting
 -- ARGV[1] the field whose hold is released: "<owner>" (read) or "<owner>:write" (write)
 -- ARGV[2] "read" or "write"
 -- ARGV[3] the field's hold count as the client knows it before this release; "" when the
@@ -87,6 +89,14 @@ if free then
   if ARGV[2] == 'write' or redis.call('exists', KEYS[4]) == 1 then
     message = '1'
   end
-  redis.call(ARGV[4], KEYS[2], message)
+  -- Readers that wait may all enter: every client hears the message. Otherwise one
+  -- client with a writer waiting is woken (wake.lua), and Redisson's waiters hear the
+  -- message as from Redisson.
+  redis.call('zremrangebyscore', KEYS[6], '-inf', now_ms())
+  if redis.call('exists', KEYS[6]) == 1 then
+    redis.call(ARGV[4], KEYS[2], message)
+  else
+    wake(KEYS[5], KEYS[2], ARGV[4], message)
+  end
 end
 return result

@@ -2,13 +2,17 @@
 -- KEYS[1] the lock hash
 -- KEYS[2] the waiting writers (writer preference)
 -- KEYS[3] this owner's read-hold timeout key prefix "{<name>}:<owner>:rwlock_timeout"
--- KEYS[4] the fencing counter, only for a fenced lock
+-- KEYS[4] the lock's wake registry, of clients with writers waiting (see wake.lua, prepended)
+-- KEYS[5] the fencing counter, only for a fenced lock
 -- ARGV[1] lease in milliseconds
 -- ARGV[2] owner's write field "<owner>:write"
 -- ARGV[3] owner's read field "<owner>"
 -- ARGV[4] "1" when the writer, if it must wait, registers as waiting (writer preference);
 --         "0" otherwise
 -- ARGV[5] how long a waiting writer's registration lives without a refresh, in ms
+-- ARGV[6] the client's wake code, when the owner waits if it must ("" for TryLock)
+-- ARGV[7] for a woken waiter, "1" when other waiters of this client remain on the lock and
+--         "0" when none do (see settle in wake.lua); "" for a first attempt
 -- Returns {1, write hold count, token} when the owner now holds the write lock, {0, PTTL}
 -- when it must wait, {2} when the owner holds live read holds only: an upgrade, which
 -- would wait forever for itself.
@@ -23,9 +27,9 @@ if mode == false then
     return wrongtype(shape(KEYS[1]))
   end
   local token = 0
-  if KEYS[4] then
+  if KEYS[5] then
     -- Before any write: a counter of another type fails the script with nothing changed.
-    token = redis.call('incr', KEYS[4])
+    token = redis.call('incr', KEYS[5])
   end
   redis.call('hset', KEYS[1], 'mode', 'write')
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
@@ -33,6 +37,7 @@ if mode == false then
   if redis.call('zrem', KEYS[2], ARGV[2]) == 1 and redis.call('zcard', KEYS[2]) == 0 then
     redis.call('del', KEYS[2])
   end
+  settle(KEYS[4], ARGV[6], ARGV[7], tonumber(ARGV[1]))
   return {1, 1, token}
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
@@ -58,4 +63,10 @@ if ARGV[4] == '1' then
   redis.call('zadd', KEYS[2], now + tonumber(ARGV[5]), ARGV[2])
   redis.call('pexpire', KEYS[2], ARGV[5])
 end
-return {0, redis.call('pttl', KEYS[1])}
+local pttl = redis.call('pttl', KEYS[1])
+local bound = pttl
+if bound < 0 then
+  bound = tonumber(ARGV[1])
+end
+register(KEYS[4], ARGV[6], bound)
+return {0, pttl}

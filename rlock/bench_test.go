@@ -62,14 +62,14 @@ func BenchmarkRawScripts(b *testing.B) {
 		id := strconv.FormatInt(seq.Add(1), 10)
 		name := "bench:" + id
 		owner := "raw:" + id
-		channel := keys.Of(name).Channel
+		channel, wake := keys.Of(name).Channel, keys.Of(name).Wake
 		ctx := context.Background()
 		for pb.Next() {
-			if err := script.RLockAcquire().Exec(ctx, rc, []string{name}, []string{"30000", owner}).Error(); err != nil {
+			if err := script.RLockAcquire().Exec(ctx, rc, []string{name, wake}, []string{"30000", owner, "", "0"}).Error(); err != nil {
 				b.Error(err)
 				return
 			}
-			if err := script.RLockUnlock().Exec(ctx, rc, []string{name, channel}, []string{"0", owner, "1", "publish"}).Error(); err != nil {
+			if err := script.RLockUnlock().Exec(ctx, rc, []string{name, channel, wake}, []string{"0", owner, "1", "publish"}).Error(); err != nil {
 				b.Error(err)
 				return
 			}

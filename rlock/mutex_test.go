@@ -455,12 +455,12 @@ func TestUnlockReplay(t *testing.T) {
 		const owner, other = "5df8512c-e096-4359-bc82-07efb0bc9d8e:1", "0c9b8a7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d:1"
 		acquire := func(who string) {
 			t.Helper()
-			if v, err := script.RLockAcquire().Exec(ctx, rc, []string{"replayed"}, []string{"30000", who}).AsIntSlice(); err != nil || v[0] != 1 {
+			if v, err := script.RLockAcquire().Exec(ctx, rc, []string{"replayed", "relock_wake:{replayed}"}, []string{"30000", who, "", "0"}).AsIntSlice(); err != nil || v[0] != 1 {
 				t.Fatalf("acquire by %s = %v, %v", who, v, err)
 			}
 		}
 		unlock := func(who, expected string) (int64, error) {
-			return script.RLockUnlock().Exec(ctx, rc, []string{"replayed", "redisson_lock__channel:{replayed}"}, []string{"0", who, expected, "publish"}).AsInt64()
+			return script.RLockUnlock().Exec(ctx, rc, []string{"replayed", "redisson_lock__channel:{replayed}", "relock_wake:{replayed}"}, []string{"0", who, expected, "publish"}).AsInt64()
 		}
 		count := func(who string) string {
 			v, _ := redistest.Do(t, rc, "HGET", "replayed", who).ToString()

@@ -4,6 +4,8 @@
 package core
 
 import (
+	"crypto/rand"
+	"encoding/binary"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -32,6 +34,10 @@ type Client struct {
 	// Publish is the command the scripts publish wake-ups with: "publish", or "spublish"
 	// with sharded pub/sub.
 	Publish string
+	// WakeCode names this client in the wake registries of the locks it waits for: an
+	// unlock that picks this client publishes it on the lock's channel (see lua/wake.lua).
+	// It is a decimal number of at least 1000, which Redisson's clients ignore.
+	WakeCode string
 	// SyncReplicas, when above 0, makes every acquisition wait (WAIT) for that many
 	// replicas, at most SyncTimeout; one that no replica confirmed is rolled back.
 	SyncReplicas int
@@ -70,6 +76,7 @@ func New(rc rueidis.Client, cfg Config) *Client {
 		Lease:        cfg.Lease,
 		Timeout:      cfg.Timeout,
 		Publish:      publish,
+		WakeCode:     newWakeCode(),
 		SyncReplicas: cfg.SyncReplicas,
 		SyncTimeout:  cfg.SyncTimeout,
 		leaseMs:      strconv.FormatInt(cfg.Lease.Milliseconds(), 10),
@@ -90,3 +97,12 @@ func (c *Client) Closed() bool { return c.closed.Load() }
 
 // LeaseMs is Lease in milliseconds, as the scripts take it.
 func (c *Client) LeaseMs() string { return c.leaseMs }
+
+// newWakeCode returns a random wake code: at least 1000 (below are the lock messages) and
+// below 2^61, a number that Redisson's clients, which read a lock message as a Java long,
+// parse and ignore.
+func newWakeCode() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return strconv.FormatUint(1000+binary.BigEndian.Uint64(b[:])>>4, 10)
+}

@@ -10,24 +10,34 @@ import (
 // ctx: it keeps ctx's values, drops its cancellation, and ends at the client's timeout
 // instead (give or take one grain, see deadlines).
 func (c *Client) Detached(ctx context.Context) context.Context {
-	d := c.deadlines.next()
 	// A context with no values has nothing to keep: the shared deadline serves as it is,
 	// and the call allocates nothing.
 	if ctx == context.Background() {
-		return d
+		return c.deadlines.next()
 	}
-	return &detached{Context: ctx, d: d}
+	return c.DetachInto(new(Detached), ctx)
 }
 
-// detached is ctx's values with a shared deadline's end.
-type detached struct {
+// DetachInto is Detached with the context made in dst, which a caller that allocates a
+// struct per call anyway can hold, rather than allocate one more.
+func (c *Client) DetachInto(dst *Detached, ctx context.Context) context.Context {
+	d := c.deadlines.next()
+	if ctx == context.Background() {
+		return d
+	}
+	*dst = Detached{Context: ctx, d: d}
+	return dst
+}
+
+// Detached is a context's values with a shared deadline's end: see Client.Detached.
+type Detached struct {
 	context.Context // for its values only
 	d               *deadline
 }
 
-func (c *detached) Deadline() (time.Time, bool) { return c.d.Deadline() }
-func (c *detached) Done() <-chan struct{}       { return c.d.Done() }
-func (c *detached) Err() error                  { return c.d.Err() }
+func (c *Detached) Deadline() (time.Time, bool) { return c.d.Deadline() }
+func (c *Detached) Done() <-chan struct{}       { return c.d.Done() }
+func (c *Detached) Err() error                  { return c.d.Err() }
 
 // deadlines hands out contexts that end at least timeout from now, shared by the calls
 // that start within one grain of each other: a call then costs no timer and no context of

@@ -8,9 +8,11 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/core"
 	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
+	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/internal/script"
 )
 
@@ -22,6 +24,7 @@ type attempt struct {
 	owner   string // the hash field that counts its holds: the owner, or its write field
 	wait    bool   // Lock rather than TryLock: the call may queue
 	queued  bool   // the waiter keeps an entry that it refreshes and leaves (fair; preferred writer)
+	stay    string // a woken waiter's "1" (others of this client wait: stay registered) or "0"; "" for a first attempt
 	fenced  bool   // a first-level acquisition takes a fencing token
 	lease   time.Duration
 	leaseMs string
@@ -33,6 +36,18 @@ type attempt struct {
 	parent context.Context // what the hold's context derives from
 	op     string
 	held   context.Context // the hold's context, once acquired
+	bind   owner.Binding   // the owner, as the hold's context will carry it
+
+	detached core.Detached // the attempt's calls' context: see try
+}
+
+// code is the client's wake code when the attempt may wait, and "" for TryLock, which never
+// waits and so is never to be woken (see lua/wake.lua).
+func (a *attempt) code() string {
+	if a.wait {
+		return a.l.c.WakeCode
+	}
+	return ""
 }
 
 // entryMs is how long the queue entry of a fair waiter or a preferred writer lives without
@@ -57,7 +72,8 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	l := a.l
 	turn := l.c.Watchdog.Begin(l.n.Lock, a.owner)
 	defer turn.End()
-	dctx := l.c.Detached(ctx)
+	// The attempt is one allocation already; its calls' context is part of it.
+	dctx := l.c.DetachInto(&a.detached, ctx)
 	known := turn.Count
 	var ttl time.Duration
 	var sent time.Time
@@ -180,7 +196,7 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 func (a *attempt) granted(count, third int64, sent time.Time) {
 	l := a.l
 	a.grant = leases.Grant{Name: l.n.Lock, Owner: a.owner, Count: count, Fenced: a.fenced,
-		Sent: sent, Lease: a.lease, Renew: a.renew}
+		Sent: sent, Lease: a.lease, Renew: a.renew, Binding: a.bind}
 	if l.kind.hash.tagged {
 		a.grant.Prefix = l.n.Tag
 	}

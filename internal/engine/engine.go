@@ -84,12 +84,15 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 	if err := l.check(s.Err); err != nil {
 		return ctx, l.fail(op, err)
 	}
-	held, who := l.c.Owners.Ensure(ctx)
+	// The owner ctx carries, or a new one: the hold's context will carry it.
+	bind, _ := l.c.Owners.Own(ctx)
+	who := bind.Owner()
+	held := ctx
 	if l.kind.parent != nil {
 		held = l.kind.parent(l, held, who)
 	}
 	a := attempt{l: l, s: s, who: who, owner: l.kind.field(who), wait: wait, lease: s.Lease, leaseMs: l.c.LeaseMs(), renew: s.Lease == 0,
-		ctx: ctx, parent: held, op: op}
+		ctx: ctx, parent: held, op: op, bind: bind}
 	if a.renew {
 		a.lease = l.c.Lease
 	} else {
@@ -215,15 +218,39 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 			return nil
 		case refused(err):
 			return err // not run: safe to send again
-		case expected == 0:
+		}
+		if _, answered := rueidis.IsRedisErr(err); answered {
 			return final(err)
 		}
-		if _, answered := rueidis.IsRedisErr(err); !answered && lost.IsZero() {
+		// The reply was lost: the release may have run.
+		if expected == 0 {
+			return final(l.unknown(ctx, field, err))
+		}
+		if lost.IsZero() {
 			lost = sent
 		}
 		return err
 	})
 	return released, err
+}
+
+// unknown answers a release of no hold the client knew of whose reply was lost (err): it
+// is not sent again, since without an expected count a second send could release a second
+// hold. If the owner holds nothing now the answer is ErrNotHeld, true whether the release
+// ran or not (the client had no hold it knew of); otherwise whether it ran stays unknown,
+// and the answer is err.
+func (l *Lock) unknown(ctx context.Context, field string, err error) error {
+	var st state
+	if rerr := retry(ctx, func() (e error) {
+		st, e = l.read(ctx, field)
+		return e
+	}); rerr != nil {
+		return err
+	}
+	if st.count == 0 {
+		return lockerr.ErrNotHeld
+	}
+	return err
 }
 
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was

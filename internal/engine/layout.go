@@ -48,7 +48,7 @@ type layout struct {
 // acquisition and every unlock) allocates nothing.
 type call struct {
 	script *script.Script
-	keys   [4]string
+	keys   [6]string
 	args   [7]string
 	nk, na int
 }

@@ -15,11 +15,11 @@ var Plain = &layout{
 	field:  self,
 	grant:  token,
 	acquire: func(l *Lock, a *attempt) call {
-		return l.fence(a, newCall(script.RLockAcquire(), []string{l.n.Lock}, []string{a.leaseMs, a.who}))
+		return l.fence(a, newCall(script.RLockAcquire(), []string{l.n.Lock, l.n.Wake}, []string{a.leaseMs, a.who, a.code(), a.stay}))
 	},
 	channel: func(l *Lock, _ string) string { return l.n.Channel },
 	release: func(l *Lock, field, expected string) call {
-		return newCall(script.RLockUnlock(), []string{l.n.Lock, l.n.Channel}, []string{hub.WakeOne, field, expected, l.c.Publish})
+		return newCall(script.RLockUnlock(), []string{l.n.Lock, l.n.Channel, l.n.Wake}, []string{hub.WakeOne, field, expected, l.c.Publish})
 	},
 	force: func(l *Lock) call {
 		return newCall(script.RLockForceUnlock(), []string{l.n.Lock, l.n.Channel}, []string{hub.WakeOne, l.c.Publish, rlockHash.shape})

@@ -17,8 +17,8 @@ var Read = &layout{
 	shared: true,
 	field:  self,
 	acquire: func(l *Lock, a *attempt) call {
-		return newCall(script.RWLockReadAcquire(), []string{l.n.Lock, l.n.ReadTimeouts(a.who), l.n.Writers},
-			[]string{a.leaseMs, a.who, keys.WriteField(a.who), flag(a.s.WriterPreference)})
+		return newCall(script.RWLockReadAcquire(), []string{l.n.Lock, l.n.ReadTimeouts(a.who), l.n.Writers, l.n.Readers},
+			[]string{a.leaseMs, a.who, keys.WriteField(a.who), flag(a.s.WriterPreference), a.code(), a.stay})
 	},
 	// The read acquire script's third value says whether the hold was taken beside the
 	// owner's write hold, which then lives as long as it does.
@@ -39,7 +39,7 @@ func rwChannel(l *Lock, _ string) string { return l.n.RWChannel }
 // rwRelease releases one hold of one side of a read-write lock.
 func rwRelease(side string) func(l *Lock, field, expected string) call {
 	return func(l *Lock, field, expected string) call {
-		return newCall(script.RWLockUnlock(), []string{l.n.Lock, l.n.RWChannel, l.n.Tag, l.n.Writers},
+		return newCall(script.RWLockUnlock(), []string{l.n.Lock, l.n.RWChannel, l.n.Tag, l.n.Writers, l.n.Wake, l.n.Readers},
 			[]string{field, side, expected, l.c.Publish})
 	}
 }

@@ -26,6 +26,8 @@ const (
 	deadlines     = "redisson_lock_timeout"  // a fair lock's waiters' deadlines
 	rwChannel     = "redisson_rwlock"        // a read-write lock's wake-up channel
 	writers       = "relock_rwlock_writers"  // a read-write lock's waiting writers
+	waking        = "relock_wake"            // a lock's wake registry: clients with waiters on its shared channel
+	readers       = "relock_wake_readers"    // a read-write lock's clients with readers waiting
 	readTimeout   = ":rwlock_timeout:"       // within a read hold's timeout key, after the owner
 	readTimeoutOf = "rwlock_timeout"
 	writeSuffix   = ":write" // a read-write lock's writer field is its owner followed by this
@@ -40,6 +42,8 @@ var reserved = [...]struct{ prefix, what string }{
 	{deadlines, "a fair lock's waiter deadlines"},
 	{rwChannel, "a read-write lock's wake-up channel"},
 	{writers, "a read-write lock's waiting writers"},
+	{waking, "a lock's wake registry"},
+	{readers, "a read-write lock's registry of waiting readers"},
 }
 
 // Check returns nil when name can be a lock name, and otherwise an error that says why,
@@ -171,7 +175,13 @@ type Names struct {
 
 	RWChannel string // a read-write lock's wake-up channel, redisson_rwlock:{<name>}
 	Writers   string // a read-write lock's zset of waiting writers, relock_rwlock_writers:{<name>}
-	Tag       string // the prefix of a read-write lock's read-hold timeout keys, {<name>}
+	Readers   string // a read-write lock's clients with readers waiting, relock_wake_readers:{<name>}
+
+	// Wake is the wake registry of a plain lock or a read-write lock's writers: the relock
+	// clients with waiters on the lock's shared channel, relock_wake:{<name>}. An unlock
+	// wakes one of them (see lua/wake.lua).
+	Wake string
+	Tag  string // the prefix of a read-write lock's read-hold timeout keys, {<name>}
 }
 
 // Of returns the names of the lock name. It does not check name: see Check.
@@ -186,6 +196,8 @@ func Of(name string) Names {
 		FairChannel: ch + ":",
 		RWChannel:   prefixed(rwChannel, name),
 		Writers:     prefixed(writers, name),
+		Readers:     prefixed(readers, name),
+		Wake:        prefixed(waking, name),
 		Tag:         tagged(name),
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/embedded"
+	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/script"
@@ -26,13 +27,14 @@ func waitUntil(what string, cond func() bool) {
 // acquire runs the reentrant lock's acquire script for owner, as rlock does, and returns
 // the grant for the leases. fencing adds the lock's token counter.
 func acquire(rc rueidis.Client, name, owner string, lease time.Duration, fencing bool) leases.Grant {
-	keys := []string{name}
+	names := keys.Of(name)
+	ks := []string{name, names.Wake}
 	if fencing {
-		keys = append(keys, "redisson_lock_token:{"+name+"}")
+		ks = append(ks, names.Token)
 	}
 	sent := time.Now() // before the request: the local deadline must not lie past Redis's
-	reply, err := script.RLockAcquire().Exec(context.Background(), rc, keys,
-		[]string{strconv.FormatInt(lease.Milliseconds(), 10), owner}).AsIntSlice()
+	reply, err := script.RLockAcquire().Exec(context.Background(), rc, ks,
+		[]string{strconv.FormatInt(lease.Milliseconds(), 10), owner, "", "0"}).AsIntSlice()
 	if err != nil || reply[0] != 1 {
 		log.Fatalf("acquire %s for %s: %v %v", name, owner, reply, err)
 	}
@@ -140,7 +142,7 @@ func ExampleHold() {
 	unlock := func() {
 		turn := w.Begin("orders", owner)
 		defer turn.End()
-		n, err := script.RLockUnlock().Exec(ctx, rc, []string{"orders", "redisson_lock__channel:{orders}"},
+		n, err := script.RLockUnlock().Exec(ctx, rc, []string{"orders", "redisson_lock__channel:{orders}", "relock_wake:{orders}"},
 			[]string{"0", owner, strconv.FormatInt(turn.Count, 10), "publish"}).AsInt64()
 		switch {
 		case err != nil:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/watchdog"
 )
@@ -73,6 +74,8 @@ type Hold struct {
 	due     atomic.Int64
 	sending bool // in the renewal batch in flight
 	extra   []context.CancelCauseFunc
+
+	bind owner.Binding // the owner, as the hold's context carries it
 
 	// op is held by the call that is changing this hold's count in Redis (an unlock, a
 	// re-entry) from before it sends until the client has recorded the result: see Begin.
@@ -134,6 +137,10 @@ type Grant struct {
 	// KeepsWrite is set for a read hold taken beside its owner's write hold of the lock:
 	// the write field lives as long as the hash, whose expiry this hold raised.
 	KeepsWrite bool
+	// Binding is the owner as the hold's context carries it, so that a lock taken with a
+	// context that carried no owner returns one that does, with no context of its own for
+	// the owner.
+	Binding owner.Binding
 }
 
 // Acquired records a successful acquisition and returns the context for the hold, derived
@@ -168,7 +175,7 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 		cancel(lockerr.ErrClosed)
 		return ctx
 	}
-	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1}
+	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1, bind: g.Binding}
 	ctx, cancel := context.WithCancelCause(parent)
 	h.parent, h.ctx, h.cancel = parent, holdContext{Context: ctx, w: w, h: h}, cancel
 	w.holds[k] = h
@@ -266,10 +273,13 @@ func (w *Watchdog) err(ctx context.Context, h *Hold) error {
 }
 
 // Value answers the hold itself for the key h, which tells join that a context derives
-// from this hold's.
+// from this hold's, and the owner for the owners' key.
 func (c *holdContext) Value(key any) any {
 	if h, ok := key.(*Hold); ok && h == c.h {
 		return h
+	}
+	if v, ok := c.h.bind.Answer(key); ok {
+		return v
 	}
 	return c.Context.Value(key)
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/script"
@@ -24,7 +25,7 @@ func TestMain(m *testing.M) {
 func hold(t *testing.T, w *Watchdog, rc rueidis.Client, name, owner string) context.Context {
 	t.Helper()
 	sent := time.Now()
-	v, err := script.RLockAcquire().Exec(context.Background(), rc, []string{name}, []string{w.leaseMs, owner}).AsIntSlice()
+	v, err := script.RLockAcquire().Exec(context.Background(), rc, []string{name, keys.Of(name).Wake}, []string{w.leaseMs, owner, "", "0"}).AsIntSlice()
 	if err != nil || v[0] != 1 {
 		t.Fatalf("acquire %s: %v %v", name, v, err)
 	}

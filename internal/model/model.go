@@ -659,6 +659,7 @@ func (m *model) observe(s *snapshot) []string {
 	if m.kind == fairKind {
 		bad = append(bad, m.observeQueue(s, seen)...)
 	}
+	bad = append(bad, m.observeWake(s, seen)...)
 	for k := range s.keys {
 		if !seen[k] {
 			badf("unexpected key %s: %+v", k, *s.keys[k])
@@ -670,6 +671,33 @@ func (m *model) observe(s *snapshot) []string {
 // observeQueue compares a fair lock's queue. Redis's queue is the model's, less dead
 // entries at its head that ran out and were skipped; the deadlines zset has one entry per
 // queued owner, a live waiter's in the future.
+// observeWake checks the wake registries (lua/wake.lua), which the model does not follow
+// entry by entry: which clients they name is an optimisation of who is woken, never a
+// matter of who holds. Each must be a zset that expires, of wake codes (decimal numbers of
+// at least 1000), each counting until a time in the future of at most its life: a lease
+// (the driver's longest is twice the watchdog's) and a second. The fair lock has none.
+func (m *model) observeWake(s *snapshot, seen map[string]bool) []string {
+	var bad []string
+	for _, k := range []string{"relock_wake:{" + m.name + "}", "relock_wake_readers:{" + m.name + "}"} {
+		v := s.keys[k]
+		if v == nil {
+			continue
+		}
+		seen[k] = true
+		if m.kind == fairKind || v.typ != "zset" || v.pttl <= 0 {
+			bad = append(bad, fmt.Sprintf("wake registry %s: %+v; want an expiring zset, and none for a fair lock", k, *v))
+			continue
+		}
+		for code, until := range v.zset {
+			n, err := strconv.ParseUint(code, 10, 64)
+			if err != nil || n < 1000 || until.Sub(s.at.lo) > 2*m.lease+time.Second+m.slop {
+				bad = append(bad, fmt.Sprintf("wake registry %s: entry %q until %v; want a wake code counting at most a lease and a second", k, code, until.Sub(s.at.lo)))
+			}
+		}
+	}
+	return bad
+}
+
 func (m *model) observeQueue(s *snapshot, seen map[string]bool) []string {
 	var bad []string
 	seen[m.queueKey()], seen[m.timeoutKey()] = true, true

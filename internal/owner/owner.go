@@ -59,28 +59,32 @@ func (is *Issuer) issue() string {
 
 type key struct{}
 
-// binding is one client's owner in a context, and the context that carries it: the
-// context it was bound in, with this value added (one allocation where WithValue and a
-// value would be two). Bindings are never mutated, so a context can be shared by
-// goroutines freely.
-type binding struct {
-	context.Context
+// Binding is one client's owner as a context carries it: the owner, and behind it the
+// bindings of other clients that the context already carried. A context carries a binding
+// when its Value answers the owners' key with it (see Answer). Bindings are never mutated,
+// so a context can be shared by goroutines freely.
+type Binding struct {
 	issuer *Issuer
 	owner  string
-	next   *binding // the bindings of other clients that the context already carried
+	next   *Binding
 }
 
-// Value answers the binding for the owners' key, and asks the parent otherwise.
-func (b *binding) Value(k any) any {
-	if k == (key{}) {
-		return b
+// Owner returns the owner, "<client uuid>:<n>".
+func (b *Binding) Owner() string { return b.owner }
+
+// Answer is how the Value of a context that carries b answers k: with b for the owners'
+// key (ok true), and not at all for any other key (ok false: the context asks its parent).
+// The zero Binding answers nothing.
+func (b *Binding) Answer(k any) (v any, ok bool) {
+	if k == (key{}) && b.issuer != nil {
+		return b, true
 	}
-	return b.Context.Value(k)
+	return nil, false
 }
 
 // Of returns the owner ctx carries for this issuer's client.
 func (is *Issuer) Of(ctx context.Context) (string, bool) {
-	b, _ := ctx.Value(key{}).(*binding)
+	b, _ := ctx.Value(key{}).(*Binding)
 	for ; b != nil; b = b.next {
 		if b.issuer == is {
 			return b.owner, true
@@ -89,21 +93,23 @@ func (is *Issuer) Of(ctx context.Context) (string, bool) {
 	return "", false
 }
 
-// Ensure returns ctx and its owner if it carries one for this client; otherwise it binds a
-// new owner and returns the derived context.
-func (is *Issuer) Ensure(ctx context.Context) (context.Context, string) {
-	head, _ := ctx.Value(key{}).(*binding)
-	for b := head; b != nil; b = b.next {
-		if b.issuer == is {
-			return ctx, b.owner
+// Own returns the binding that a context derived from ctx carries for this issuer's
+// client: the owner ctx carries (carried is then true), or a new owner, with ctx's
+// bindings of other clients behind it. The caller makes the context that carries it,
+// typically as part of something it allocates anyway (a hold's context): a binding costs
+// no allocation of its own.
+func (is *Issuer) Own(ctx context.Context) (b Binding, carried bool) {
+	head, _ := ctx.Value(key{}).(*Binding)
+	for o := head; o != nil; o = o.next {
+		if o.issuer == is {
+			return *o, true
 		}
 	}
-	b := &binding{Context: ctx, issuer: is, owner: is.issue(), next: head}
-	return b, b.owner
+	return Binding{issuer: is, owner: is.issue(), next: head}, false
 }
 
 // Fresh returns a context that carries no owner for any client, whatever ctx carries: the
 // next acquisition through it starts a new owner.
 func Fresh(ctx context.Context) context.Context {
-	return context.WithValue(ctx, key{}, (*binding)(nil))
+	return context.WithValue(ctx, key{}, (*Binding)(nil))
 }

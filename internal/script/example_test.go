@@ -27,7 +27,7 @@ func ExampleScript() {
 	ctx := context.Background()
 
 	acquire := func(owner string) []int64 {
-		reply, err := script.RLockAcquire().Exec(ctx, rc, []string{"orders"}, []string{"30000", owner}).AsIntSlice()
+		reply, err := script.RLockAcquire().Exec(ctx, rc, []string{"orders", "relock_wake:{orders}"}, []string{"30000", owner, "", "0"}).AsIntSlice()
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -36,7 +36,7 @@ func ExampleScript() {
 	// unlock releases one of owner's holds, which the client knows to number expected.
 	unlock := func(owner, expected string) rueidis.RedisResult {
 		return script.RLockUnlock().Exec(ctx, rc,
-			[]string{"orders", "redisson_lock__channel:{orders}"}, []string{"0", owner, expected, "publish"})
+			[]string{"orders", "redisson_lock__channel:{orders}", "relock_wake:{orders}"}, []string{"0", owner, expected, "publish"})
 	}
 
 	// Owners are "<client uuid>:<n>": a hash whose fields have another shape is not a lock.
@@ -81,7 +81,7 @@ func ExampleScript_pipeline() {
 	rc := srv.Redis()
 	ctx := context.Background()
 	const owner = "6f1d0c2e-3b4a-4c5d-8e9f-0a1b2c3d4e5f:1"
-	if _, err := script.RLockAcquire().Exec(ctx, rc, []string{"orders"}, []string{"30000", owner}).AsIntSlice(); err != nil {
+	if _, err := script.RLockAcquire().Exec(ctx, rc, []string{"orders", "relock_wake:{orders}"}, []string{"30000", owner, "", "0"}).AsIntSlice(); err != nil {
 		log.Fatal(err)
 	}
 

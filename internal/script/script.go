@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"strings"
 
 	"github.com/redis/rueidis"
 
@@ -31,12 +32,12 @@ func (s *Script) Exec(ctx context.Context, rc rueidis.Client, keys, args []strin
 	return s.lua.Exec(ctx, rc, keys, args)
 }
 
-// guarded prepends shape.lua, the lock-shape guard, to a script that uses it.
-func guarded(src string) string { return shape + src }
-
-// releasing prepends expect.lua, the compare of a release's expected hold count, to a
-// script that releases one hold.
-func releasing(src string) string { return expect + src }
+// with prepends preludes to a script's source: shape.lua (the lock-shape guard), expect.lua
+// (the compare of a release's expected hold count), wake.lua (the wake registry), as the
+// script uses them. Redis scripts cannot include one another.
+func with(src string, preludes ...string) string {
+	return strings.Join(preludes, "") + src
+}
 
 func newScript(src string) *Script {
 	sum := sha1.Sum([]byte(src))
@@ -52,26 +53,27 @@ func source(file string) string {
 	return string(b)
 }
 
-// shape is the lock-shape guard (shape.lua) that guarded prepends; expect is the release
-// compare (expect.lua) that releasing prepends.
+// The preludes that with prepends.
 var (
 	shape  = source("shape.lua")
 	expect = source("expect.lua")
+	wake   = source("wake.lua")
 )
 
 // Scripts are immutable once made, so one set serves every client in the process.
 var (
-	rlockAcquireScript       = newScript(guarded(source("rlock_acquire.lua")))
-	rlockUnlockScript        = newScript(releasing(source("rlock_unlock.lua")))
-	rlockForceUnlockScript   = newScript(guarded(source("rlock_force_unlock.lua")))
-	rlockStateScript         = newScript(guarded(source("rlock_state.lua")))
+	rlockAcquireScript       = newScript(with(source("rlock_acquire.lua"), shape, wake))
+	rlockUnlockScript        = newScript(with(source("rlock_unlock.lua"), expect, wake))
+	rlockForceUnlockScript   = newScript(with(source("rlock_force_unlock.lua"), shape))
+	rlockStateScript         = newScript(with(source("rlock_state.lua"), shape))
 	rlockRenewScript         = newScript(source("rlock_renew.lua"))
-	fairAcquireScript        = newScript(guarded(source("fair_acquire.lua")))
-	fairReleaseScript        = newScript(guarded(releasing(source("fair_release.lua"))))
-	rwlockReadAcquireScript  = newScript(guarded(source("rwlock_read_acquire.lua")))
-	rwlockWriteAcquireScript = newScript(guarded(source("rwlock_write_acquire.lua")))
-	rwlockUnlockScript       = newScript(releasing(source("rwlock_unlock.lua")))
+	fairAcquireScript        = newScript(with(source("fair_acquire.lua"), shape))
+	fairReleaseScript        = newScript(with(source("fair_release.lua"), shape, expect))
+	rwlockReadAcquireScript  = newScript(with(source("rwlock_read_acquire.lua"), shape, wake))
+	rwlockWriteAcquireScript = newScript(with(source("rwlock_write_acquire.lua"), shape, wake))
+	rwlockUnlockScript       = newScript(with(source("rwlock_unlock.lua"), expect, wake))
 	rwlockRenewScript        = newScript(source("rwlock_renew.lua"))
+	passScript               = newScript(with(source("pass.lua"), wake))
 )
 
 // RLockAcquire acquires or re-enters a reentrant lock (rlock_acquire.lua).
@@ -109,3 +111,6 @@ func RWLockUnlock() *Script { return rwlockUnlockScript }
 
 // RWLockRenew renews many read-write locks' holds in one call (rwlock_renew.lua).
 func RWLockRenew() *Script { return rwlockRenewScript }
+
+// Pass passes a wake-up on to the next client registered to be woken for a lock (pass.lua).
+func Pass() *Script { return passScript }

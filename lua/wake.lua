@@ -1,0 +1,57 @@
+-- Prepended by package lua to the scripts that make a lock's waiters wait or wake them (the
+-- rlock and read-write lock acquire and unlock scripts, and pass.lua). KEYS, ARGV: none of
+-- its own. It defines the wake registry: a zset per lock of the relock clients (processes)
+-- that have waiters parked on the lock's shared channel, each under its client's wake code
+-- (a decimal number of at least 1000, which Redisson's clients ignore as a message), scored
+-- with the Redis time in ms until which the entry counts.
+--
+-- register(registry, code, bound) records that code's client has a waiter that sleeps at
+-- most bound ms before it tries again (and so registers again); the entry counts one second
+-- longer, for that try to arrive. code "" registers nothing (a TryLock, which never waits).
+--
+-- settle(registry, code, stay, bound) is what a woken waiter that got the lock does with
+-- its client's entry, which the unlock that woke it took: stay "1" (other waiters of the
+-- client remain) registers it again for bound ms, "0" (none remain) makes sure it is gone,
+-- "" (a first attempt, not a woken one) leaves the registry as it is.
+--
+-- wake(registry, channel, publish, message) tells the waiters that the lock was released:
+-- it takes the live entry that ends first out of the registry and publishes its code, so
+-- that one waiter of that one client tries (the others sleep on), and then publishes
+-- message as Redisson's unlock does, which wakes Redisson's waiters; a relock client that
+-- has just seen a code ignores the message that follows it. With no live entry only the
+-- message goes out, and every relock client wakes one waiter, as every Redisson client
+-- does. Entries that ran out are dropped on the way. The zset itself expires one entry's
+-- life after the last registration: an entry it takes with it early leaves its client to
+-- that message.
+local function now_ms()
+  local t = redis.call('time')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+local function register(registry, code, bound)
+  if code == '' then
+    return
+  end
+  local life = bound + 1000
+  redis.call('zadd', registry, now_ms() + life, code)
+  redis.call('pexpire', registry, life)
+end
+local function settle(registry, code, stay, bound)
+  if stay == '1' then
+    register(registry, code, bound)
+  elseif stay == '0' and code ~= '' then
+    redis.call('zrem', registry, code)
+  end
+end
+local function wake(registry, channel, publish, message)
+  local e = redis.call('zpopmin', registry)
+  if e[1] then
+    local now = now_ms()
+    while e[1] and tonumber(e[2]) <= now do
+      e = redis.call('zpopmin', registry)
+    end
+    if e[1] then
+      redis.call(publish, channel, e[1])
+    end
+  end
+  redis.call(publish, channel, message)
+end

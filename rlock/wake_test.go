@@ -1,0 +1,210 @@
+package rlock_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// waitersInClients parks one waiter for name in each of n new clients (each a process of
+// its own, as far as Redis can tell: its own connections, subscriber and wake code) behind
+// a hold that the returned holder's client has. Each waiter, once it has the lock, reports
+// on the returned channel and unlocks. Their leases are the default 30s, so no waiter
+// tries again on its own within the test: whoever tries was woken.
+func waitersInClients(t *testing.T, b *redistest.Backend, name string, n int) (holder *relock.Client, held context.Context, clients []*relock.Client, acquired <-chan int) {
+	t.Helper()
+	holder = relocktest.New(t, b)
+	held, err := holder.Lock(name).Lock(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan int, n)
+	for i := 0; i < n; i++ {
+		c := relocktest.New(t, b)
+		clients = append(clients, c)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			h, err := c.Lock(name).Lock(ctx)
+			if err != nil {
+				t.Errorf("waiter of client %d: %v", i, err)
+				got <- -1
+				return
+			}
+			got <- i
+			if err := c.Lock(name).Unlock(h); err != nil {
+				t.Errorf("waiter of client %d: unlock: %v", i, err)
+			}
+		}()
+	}
+	redistest.Eventually(t, 10*time.Second, "the waiters never parked", func() bool {
+		parked := 0
+		for _, c := range clients {
+			parked += c.PubSubStats().Waiting
+		}
+		return parked == n
+	})
+	return holder, held, clients, got
+}
+
+// woken sums the waits that the clients' wake-ups ended.
+func woken(clients []*relock.Client) uint64 {
+	var n uint64
+	for _, c := range clients {
+		n += c.PubSubStats().Woken
+	}
+	return n
+}
+
+// A release wakes one waiter in one client, not one in every client that has one: with a
+// waiter in each of four clients, the four acquisitions that follow the first release take
+// four wake-ups in all. (Every client waking one waiter per release takes 4+3+2+1 = 10.)
+func TestOneWakeUpPerReleaseAcrossClients(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const n = 4
+		holder, held, clients, acquired := waitersInClients(t, b, "herd", n)
+		if err := holder.Lock("herd").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		seen := map[int]bool{}
+		for range n {
+			i := redistest.Recv(t, acquired, 15*time.Second, "the next waiter's turn: a wake-up was lost")
+			if i < 0 || seen[i] {
+				t.Fatalf("acquisition by waiter %d (seen: %v)", i, seen)
+			}
+			seen[i] = true
+		}
+		if got := woken(clients); got != n {
+			t.Errorf("%d wake-ups for %d acquisitions, one waiter per client; want %d", got, n, n)
+		}
+		for i, c := range clients {
+			if st := c.PubSubStats(); st.TimedOut != 0 {
+				t.Errorf("client %d: %+v: a waiter woke by its time bound, not by a release", i, st)
+			}
+		}
+	})
+}
+
+// Redisson's waiters share the lock's channel with relock's, and hear a relock unlock as
+// they hear their own: a "0" on the channel, after the wake code that picks the relock
+// client, which is a number (Redisson reads every message on a lock channel as a Java long)
+// other than 0 and 1 (the only ones Redisson acts on). relock's waiters are woken as
+// before by a Redisson unlock, which publishes "0" alone (TestRedissonLayout).
+func TestRelockUnlockWakesRedissonWaiters(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		holder, held, clients, acquired := waitersInClients(t, b, "mixed", 1)
+		channel := "redisson_lock__channel:{mixed}"
+
+		// A Redisson client's subscription to the lock's channel.
+		var mu sync.Mutex
+		var msgs []string
+		subscribed := make(chan struct{})
+		var once sync.Once
+		dc, cancel := b.Client(t).Dedicate()
+		defer cancel()
+		dc.SetPubSubHooks(rueidis.PubSubHooks{
+			OnMessage: func(m rueidis.PubSubMessage) {
+				mu.Lock()
+				msgs = append(msgs, m.Message)
+				mu.Unlock()
+			},
+			OnSubscription: func(rueidis.PubSubSubscription) { once.Do(func() { close(subscribed) }) },
+		})
+		subscribe := dc.B().Subscribe().Channel(channel).Build()
+		if b.Cluster != nil { // relock publishes with SPUBLISH on a cluster, as Redisson does
+			subscribe = dc.B().Ssubscribe().Channel(channel).Build()
+		}
+		if err := dc.Do(context.Background(), subscribe).Error(); err != nil {
+			t.Fatal(err)
+		}
+		redistest.Recv(t, subscribed, 10*time.Second, "the subscription's confirmation")
+
+		if err := holder.Lock("mixed").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		redistest.Recv(t, acquired, 15*time.Second, "the relock waiter's turn")
+		// The waiter unlocks in turn, with no waiter left: a "0" alone.
+		redistest.Eventually(t, 10*time.Second, "the messages of two unlocks", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return len(msgs) >= 3
+		})
+		mu.Lock()
+		defer mu.Unlock()
+		if len(msgs) != 3 || msgs[1] != "0" || msgs[2] != "0" {
+			t.Fatalf("messages %q; want a wake code, \"0\", and \"0\"", msgs)
+		}
+		code, err := strconv.ParseInt(msgs[0], 10, 64)
+		if err != nil || code < 1000 {
+			t.Fatalf("wake code %q: %v; want a Java long of at least 1000, which Redisson ignores", msgs[0], err)
+		}
+		if got := woken(clients); got != 1 {
+			t.Errorf("%d wake-ups of the relock waiter; want 1", got)
+		}
+	})
+}
+
+// A client that was registered to be woken but whose waiter gave up passes the wake-up
+// on, or is no longer registered: the waiter of another client is woken by the release,
+// not left to its time bound. Both while the quitter's client still listens on the
+// channel (its subscription lingers a moment) and after it has stopped.
+func TestWakeUpPassedOnByClientThatGaveUp(t *testing.T) {
+	for _, when := range []string{"listening", "unsubscribed"} {
+		t.Run(when, func(t *testing.T) {
+			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+				holder := relocktest.New(t, b)
+				held, err := holder.Lock("quit").Lock(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The quitter registers first, so the release picks it.
+				quitter := relocktest.New(t, b)
+				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				defer cancel()
+				gaveUp := make(chan error, 1)
+				go func() {
+					_, err := quitter.Lock("quit").Lock(ctx)
+					gaveUp <- err
+				}()
+				redistest.Eventually(t, 10*time.Second, "the quitter never parked", func() bool { return quitter.PubSubStats().Waiting == 1 })
+
+				other := relocktest.New(t, b)
+				acquired := make(chan error, 1)
+				go func() {
+					wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					h, err := other.Lock("quit").Lock(wctx)
+					if err == nil {
+						err = other.Lock("quit").Unlock(h)
+					}
+					acquired <- err
+				}()
+				redistest.Eventually(t, 10*time.Second, "the other waiter never parked", func() bool { return other.PubSubStats().Waiting == 1 })
+				if err := redistest.Recv(t, gaveUp, 10*time.Second, "the quitter's Lock"); err == nil {
+					t.Fatal("the quitter got the lock while it was held")
+				}
+				if when == "unsubscribed" {
+					redistest.Eventually(t, 10*time.Second, "the quitter's client kept its subscription", func() bool { return quitter.PubSubStats().Channels == 0 })
+				}
+
+				if err := holder.Lock("quit").Unlock(held); err != nil {
+					t.Fatal(err)
+				}
+				if err := redistest.Recv(t, acquired, 15*time.Second, "the other waiter's turn: the wake-up was lost with the quitter"); err != nil {
+					t.Fatalf("the other waiter: %v", err)
+				}
+				if st := other.PubSubStats(); st.Woken != 1 || st.TimedOut != 0 {
+					t.Errorf("other waiter's client %+v; want it woken by the release", st)
+				}
+			})
+		})
+	}
+}

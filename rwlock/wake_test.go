@@ -1,0 +1,139 @@
+package rwlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// A release wakes one waiting writer in one client, not one in every client that has one:
+// with a writer waiting in each of four clients, the four write holds that follow the
+// first release take four wake-ups in all, whether the lock was held for writing or for
+// reading. Readers that wait are all let in at once (TestWriterUnlockWakesAllReaders).
+func TestOneWriterWokenPerReleaseAcrossClients(t *testing.T) {
+	for _, side := range []string{"write", "read"} {
+		t.Run(side, func(t *testing.T) {
+			redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+				const n = 4
+				holder := relocktest.New(t, b)
+				mu := holder.RWLock("writers")
+				lock, unlock := mu.Lock, mu.Unlock
+				if side == "read" {
+					lock, unlock = mu.RLock, mu.RUnlock
+				}
+				held, err := lock(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				acquired := make(chan error, n)
+				var clients []*relock.Client
+				for range n {
+					c := relocktest.New(t, b)
+					clients = append(clients, c)
+					go func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+						defer cancel()
+						h, err := c.RWLock("writers").Lock(ctx)
+						if err == nil {
+							err = c.RWLock("writers").Unlock(h)
+						}
+						acquired <- err
+					}()
+				}
+				redistest.Eventually(t, 10*time.Second, "the writers never parked", func() bool {
+					parked := 0
+					for _, c := range clients {
+						parked += c.PubSubStats().Waiting
+					}
+					return parked == n
+				})
+				if err := unlock(held); err != nil {
+					t.Fatal(err)
+				}
+				for range n {
+					if err := redistest.Recv(t, acquired, 15*time.Second, "the next writer's turn: a wake-up was lost"); err != nil {
+						t.Fatal(err)
+					}
+				}
+				var woken, timedOut uint64
+				for _, c := range clients {
+					st := c.PubSubStats()
+					woken, timedOut = woken+st.Woken, timedOut+st.TimedOut
+				}
+				if woken != n || timedOut != 0 {
+					t.Errorf("%d wake-ups and %d time-outs for %d write holds, one writer per client; want %d and 0", woken, timedOut, n, n)
+				}
+			})
+		})
+	}
+}
+
+// When a writer releases, readers that wait in other clients all enter at once, also with
+// a writer waiting beside them: the release does not pick one client.
+func TestWriterUnlockWakesAllReaders(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const readers = 3
+		holder := relocktest.New(t, b)
+		held, err := holder.RWLock("readers").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var clients []*relock.Client
+		in := make(chan struct{}, readers)
+		allIn := make(chan struct{})
+		done := make(chan error, readers+1)
+		for range readers {
+			c := relocktest.New(t, b)
+			clients = append(clients, c)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				h, err := c.RWLock("readers").RLock(ctx)
+				if err == nil {
+					in <- struct{}{}
+					// Hold the read lock until every reader holds it: they share it.
+					select {
+					case <-allIn:
+					case <-ctx.Done():
+					}
+					err = c.RWLock("readers").RUnlock(h)
+				}
+				done <- err
+			}()
+		}
+		writer := relocktest.New(t, b)
+		clients = append(clients, writer)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			h, err := writer.RWLock("readers").Lock(ctx)
+			if err == nil {
+				err = writer.RWLock("readers").Unlock(h)
+			}
+			done <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiters never parked", func() bool {
+			parked := 0
+			for _, c := range clients {
+				parked += c.PubSubStats().Waiting
+			}
+			return parked == readers+1
+		})
+		if err := holder.RWLock("readers").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		for range readers {
+			redistest.Recv(t, in, 15*time.Second, "every reader in: one was left to its time bound")
+		}
+		close(allIn)
+		for range readers + 1 {
+			if err := redistest.Recv(t, done, 15*time.Second, "the waiters' end"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
