@@ -137,7 +137,7 @@ func TestChannelTimerWakesOne(t *testing.T) {
 		for i := 0; i < 3; i++ {
 			done = append(done, wait(subscribe(t, h, "timed"), 100*time.Millisecond))
 		}
-		eventually(t, "nobody woken at the bound", func() bool { return h.Stats().TimedOut == 1 })
+		eventually(t, "nobody woken at the bound", func() bool { return h.Stats().TimedOut >= 1 })
 		time.Sleep(settle)
 		if st := h.Stats(); st.TimedOut != 1 || st.Waiting != 2 {
 			t.Fatalf("stats %+v: want one waiter woken at the bound, two still parked", st)
