@@ -244,3 +244,52 @@ func TestTimerChainWithoutMessages(t *testing.T) {
 		t.Logf("%d waiters gave up; hub %+v", quitters.Load(), waiter.PubSubStats())
 	})
 }
+
+// Goroutines of two clients take a lock in turns, holding it briefly; every release
+// publishes, so no wait may end by its time bound, the holder's minute-long lease: a
+// waiter that joined a subscription, skipped its second attempt and missed the unlock
+// would sleep for it, and the test would run out of time.
+func TestNoLostWakeUpUnderContention(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const (
+			perClient = 4
+			rounds    = 40
+		)
+		clients := []*relock.Client{
+			relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute)),
+			relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute)),
+		}
+		errs := make(chan error, 2*perClient)
+		for _, c := range clients {
+			mu := c.Lock("turns")
+			for i := 0; i < perClient; i++ {
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+					defer cancel()
+					for r := 0; r < rounds; r++ {
+						held, err := mu.Lock(relock.NewOwner(ctx))
+						if err != nil {
+							errs <- err
+							return
+						}
+						if err := mu.Unlock(held); err != nil {
+							errs <- err
+							return
+						}
+					}
+					errs <- nil
+				}()
+			}
+		}
+		for i := 0; i < 2*perClient; i++ {
+			if err := redistest.Recv(t, errs, 60*time.Second, "a goroutine's rounds"); err != nil {
+				t.Errorf("rounds: %v", err)
+			}
+		}
+		for i, c := range clients {
+			if st := c.PubSubStats(); st.TimedOut != 0 {
+				t.Errorf("client %d: %+v: a wait ended by its bound although every release published", i, st)
+			}
+		}
+	})
+}
