@@ -207,7 +207,8 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 		}
 		return ttl
 	}
-	sub, err := l.c.Hub.Subscribe(l.kind.channel(l, a.owner))
+	// Waiters of one kind are interchangeable: one's attempt tells the others' outcome.
+	sub, err := l.c.Hub.Subscribe(l.kind.channel(l, a.owner), l.kind)
 	if err != nil {
 		return err
 	}

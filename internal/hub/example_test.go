@@ -39,7 +39,7 @@ func ExampleHub() {
 	h := hub.New(rc, false, nil)
 	defer h.Close()
 
-	sub, err := h.Subscribe("redisson_lock__channel:{report}")
+	sub, err := h.Subscribe("redisson_lock__channel:{report}", nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,11 +72,11 @@ func ExampleSub() {
 	ctx := context.Background()
 	const channel = "redisson_rwlock:{config}"
 
-	a, err := h.Subscribe(channel)
+	a, err := h.Subscribe(channel, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := h.Subscribe(channel)
+	b, err := h.Subscribe(channel, nil)
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func Example_stats() {
 	ctx := context.Background()
 	const channel = "redisson_lock__channel:{report}"
 
-	sub, err := h.Subscribe(channel)
+	sub, err := h.Subscribe(channel, nil)
 	if err != nil {
 		log.Fatal(err)
 	}

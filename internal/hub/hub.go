@@ -1,6 +1,7 @@
 // Package hub is the implementation of package pubsub: the subscriber connection, the
-// reference-counted channel subscriptions and their permits. Package pubsub documents the
-// behaviour; the lock engine is this package's only caller.
+// reference-counted channel subscriptions that linger after their last subscriber, their
+// permits, marks and timers. Package pubsub documents the behaviour; the lock engine is
+// this package's only caller.
 package hub
 
 import (
@@ -106,6 +107,7 @@ type channel struct {
 
 type waiter struct {
 	s       *Sub
+	class   any           // the subscriber's class (see Subscribe)
 	ch      chan struct{} // closed on grant
 	shared  bool          // parked with Wait: its bound set the channel's timer
 	granted bool          // guarded by Hub.mu
@@ -167,6 +169,7 @@ type Sub struct {
 	h        *Hub
 	name     string
 	c        *channel
+	class    any
 	released bool // guarded by Hub.mu
 	// owes is set while the subscriber holds a wake-up it has not acted on: it was
 	// granted one, and has neither waited again nor passed it on. One that leaves with it
@@ -177,7 +180,12 @@ type Sub struct {
 
 // Subscribe registers interest in a channel and returns at once; the subscription is
 // made in the background (use Ready to wait for it). It returns ErrClosed after Close.
-func (h *Hub) Subscribe(name string) (*Sub, error) {
+//
+// class groups the channel's subscribers that are interchangeable: one attempt by any of
+// them tells whether the others' would succeed (a lock's waiters of one kind; a reader
+// and a writer of a read-write lock are not). It is compared with ==; nil is a class like
+// any other. The channel's timer and PassOn wake one waiter of each class.
+func (h *Hub) Subscribe(name string, class any) (*Sub, error) {
 	if h.ctx.Err() != nil {
 		return nil, lockerr.ErrClosed
 	}
@@ -193,7 +201,7 @@ func (h *Hub) Subscribe(name string) (*Sub, error) {
 	if needed {
 		h.poke()
 	}
-	return &Sub{h: h, name: name, c: c}, nil
+	return &Sub{h: h, name: name, c: c, class: class}, nil
 }
 
 // Ready waits until the subscription is confirmed, at most bound. It returns nil when
@@ -243,12 +251,12 @@ func (s *Sub) QuietSince(m Mark) bool {
 // Wait blocks until a wake-up for this channel arrives or the channel's timer wakes this
 // waiter; either way the caller should try the lock again. The channel keeps one timer for
 // all the waiters parked with Wait, at the earliest of their bounds (the holder's
-// remaining lease as each one's last attempt saw it); when it fires it wakes one of them,
-// the longest parked, and forgets the others' bounds: all were told of the same lease, and
-// the woken one tries, then waits again with what it learnt, which sets the timer again,
-// or gets the lock and calls PassOn. So a process checks a held lock once per lease
-// however many of its waiters wait. A waiter may therefore sleep past its own bound, never
-// past its context.
+// remaining lease as each one's last attempt saw it); when it fires it wakes one of them
+// per class, the longest parked, and forgets the others' bounds: they were told of the
+// same lease, and the woken one tries, then waits again with what it learnt, which sets
+// the timer again, or gets the lock and calls PassOn. So a process checks a held lock once
+// per lease and class however many of its waiters wait. A waiter may therefore sleep past
+// its own bound, never past its context.
 //
 // Wait returns the context's error when ctx ended first and ErrClosed when the hub was
 // closed. If ctx is already done, Wait may still consume a permit that was waiting and
@@ -283,7 +291,7 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 	// Parking: the subscriber has acted on any wake-up it held by the attempt it made
 	// since, and a shared waiter's bound, from that attempt, now sets the channel's timer.
 	s.owes = false
-	w := &waiter{s: s, ch: make(chan struct{}), shared: shared}
+	w := &waiter{s: s, class: s.class, ch: make(chan struct{}), shared: shared}
 	c.waiters = append(c.waiters, w)
 	if shared {
 		h.arm(c, bound)
@@ -319,7 +327,7 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 			h.count(w)
 		} else {
 			s.owes = false
-			h.handOff(c, true)
+			h.handOff(c, s.class, true)
 		}
 		return err
 	}
@@ -358,7 +366,7 @@ func (s *Sub) Release() {
 	if s.owes {
 		// After refs fell: a permit, if nobody is parked, is for another subscriber.
 		s.owes = false
-		h.handOff(c, true)
+		h.handOff(c, s.class, true)
 	}
 	if c.permits > c.refs {
 		c.permits = c.refs
@@ -370,18 +378,19 @@ func (s *Sub) Release() {
 	}
 }
 
-// PassOn wakes one other waiter parked on the channel, if there is one, and settles the
-// wake-up this subscriber held. A waiter that got the lock calls it: the waiters still
-// parked were told how long to sleep by attempts made while the previous holder held the
-// lock, and one of them must learn the new hold's lease and set the channel's timer for
-// it, or the lock could stand free until their old bounds run out (a new holder that never
-// unlocks: it crashed, or its fixed lease ran out).
+// PassOn wakes one other waiter of each class parked on the channel, if there is one, and
+// settles the wake-up this subscriber held. A waiter that got the lock calls it: the
+// waiters still parked were told how long to sleep by attempts made while the previous
+// holder held the lock, and one of each class must learn the new hold's lease and set the
+// channel's timer for it, or the lock could stand free until their old bounds run out (a
+// new holder that never unlocks: it crashed, or its fixed lease ran out). One of this
+// subscriber's class may get the lock as well (another reader), and passes on in turn.
 func (s *Sub) PassOn() {
 	h := s.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s.owes = false
-	h.handOff(s.c, false)
+	h.wakeEachClass(s.c, false, false)
 }
 
 // Stats returns a snapshot of the hub's counters.
@@ -412,18 +421,39 @@ func (h *Hub) grantOne(c *channel) {
 	}
 }
 
-// handOff passes a wake-up on: to the longest-parked waiter that shares the channel's
-// timer, since the wake-up may carry the timer's check and a waiter with its own timer
-// does not set the channel's when it parks again; else to the longest-parked waiter; else,
-// with permit, as a permit. h.mu must be held.
-func (h *Hub) handOff(c *channel, permit bool) {
-	switch i := c.firstShared(); {
+// handOff passes on a wake-up that a subscriber of class leaves with: to the
+// longest-parked waiter of that class that shares the channel's timer, since the wake-up
+// may carry the timer's check for the class, and a waiter with its own timer does not set
+// the channel's when it parks again; else to the longest-parked waiter sharing the timer;
+// else to the longest-parked waiter; else, with permit, as a permit. h.mu must be held.
+func (h *Hub) handOff(c *channel, class any, permit bool) {
+	i := slices.IndexFunc(c.waiters, func(w *waiter) bool { return w.shared && w.class == class })
+	if i < 0 {
+		i = slices.IndexFunc(c.waiters, func(w *waiter) bool { return w.shared })
+	}
+	switch {
 	case i >= 0:
 		h.wake(c, i, false)
 	case permit:
 		h.grantOne(c)
 	case len(c.waiters) > 0:
 		h.wake(c, 0, false)
+	}
+}
+
+// wakeEachClass wakes the longest-parked waiter of each class, among the waiters sharing
+// the channel's timer when shared, else among all. h.mu must be held.
+func (h *Hub) wakeEachClass(c *channel, shared, byTimer bool) {
+	var buf [4]any // the classes woken: a lock's channel has one or two
+	woken := buf[:0]
+	for i := 0; i < len(c.waiters); {
+		w := c.waiters[i]
+		if (shared && !w.shared) || slices.Contains(woken, w.class) {
+			i++
+			continue
+		}
+		woken = append(woken, w.class)
+		h.wake(c, i, byTimer) // removes c.waiters[i]
 	}
 }
 
@@ -438,17 +468,6 @@ func (h *Hub) wake(c *channel, i int, byTimer bool) {
 	}
 	w.granted, w.byTimer, w.s.owes = true, byTimer, true
 	close(w.ch)
-}
-
-// firstShared returns the index of the longest-parked waiter that shares the channel's
-// timer, or -1.
-func (c *channel) firstShared() int {
-	for i, w := range c.waiters {
-		if w.shared {
-			return i
-		}
-	}
-	return -1
 }
 
 // arm sets the channel's timer to bound from now, unless it is armed earlier. h.mu must
@@ -466,9 +485,9 @@ func (h *Hub) arm(c *channel, bound time.Duration) {
 	}
 }
 
-// fire wakes one waiter sharing the channel's timer when the timer's bound has come. The
-// others' bounds are forgotten: the woken one sets the timer again when it parks, or
-// passes the wake-up on.
+// fire wakes one waiter of each class sharing the channel's timer when the timer's bound
+// has come. The others' bounds are forgotten: the woken ones set the timer again when they
+// park, or pass the wake-up on.
 func (h *Hub) fire(c *channel) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -476,9 +495,7 @@ func (h *Hub) fire(c *channel) {
 		return // stopped, or set again since this run was due
 	}
 	c.due = time.Time{}
-	if i := c.firstShared(); i >= 0 {
-		h.wake(c, i, true)
-	}
+	h.wakeEachClass(c, true, true)
 }
 
 // disarm stops the channel's timer. h.mu must be held.

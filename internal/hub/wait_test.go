@@ -231,3 +231,48 @@ func TestOwnTimer(t *testing.T) {
 		}
 	})
 }
+
+// Waiters of different classes (a read-write lock's readers and writers) are not
+// interchangeable: the channel's timer, and PassOn, wake one of each class, so that a
+// writer that fails does not leave a reader that would get in asleep.
+func TestOnePerClass(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		join := func(class string) *hub.Sub {
+			s, err := h.Subscribe("classes", class)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Release)
+			if err := s.Ready(context.Background(), 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		// Parked in this order: writer, reader, writer, reader.
+		var subs []*hub.Sub
+		var done []<-chan error
+		for i, class := range []string{"write", "read", "write", "read"} {
+			s := join(class)
+			subs = append(subs, s)
+			done = append(done, wait(s, 100*time.Millisecond))
+			eventually(t, "waiter not parked", func() bool { return h.Stats().Waiting == i+1 })
+		}
+		for _, i := range []int{0, 1} {
+			if err := redistest.Recv(t, done[i], 10*time.Second, "the first waiter of each class woken by the timer"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(settle)
+		if st := h.Stats(); st.TimedOut != 2 || st.Waiting != 2 {
+			t.Fatalf("stats %+v: want the first writer and the first reader woken at the bound, two parked", st)
+		}
+		// The first reader got the lock: the next reader and the next writer learn of it.
+		subs[1].PassOn()
+		for _, i := range []int{2, 3} {
+			if err := redistest.Recv(t, done[i], 10*time.Second, "a waiter of each class woken by PassOn"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
