@@ -28,9 +28,11 @@
 //
 // A message lost anyway (a dropped connection) costs at most one lease, never a hang: the
 // waiters of a channel share one timer, set at the earliest end of the holder's lease that
-// their attempts saw. When it fires it wakes one waiter of the process, not all: that one
-// tries, and either waits again with the lease it learnt, which sets the timer again, or
-// gets the lock and wakes the next waiter, which learns the new hold's lease. A process
+// their attempts saw. When it fires it wakes one waiter of the process, not all (one
+// reader and one writer on a read-write lock's channel: one's attempt says nothing of the
+// other's): that one tries, and either waits again with the lease it learnt, which sets
+// the timer again, or gets the lock and wakes the next waiter, which learns the new hold's
+// lease. A process
 // thus checks a held lock about once per lease however many of its goroutines wait. A
 // woken waiter that leaves instead (its context ended, or Redis failed it) passes the
 // wake-up on. Waiters that keep a queue entry alive (fair-lock waiters, preferred writers)
