@@ -20,9 +20,15 @@
 -- message as Redisson's unlock does, which wakes Redisson's waiters; a relock client that
 -- has just seen a code ignores the message that follows it. With no live entry only the
 -- message goes out, and every relock client wakes one waiter, as every Redisson client
--- does. Entries that ran out are dropped on the way. The zset itself expires one entry's
--- life after the last registration: an entry it takes with it early leaves its client to
--- that message.
+-- does. An entry is live while its time has not run out and its client listens: a client
+-- that waits on a lock also subscribes to its presence channel, the registry's name, ':'
+-- and its code, which it drops with its connection, so that a client that died or stopped
+-- listening is never the one picked. (Under sharded pub/sub the presence channel is on
+-- the lock's node, in its slot; under classic pub/sub on a cluster a client may subscribe
+-- on another node, where this node cannot see it, and is then taken for absent: the
+-- message alone goes out, as before the registry.) Entries that are not live are dropped
+-- on the way. The zset itself expires one entry's life after the last registration: an
+-- entry it takes with it early leaves its client to that message.
 local function now_ms()
   local t = redis.call('time')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -42,11 +48,18 @@ local function settle(registry, code, stay, bound)
     redis.call('zrem', registry, code)
   end
 end
+local function listening(publish, presence)
+  local numsub = 'numsub'
+  if publish == 'spublish' then
+    numsub = 'shardnumsub'
+  end
+  return redis.call('pubsub', numsub, presence)[2] > 0
+end
 local function wake(registry, channel, publish, message)
   local e = redis.call('zpopmin', registry)
   if e[1] then
     local now = now_ms()
-    while e[1] and tonumber(e[2]) <= now do
+    while e[1] and (tonumber(e[2]) <= now or not listening(publish, registry .. ':' .. e[1])) do
       e = redis.call('zpopmin', registry)
     end
     if e[1] then

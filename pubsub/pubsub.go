@@ -1,24 +1,47 @@
 // Package pubsub wakes lock waiters without polling. A Hub owns one dedicated subscriber
 // connection per client (in a cluster with sharded pub/sub, a subscription per channel on
 // the channel's shard); lock waiters register on a lock's channel and park until an
-// unlock message, a reconnect or their time bound wakes them.
+// unlock message, a reconnect or the lock's lease as they last saw it wakes them.
 //
 // The protocol a waiter follows (the lock packages implement it):
 //
-//  1. Try to acquire. If that fails, Subscribe to the lock's channel.
-//  2. Ready: wait until the subscription is confirmed by the server, so that every unlock
-//     from now on is seen.
-//  3. Try to acquire again: an unlock that happened between 1 and 2 was missed, this
-//     attempt covers it.
-//  4. Wait for a permit, bounded by the lock's TTL; then go to 3.
+//  1. Take a mark of the hub (a counter read: it costs nothing on a free lock), then try
+//     to acquire. If that fails, Subscribe to the lock's channel.
+//  2. If the channel was already subscribed and confirmed at the mark, and no message and
+//     no reconnect came on it since, every unlock after the attempt will be heard: go to 4.
+//  3. Otherwise wait until the subscription is confirmed (Ready), and try again: an unlock
+//     that happened between 1 and now may have been missed, this attempt covers it.
+//  4. Wait for a wake-up, bounded by the lock's lease; then try again, and wait again if
+//     that fails.
 //
-// Permits are counted per channel, so a message that arrives while a waiter is between 3
-// and 4 is kept for it rather than lost. Because every wait is bounded by the TTL, a
-// message lost anyway (a dropped connection) costs at most one TTL, never a hang.
+// Step 2 spares the second attempt whenever a process already has waiters on the lock,
+// or had them less than a second ago: a channel stays subscribed for a short linger (one
+// second) after its last waiter leaves, so that a lock contended in bursts is not
+// unsubscribed and subscribed again between them. Messages that arrive while it lingers
+// with nobody subscribed still count against step 2.
 //
-// Messages: "0" (Redisson's unlock message) lets one waiting client try; "1" (its
-// read-unlock message) lets every waiter try, since readers may all enter; "2" tells a
-// fair lock's waiter that the owner whose turn it was took the lock.
+// Wake-ups are counted per channel, so a message that arrives while a waiter is between
+// its attempt and its wait is kept for it rather than lost. "0" (Redisson's unlock
+// message) lets one waiting client try; "1" (its read-unlock message) lets every waiter
+// try, since readers may all enter; "2" tells a fair lock's waiter that the owner whose
+// turn it was took the lock.
+//
+// A message lost anyway (a dropped connection) costs at most one lease, never a hang: the
+// waiters of a channel share one timer, set at the earliest end of the holder's lease that
+// their attempts saw. When it fires it wakes one waiter of the process, not all (one
+// reader and one writer on a read-write lock's channel: one's attempt says nothing of the
+// other's): that one tries, and either waits again with the lease it learnt, which sets
+// the timer again, or gets the lock and wakes the next waiter, which learns the new hold's
+// lease. A process
+// thus checks a held lock about once per lease however many of its goroutines wait. A
+// woken waiter that leaves instead (its context ended, or Redis failed it) passes the
+// wake-up on. Waiters that keep a queue entry alive (fair-lock waiters, preferred writers)
+// come back on their own schedule as well, every refresh period. Every waiter stops
+// waiting when its own context ends.
+//
+// After the subscriber connection drops, the hub makes it again, subscribes every channel
+// still wanted and, once each is confirmed, wakes all its waiters once, since a message
+// may have been published while nobody listened.
 //
 // A client's hub runs inside it: a program meets it through Lock's waits and through
 // relock.Client.PubSubStats.
@@ -26,10 +49,10 @@ package pubsub
 
 // Stats is a snapshot of a client's subscriber.
 type Stats struct {
-	Channels   int    // channels subscribed, or being subscribed or unsubscribed
+	Channels   int    // channels subscribed (lingering ones too), or being subscribed or unsubscribed
 	Waiting    int    // waiters parked now
 	Messages   uint64 // wake-up messages received
-	Woken      uint64 // waits ended by a wake-up (message or reconnect)
-	TimedOut   uint64 // waits ended by their time bound with no wake-up
+	Woken      uint64 // waits ended by a wake-up (message or reconnect, or passed on by another waiter)
+	TimedOut   uint64 // waits ended by a time bound: their own, or their channel's timer
 	Reconnects uint64 // times the subscriber connection was made again
 }

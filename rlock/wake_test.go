@@ -16,9 +16,10 @@ import (
 
 // waitersInClients parks one waiter for name in each of n new clients (each a process of
 // its own, as far as Redis can tell: its own connections, subscriber and wake code) behind
-// a hold that the returned holder's client has. Each waiter, once it has the lock, reports
-// on the returned channel and unlocks. Their leases are the default 30s, so no waiter
-// tries again on its own within the test: whoever tries was woken.
+// a hold that the returned holder's client has. Each waiter, once it has had the lock and
+// unlocked it, reports its index on the returned channel (-1 for an error, which it
+// reports). Their leases are the default 30s, so no waiter tries again on its own within
+// the test: whoever tries was woken.
 func waitersInClients(t *testing.T, b *redistest.Backend, name string, n int) (holder *relock.Client, held context.Context, clients []*relock.Client, acquired <-chan int) {
 	t.Helper()
 	holder = relocktest.New(t, b)
@@ -34,15 +35,15 @@ func waitersInClients(t *testing.T, b *redistest.Backend, name string, n int) (h
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 			defer cancel()
 			h, err := c.Lock(name).Lock(ctx)
+			if err == nil {
+				err = c.Lock(name).Unlock(h)
+			}
 			if err != nil {
 				t.Errorf("waiter of client %d: %v", i, err)
 				got <- -1
 				return
 			}
 			got <- i
-			if err := c.Lock(name).Unlock(h); err != nil {
-				t.Errorf("waiter of client %d: unlock: %v", i, err)
-			}
 		}()
 	}
 	redistest.Eventually(t, 10*time.Second, "the waiters never parked", func() bool {
@@ -131,7 +132,7 @@ func TestRelockUnlockWakesRedissonWaiters(t *testing.T) {
 			t.Fatal(err)
 		}
 		redistest.Recv(t, acquired, 15*time.Second, "the relock waiter's turn")
-		// The waiter unlocks in turn, with no waiter left: a "0" alone.
+		// The waiter has unlocked in turn, with no waiter left: a "0" alone.
 		redistest.Eventually(t, 10*time.Second, "the messages of two unlocks", func() bool {
 			mu.Lock()
 			defer mu.Unlock()
@@ -207,4 +208,26 @@ func TestWakeUpPassedOnByClientThatGaveUp(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A client that died while registered to be woken (its entry still counts, but nobody
+// listens on its presence channel) is never the one an unlock picks: the waiter of a live
+// client is woken by the release, not left to its time bound.
+func TestWakeUpSkipsDeadClient(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		holder, held, clients, acquired := waitersInClients(t, b, "dead", 1)
+		// The dead client's entry ends before the live one's (the holder's 30s lease and a
+		// second from now), so it comes first.
+		side := b.Client(t)
+		redistest.MustDo(t, side, "ZADD", "relock_wake:{dead}", strconv.FormatInt(time.Now().Add(10*time.Second).UnixMilli(), 10), "4242")
+		if err := holder.Lock("dead").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if i := redistest.Recv(t, acquired, 15*time.Second, "the live waiter's turn: the dead client was picked"); i != 0 {
+			t.Fatalf("waiter %d", i)
+		}
+		if st := clients[0].PubSubStats(); st.Woken != 1 || st.TimedOut != 0 {
+			t.Errorf("live client %+v; want its waiter woken by the release", st)
+		}
+	})
 }

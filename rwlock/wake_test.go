@@ -2,6 +2,7 @@ package rwlock_test
 
 import (
 	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -134,6 +135,50 @@ func TestWriterUnlockWakesAllReaders(t *testing.T) {
 			if err := redistest.Recv(t, done, 15*time.Second, "the waiters' end"); err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+}
+
+// Readers that wait are let in when a writer releases even when the wake registry names a
+// writer's client that listens but does nothing (hung), so that the unlock that picks it
+// wakes nobody: waiting readers make the release wake every client instead.
+func TestWriterUnlockWakesReadersPastHungWriter(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		holder := relocktest.New(t, b)
+		held, err := holder.RWLock("hung-writer").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		reader := relocktest.New(t, b)
+		got := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			h, err := reader.RWLock("hung-writer").RLock(ctx)
+			if err == nil {
+				err = reader.RWLock("hung-writer").RUnlock(h)
+			}
+			got <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the reader never parked", func() bool { return reader.PubSubStats().Waiting == 1 })
+		// A writer's client that registered (its entry counts for a minute more; Redis time
+		// is this machine's clock) and listens on its presence channel, and hangs.
+		side := b.Client(t)
+		redistest.MustDo(t, side, "ZADD", "relock_wake:{hung-writer}", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10), "4242")
+		dc, cancel := b.Client(t).Dedicate()
+		defer cancel()
+		subscribe := dc.B().Subscribe().Channel("relock_wake:{hung-writer}:4242").Build()
+		if b.Cluster != nil { // relock uses sharded pub/sub on a cluster
+			subscribe = dc.B().Ssubscribe().Channel("relock_wake:{hung-writer}:4242").Build()
+		}
+		if err := dc.Do(context.Background(), subscribe).Error(); err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.RWLock("hung-writer").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, got, 15*time.Second, "the reader's turn: it was left to its time bound"); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

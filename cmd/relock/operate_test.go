@@ -302,6 +302,11 @@ func TestInspectRWLock(t *testing.T) {
 		if r.Mode != "write" || len(r.Owners) != 1 || !r.Owners[0].Write || r.Owners[0].Owner != waiting.Owner || len(r.Writers) != 0 {
 			t.Errorf("JSON report after the writer's turn %+v; the waiting writer was %s", r, waiting.Owner)
 		}
+		// The writer's client keeps the channel subscribed for a moment after its last
+		// waiter left (the hub's linger); then nobody is counted as waiting.
+		redistest.Eventually(t, 20*time.Second, "the channel is still subscribed after the linger", func() bool {
+			return b.Server.Subscribers(t, "NUMSUB", "redisson_rwlock:{prefs}") == 0
+		})
 		out, _ = relockCmd(t, b.Addr, "", "inspect", "prefs")
 		if !regexp.MustCompile(`^prefs: rwlock, held \(write mode\), lease .* left\n  ` + regexp.QuoteMeta(waiting.Owner) + ` +writes ×1\n$`).MatchString(out) {
 			t.Errorf("inspect of a write-held rwlock:\n%s", out)

@@ -65,18 +65,19 @@ func New(rc rueidis.Client, cfg Config) *Client {
 		publish = "spublish"
 	}
 	w := leases.New(rc, cfg.Lease)
+	code := newWakeCode()
 	return &Client{
 		Redis:  rc,
 		ID:     cfg.ID,
 		Owners: owner.NewIssuer(cfg.ID),
 		// A subscriber that reconnects means Redis may have restarted and lost every
 		// lock: the watchdog checks every hold at once, not at its next tick.
-		Hub:          hub.New(rc, cfg.Sharded, w.Check),
+		Hub:          hub.New(rc, cfg.Sharded, code, w.Check),
 		Watchdog:     w,
 		Lease:        cfg.Lease,
 		Timeout:      cfg.Timeout,
 		Publish:      publish,
-		WakeCode:     newWakeCode(),
+		WakeCode:     code,
 		SyncReplicas: cfg.SyncReplicas,
 		SyncTimeout:  cfg.SyncTimeout,
 		leaseMs:      strconv.FormatInt(cfg.Lease.Milliseconds(), 10),

@@ -9,6 +9,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/core"
+	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
@@ -218,10 +219,17 @@ func (a *attempt) keep() error {
 }
 
 // waitFor subscribes to the channel that announces this waiter's chance and retries on
-// every wake-up until the lock is acquired or ctx ends. See package pubsub for why it
-// tries once more after subscribing. A queued waiter comes back at least every refresh
-// period, which refreshes its queue entry, so that it is never taken for dead.
-func (a *attempt) waitFor(ctx context.Context, ttl time.Duration) error {
+// every wake-up until the lock is acquired or ctx ends. mark is the hub's mark taken
+// before the attempt that returned ttl: when the channel was already subscribed then and
+// has heard nothing since, every unlock after that attempt will be heard, and the waiter
+// waits at once; otherwise it waits for the subscription and tries once more, since an
+// unlock may have happened while nobody listened (see package pubsub).
+//
+// A queued waiter comes back at least every refresh period, which refreshes its queue
+// entry, so that it is never taken for dead: it keeps a timer of its own. The others of a
+// shared channel share the hub's timer for it, which wakes one of them when the holder's
+// lease as they saw it runs out.
+func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark) error {
 	l := a.l
 	bound := func(ttl time.Duration) time.Duration {
 		if a.queued {
@@ -229,23 +237,53 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration) error {
 		}
 		return ttl
 	}
-	ttl = bound(ttl)
-	sub, err := l.c.Hub.Subscribe(l.kind.channel(l, a.owner))
+	// Waiters of one kind are interchangeable: one's attempt tells the others' outcome.
+	var reg hub.Registry
+	if l.kind.shared {
+		// Its waiters register their client (lua/wake.lua), which an unlock picks only
+		// while the client listens on its presence channel.
+		reg = hub.Registry{Wake: l.n.Wake, Readers: l.n.Readers}
+		here, err := l.c.Hub.Subscribe(l.n.Presence(l.c.WakeCode), nil, hub.Registry{})
+		if err != nil {
+			return err
+		}
+		defer here.Release()
+	}
+	sub, err := l.c.Hub.Subscribe(l.kind.channel(l, a.owner), l.kind, reg)
 	if err != nil {
 		return err
 	}
+	// Release passes on a wake-up this waiter got and did not act on: it leaves with an
+	// error, or its context ended after it was woken.
 	defer sub.Release()
-	if err := sub.Ready(ctx, ttl); err != nil {
-		return err
-	}
-	for {
-		if ttl, err = a.try(ctx); err != nil || ttl == 0 {
-			if err == nil && l.kind.shared {
-				sub.PassOn() // the next parked waiter of this client got its bound from the last holder
-			}
+	again := !sub.QuietSince(mark)
+	if again {
+		if err := sub.Ready(ctx, bound(ttl)); err != nil {
 			return err
 		}
-		if err := sub.Wait(ctx, bound(ttl)); err != nil {
+	}
+	for {
+		if again {
+			// If this attempt gets the lock, the client stays registered to be woken
+			// while others of its waiters remain, and leaves the registry otherwise.
+			if stay := flag(sub.Others()); stay != a.stay {
+				a.stay = stay
+				a.call = l.kind.acquire(l, a)
+			}
+			if ttl, err = a.try(ctx); err != nil || ttl == 0 {
+				if err == nil && l.kind.shared {
+					sub.PassOn() // the next parked waiter of this client got its bound from the last holder
+				}
+				return err
+			}
+		}
+		again = true
+		if a.queued {
+			err = sub.WaitOwn(ctx, bound(ttl))
+		} else {
+			err = sub.Wait(ctx, ttl)
+		}
+		if err != nil {
 			return err
 		}
 	}

@@ -114,7 +114,11 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 	if err := ctx.Err(); err != nil {
 		return ctx, l.fail(op, err)
 	}
-	// The uncontended path is this one round trip.
+	// The uncontended path is this one round trip. The mark, a counter read, lets a
+	// waiter that joins a quiet subscription skip its second attempt (see waitFor); it
+	// must be taken before the attempt, not after it fails: an unlock between the two
+	// could be heard, and dropped, while nobody of this client listened.
+	mark := l.c.Hub.Mark()
 	ttl, err := a.try(wctx)
 	if err != nil {
 		return ctx, l.fail(op, err)
@@ -125,7 +129,7 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 	if !wait {
 		return ctx, l.fail(op, lockerr.ErrLocked)
 	}
-	if err := a.waitFor(wctx, ttl); err != nil {
+	if err := a.waitFor(wctx, ttl, mark); err != nil {
 		a.leave(ctx)
 		return ctx, l.fail(op, err)
 	}

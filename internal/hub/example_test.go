@@ -36,10 +36,10 @@ func ExampleHub() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	h := hub.New(rc, false, nil)
+	h := hub.New(rc, false, "", nil)
 	defer h.Close()
 
-	sub, err := h.Subscribe("redisson_lock__channel:{report}")
+	sub, err := h.Subscribe("redisson_lock__channel:{report}", nil, hub.Registry{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -67,16 +67,16 @@ func ExampleSub() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	h := hub.New(rc, false, nil)
+	h := hub.New(rc, false, "", nil)
 	defer h.Close()
 	ctx := context.Background()
 	const channel = "redisson_rwlock:{config}"
 
-	a, err := h.Subscribe(channel)
+	a, err := h.Subscribe(channel, nil, hub.Registry{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := h.Subscribe(channel)
+	b, err := h.Subscribe(channel, nil, hub.Registry{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -131,12 +131,12 @@ func Example_stats() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	h := hub.New(rc, false, nil)
+	h := hub.New(rc, false, "", nil)
 	defer h.Close()
 	ctx := context.Background()
 	const channel = "redisson_lock__channel:{report}"
 
-	sub, err := h.Subscribe(channel)
+	sub, err := h.Subscribe(channel, nil, hub.Registry{})
 	if err != nil {
 		log.Fatal(err)
 	}

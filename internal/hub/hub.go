@@ -1,6 +1,7 @@
 // Package hub is the implementation of package pubsub: the subscriber connection, the
-// reference-counted channel subscriptions and their permits. Package pubsub documents the
-// behaviour; the lock engine is this package's only caller.
+// reference-counted channel subscriptions that linger after their last subscriber, their
+// permits, marks and timers. Package pubsub documents the behaviour; the lock engine is
+// this package's only caller.
 package hub
 
 import (
@@ -32,11 +33,21 @@ const (
 	maxBackoff = time.Second
 )
 
+// Linger is how long a channel stays subscribed after its last subscriber leaves. A lock
+// contended in bursts would otherwise be unsubscribed and subscribed again between them:
+// two commands on the subscriber connection, a confirmation to wait for, and a next waiter
+// that cannot rely on the subscription to spare its second attempt (see Sub.QuietSince). A
+// second is long next to the gap between two acquisitions of a hot lock, and short enough
+// that a client which stopped using a lock soon lets go of its channel.
+const Linger = time.Second
+
 // Hub is a client's subscriber: one connection, reference-counted subscriptions, and
 // counting permits per channel. It is safe for concurrent use.
 type Hub struct {
 	rc      rueidis.Client
-	sharded bool // SSUBSCRIBE per channel (cluster) rather than one SUBSCRIBE connection
+	sharded bool   // SSUBSCRIBE per channel (cluster) rather than one SUBSCRIBE connection
+	code    string // this client's wake code (see wake.go)
+	publish string // the publish command of a pass-on: "publish", or "spublish" sharded
 	// onReconnect, when set, is called (with mu possibly held: it must not block) once
 	// Redis answers again on a connection made after one was lost.
 	onReconnect func()
@@ -45,8 +56,14 @@ type Hub struct {
 	kick        chan struct{} // tells run that subscriptions changed
 	done        chan struct{} // closed when run has returned
 
-	mu    sync.Mutex
-	chans map[string]*channel
+	// clock counts the events that decide QuietSince: confirmations and messages. Marks
+	// read it without mu; it moves under mu.
+	clock atomic.Uint64
+
+	mu     sync.Mutex
+	chans  map[string]*channel
+	passes []pass        // wake-ups this client cannot use, for the hub's goroutine to pass on
+	linger time.Duration // Linger, but for tests
 
 	messages   atomic.Uint64
 	woken      atomic.Uint64
@@ -58,6 +75,9 @@ type Hub struct {
 type channel struct {
 	refs int // subscribers holding it
 
+	reg  Registry // the lock's wake registries, if its waiters register (see wake.go)
+	skip int      // messages to ignore: each follows a wake code (see wake.go)
+
 	// Server-side state on the current connection. sent says what the last command sent
 	// for this channel was (SUBSCRIBE or UNSUBSCRIBE); pending counts commands whose
 	// confirmation has not arrived. The subscription is confirmed when the last command
@@ -68,6 +88,13 @@ type channel struct {
 	confirmed bool
 	ready     chan struct{} // closed when confirmed; replaced when it stops being so
 
+	// since is the hub's clock at the confirmation, heard at the last message on the
+	// channel, whether anyone was subscribed then or not (see QuietSince).
+	since, heard uint64
+
+	// idle is when the linger of a channel nobody subscribes ends; set when refs falls to 0.
+	idle time.Time
+
 	// lost is set when the connection dropped while the channel was wanted: messages may
 	// have been missed, so its next confirmation wakes every waiter once.
 	lost bool
@@ -77,11 +104,20 @@ type channel struct {
 
 	permits int // wake-ups for subscribers that were not parked when they came
 	waiters []*waiter
+
+	// The channel's timer, at due: the earliest bound of the waiters parked with Wait
+	// since it last fired. Zero due: not armed.
+	due   time.Time
+	timer *time.Timer
 }
 
 type waiter struct {
+	s       *Sub
+	class   any           // the subscriber's class (see Subscribe)
 	ch      chan struct{} // closed on grant
+	shared  bool          // parked with Wait: its bound set the channel's timer
 	granted bool          // guarded by Hub.mu
+	byTimer bool          // granted by the channel's timer; written before ch is closed
 }
 
 // New starts a hub on rc. Classic: one subscriber connection, made at once and remade
@@ -89,20 +125,30 @@ type waiter struct {
 // channel, subscribed with SSUBSCRIBE on the node that owns its slot; locks must then
 // publish with SPUBLISH.
 //
+// code is the client's wake code, which the unlock scripts publish to wake one of its
+// waiters (see wake.go).
+//
 // onReconnect, if not nil, is called whenever the subscriber connection (or, sharded, a
 // channel's) is made again after it was lost and Redis answers on it: a Redis that
 // restarted may have lost every lock. It must not block.
-func New(rc rueidis.Client, sharded bool, onReconnect func()) *Hub {
+func New(rc rueidis.Client, sharded bool, code string, onReconnect func()) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
+	publish := "publish"
+	if sharded {
+		publish = "spublish"
+	}
 	h := &Hub{
 		rc:          rc,
 		onReconnect: onReconnect,
 		sharded:     sharded,
+		code:        code,
+		publish:     publish,
 		ctx:         ctx,
 		cancel:      cancel,
 		kick:        make(chan struct{}, 1),
 		done:        make(chan struct{}),
 		chans:       make(map[string]*channel),
+		linger:      Linger,
 	}
 	if sharded {
 		go h.runSharded()
@@ -117,19 +163,47 @@ func New(rc rueidis.Client, sharded bool, onReconnect func()) *Hub {
 func (h *Hub) Close() {
 	h.cancel()
 	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, c := range h.chans {
+		c.disarm()
+	}
 }
 
-// Sub is one subscriber's hold on a channel. Release it when done waiting.
+// Mark is a point in the hub's history: see Hub.Mark and Sub.QuietSince.
+type Mark uint64
+
+// Mark returns the present point of the hub's history. It allocates nothing and takes no
+// lock: a waiter takes it before every acquisition attempt that may lead to a wait, so
+// that a free lock costs nothing more.
+func (h *Hub) Mark() Mark { return Mark(h.clock.Load()) }
+
+// Sub is one subscriber's hold on a channel. Release it when done waiting. A Sub is used
+// by one goroutine at a time.
 type Sub struct {
 	h        *Hub
 	name     string
 	c        *channel
+	class    any
 	released bool // guarded by Hub.mu
+	// owes is set while the subscriber holds a wake-up it has not acted on: it was
+	// granted one, and has neither waited again nor passed it on. One that leaves with it
+	// must pass it on (Release does), or the others could be left with no timer. Guarded
+	// by Hub.mu.
+	owes bool
 }
 
 // Subscribe registers interest in a channel and returns at once; the subscription is
 // made in the background (use Ready to wait for it). It returns ErrClosed after Close.
-func (h *Hub) Subscribe(name string) (*Sub, error) {
+//
+// class groups the channel's subscribers that are interchangeable: one attempt by any of
+// them tells whether the others' would succeed (a lock's waiters of one kind; a reader
+// and a writer of a read-write lock are not). It is compared with ==; nil is a class like
+// any other. The channel's timer and PassOn wake one waiter of each class.
+//
+// reg names the lock's wake registries when its waiters register their client in them
+// (see wake.go), and is zero when they do not.
+func (h *Hub) Subscribe(name string, class any, reg Registry) (*Sub, error) {
 	if h.ctx.Err() != nil {
 		return nil, lockerr.ErrClosed
 	}
@@ -139,13 +213,16 @@ func (h *Hub) Subscribe(name string) (*Sub, error) {
 		c = &channel{ready: make(chan struct{})}
 		h.chans[name] = c
 	}
+	if reg != (Registry{}) {
+		c.reg = reg
+	}
 	c.refs++
-	needed := !c.sent
+	needed := !c.sent // a lingering channel is still subscribed: nothing to send
 	h.mu.Unlock()
 	if needed {
 		h.poke()
 	}
-	return &Sub{h: h, name: name, c: c}, nil
+	return &Sub{h: h, name: name, c: c, class: class}, nil
 }
 
 // Ready waits until the subscription is confirmed, at most bound. It returns nil when
@@ -173,11 +250,52 @@ func (s *Sub) Ready(ctx context.Context, bound time.Duration) error {
 	}
 }
 
-// Wait blocks until a wake-up for this channel arrives or bound runs out; either way the
-// caller should try the lock again. It returns the context's error when ctx ended first
-// and ErrClosed when the hub was closed. If ctx is already done, Wait may still consume a
-// permit that was waiting and return nil.
+// QuietSince reports whether every message published on the channel after m will reach
+// this subscriber and none has arrived since m: the channel's subscription was confirmed
+// at m and has stayed so (no unsubscription, no dropped connection), and no message came,
+// not even while the channel lingered with nobody subscribed. Call it after Subscribe.
+//
+// A waiter that took m before its last attempt and finds the channel quiet need not try
+// again before it waits: an unlock after that attempt publishes after it, and its message
+// wakes this subscriber or leaves it a permit. Otherwise (false) it waits for Ready and
+// tries again, since an unlock may have happened while nobody listened.
+//
+// A connection that died before m without the hub knowing yet is not seen here; the hub
+// wakes every subscriber of the channel once it is subscribed again.
+func (s *Sub) QuietSince(m Mark) bool {
+	h, c := s.h, s.c
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return c.confirmed && c.since <= uint64(m) && c.heard <= uint64(m)
+}
+
+// Wait blocks until a wake-up for this channel arrives or the channel's timer wakes this
+// waiter; either way the caller should try the lock again. The channel keeps one timer for
+// all the waiters parked with Wait, at the earliest of their bounds (the holder's
+// remaining lease as each one's last attempt saw it); when it fires it wakes one of them
+// per class, the longest parked, and forgets the others' bounds: they were told of the
+// same lease, and the woken one tries, then waits again with what it learnt, which sets
+// the timer again, or gets the lock and calls PassOn. So a process checks a held lock once
+// per lease and class however many of its waiters wait. A waiter may therefore sleep past
+// its own bound, never past its context.
+//
+// Wait returns the context's error when ctx ended first and ErrClosed when the hub was
+// closed. If ctx is already done, Wait may still consume a permit that was waiting and
+// return nil. A waiter that returns nil owes the channel an attempt: it must try, then
+// Wait again, PassOn, or Release, which passes the wake-up on.
 func (s *Sub) Wait(ctx context.Context, bound time.Duration) error {
+	return s.wait(ctx, bound, true)
+}
+
+// WaitOwn is Wait for a waiter that must come back on its own schedule (a fair-lock
+// waiter or a preferred writer, which refreshes its queue entry): it returns at bound
+// whatever the others do, its bound does not set the channel's timer, and the timer never
+// wakes it.
+func (s *Sub) WaitOwn(ctx context.Context, bound time.Duration) error {
+	return s.wait(ctx, bound, false)
+}
+
+func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error {
 	h, c := s.h, s.c
 	h.mu.Lock()
 	if h.ctx.Err() != nil {
@@ -186,22 +304,33 @@ func (s *Sub) Wait(ctx context.Context, bound time.Duration) error {
 	}
 	if c.permits > 0 {
 		c.permits--
+		s.owes = true
 		h.mu.Unlock()
 		h.woken.Add(1)
 		return nil
 	}
-	w := &waiter{ch: make(chan struct{})}
+	// Parking: the subscriber has acted on any wake-up it held by the attempt it made
+	// since, and a shared waiter's bound, from that attempt, now sets the channel's timer.
+	s.owes = false
+	w := &waiter{s: s, class: s.class, ch: make(chan struct{}), shared: shared}
 	c.waiters = append(c.waiters, w)
+	if shared {
+		h.arm(c, bound)
+	}
 	h.mu.Unlock()
 
-	t := time.NewTimer(bound)
-	defer t.Stop()
+	var expired <-chan time.Time
+	if !shared {
+		t := time.NewTimer(bound)
+		defer t.Stop()
+		expired = t.C
+	}
 	var err error
 	select {
-	case <-w.ch:
-		h.woken.Add(1)
+	case <-w.ch: // granted: owes is set
+		h.count(w)
 		return nil
-	case <-t.C:
+	case <-expired:
 	case <-ctx.Done():
 		err = ctx.Err()
 	case <-h.ctx.Done():
@@ -213,11 +342,13 @@ func (s *Sub) Wait(ctx context.Context, bound time.Duration) error {
 	if w.granted {
 		// The wake-up raced with the timer or the cancellation and was granted to us
 		// after all. A waiter that stays takes it; one that leaves must pass it on, or
-		// the unlock it stands for would be lost for everybody else on this channel.
+		// the unlock it stands for (or the timer's check) would be lost for everybody
+		// else on this channel.
 		if err == nil {
-			h.woken.Add(1)
+			h.count(w)
 		} else {
-			h.grantOne(c)
+			s.owes = false
+			h.handOff(c, s.class, true)
 		}
 		return err
 	}
@@ -230,40 +361,62 @@ func (s *Sub) Wait(ctx context.Context, bound time.Duration) error {
 	return err
 }
 
-// Release gives up the subscription; after the last subscriber of a channel releases it,
-// the hub unsubscribes. Release is idempotent.
+// count counts a granted wait: the channel's timer is a time bound, the rest wake-ups.
+func (h *Hub) count(w *waiter) {
+	if w.byTimer {
+		h.timedOut.Add(1)
+	} else {
+		h.woken.Add(1)
+	}
+}
+
+// Release gives up the subscription; a wake-up the subscriber holds and has not acted on
+// is passed on. After the last subscriber of a channel releases it, the channel lingers
+// (see Linger) and the hub then unsubscribes it, unless a subscriber came back meanwhile.
+// Release is idempotent.
 func (s *Sub) Release() {
 	h := s.h
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	if s.released {
-		h.mu.Unlock()
 		return
 	}
 	s.released = true
 	c := s.c
 	c.refs--
+	if c.refs == 0 && (s.owes || c.permits > 0) {
+		// The last subscriber leaves with a wake-up nobody here will act on. It may
+		// have been this client's alone (its wake code): another client must get it.
+		h.passLater(s.name, c)
+	}
+	if s.owes {
+		// After refs fell: a permit, if nobody is parked, is for another subscriber.
+		s.owes = false
+		h.handOff(c, s.class, true)
+	}
 	if c.permits > c.refs {
 		c.permits = c.refs
 	}
-	last := c.refs == 0
-	h.mu.Unlock()
-	if last {
-		h.poke()
+	if c.refs == 0 {
+		c.idle = time.Now().Add(h.linger)
+		c.disarm() // nobody is parked
+		h.poke()   // the loop schedules the unsubscription
 	}
 }
 
-// PassOn wakes one other waiter parked on the channel, if there is one. A waiter that got
-// the lock calls it: the waiters still parked were told how long to sleep by attempts made
-// while the previous holder held the lock, and one of them must learn the new hold's
-// lease, or the lock could stand free until their old bounds run out (a new holder that
-// never unlocks: it crashed, or its fixed lease ran out).
+// PassOn wakes one other waiter of each class parked on the channel, if there is one, and
+// settles the wake-up this subscriber held. A waiter that got the lock calls it: the
+// waiters still parked were told how long to sleep by attempts made while the previous
+// holder held the lock, and one of each class must learn the new hold's lease and set the
+// channel's timer for it, or the lock could stand free until their old bounds run out (a
+// new holder that never unlocks: it crashed, or its fixed lease ran out). One of this
+// subscriber's class may get the lock as well (another reader), and passes on in turn.
 func (s *Sub) PassOn() {
 	h := s.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if len(s.c.waiters) > 0 {
-		h.grantOne(s.c)
-	}
+	s.owes = false
+	h.wakeEachClass(s.c, false, false)
 }
 
 // Stats returns a snapshot of the hub's counters.
@@ -286,11 +439,7 @@ func (h *Hub) Stats() pubsub.Stats {
 // useless attempts. h.mu must be held.
 func (h *Hub) grantOne(c *channel) {
 	if len(c.waiters) > 0 {
-		w := c.waiters[0]
-		c.waiters[0] = nil
-		c.waiters = c.waiters[1:]
-		w.granted = true
-		close(w.ch)
+		h.wake(c, 0, false)
 		return
 	}
 	if c.permits < c.refs {
@@ -298,12 +447,103 @@ func (h *Hub) grantOne(c *channel) {
 	}
 }
 
+// handOff passes on a wake-up that a subscriber of class leaves with: to the
+// longest-parked waiter of that class that shares the channel's timer, since the wake-up
+// may carry the timer's check for the class, and a waiter with its own timer does not set
+// the channel's when it parks again; else to the longest-parked waiter sharing the timer;
+// else to the longest-parked waiter; else, with permit, as a permit. h.mu must be held.
+func (h *Hub) handOff(c *channel, class any, permit bool) {
+	i := slices.IndexFunc(c.waiters, func(w *waiter) bool { return w.shared && w.class == class })
+	if i < 0 {
+		i = slices.IndexFunc(c.waiters, func(w *waiter) bool { return w.shared })
+	}
+	switch {
+	case i >= 0:
+		h.wake(c, i, false)
+	case permit:
+		h.grantOne(c)
+	case len(c.waiters) > 0:
+		h.wake(c, 0, false)
+	}
+}
+
+// wakeEachClass wakes the longest-parked waiter of each class, among the waiters sharing
+// the channel's timer when shared, else among all. h.mu must be held.
+func (h *Hub) wakeEachClass(c *channel, shared, byTimer bool) {
+	var buf [4]any // the classes woken: a lock's channel has one or two
+	woken := buf[:0]
+	for i := 0; i < len(c.waiters); {
+		w := c.waiters[i]
+		if (shared && !w.shared) || slices.Contains(woken, w.class) {
+			i++
+			continue
+		}
+		woken = append(woken, w.class)
+		h.wake(c, i, byTimer) // removes c.waiters[i]
+	}
+}
+
+// wake grants the wake-up to the parked waiter c.waiters[i]. h.mu must be held.
+func (h *Hub) wake(c *channel, i int, byTimer bool) {
+	w := c.waiters[i]
+	if i == 0 {
+		c.waiters[0] = nil
+		c.waiters = c.waiters[1:]
+	} else {
+		c.waiters = slices.Delete(c.waiters, i, i+1)
+	}
+	w.granted, w.byTimer, w.s.owes = true, byTimer, true
+	close(w.ch)
+}
+
+// arm sets the channel's timer to bound from now, unless it is armed earlier. h.mu must
+// be held.
+func (h *Hub) arm(c *channel, bound time.Duration) {
+	at := time.Now().Add(bound)
+	if !c.due.IsZero() && !at.Before(c.due) {
+		return
+	}
+	c.due = at
+	if c.timer == nil {
+		c.timer = time.AfterFunc(bound, func() { h.fire(c) })
+	} else {
+		c.timer.Reset(bound)
+	}
+}
+
+// fire wakes one waiter of each class sharing the channel's timer when the timer's bound
+// has come. The others' bounds are forgotten: the woken ones set the timer again when they
+// park, or pass the wake-up on.
+func (h *Hub) fire(c *channel) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c.due.IsZero() || time.Now().Before(c.due) {
+		return // stopped, or set again since this run was due
+	}
+	c.due = time.Time{}
+	h.wakeEachClass(c, true, true)
+}
+
+// disarm stops the channel's timer. h.mu must be held.
+func (c *channel) disarm() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+	c.due = time.Time{}
+}
+
+// drop forgets channel c, named name. h.mu must be held.
+func (h *Hub) drop(name string, c *channel) {
+	c.disarm()
+	delete(h.chans, name)
+}
+
 // grantAll wakes every parked waiter of c and gives a permit to every other subscriber.
 // h.mu must be held.
 func (h *Hub) grantAll(c *channel) {
 	n := len(c.waiters)
 	for _, w := range c.waiters {
-		w.granted = true
+		w.granted, w.s.owes = true, true
 		close(w.ch)
 	}
 	c.waiters = nil
@@ -313,10 +553,18 @@ func (h *Hub) grantAll(c *channel) {
 func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 	h.messages.Add(1)
 	h.mu.Lock()
-	if c := h.chans[m.Channel]; c != nil && c.refs > 0 {
-		if m.Message == WakeAll {
+	if c := h.chans[m.Channel]; c != nil {
+		// Heard even with nobody subscribed (a lingering channel): the next subscriber
+		// must not take the channel for quiet.
+		c.heard = h.clock.Add(1)
+		switch {
+		case isCode(m.Message):
+			h.onCode(m.Channel, c, m.Message)
+		case c.skip > 0:
+			c.skip-- // the message of an unlock that woke one client by its code
+		case c.refs > 0 && m.Message == WakeAll:
 			h.grantAll(c)
-		} else {
+		case c.refs > 0:
 			h.grantOne(c)
 		}
 	}
@@ -342,7 +590,7 @@ func (h *Hub) onSubscription(s rueidis.PubSubSubscription) {
 	case c.sent:
 		h.confirm(c)
 	case c.refs == 0:
-		delete(h.chans, s.Channel)
+		h.drop(s.Channel, c)
 	}
 }
 
@@ -351,6 +599,7 @@ func (h *Hub) onSubscription(s rueidis.PubSubSubscription) {
 func (h *Hub) confirm(c *channel) {
 	if !c.confirmed {
 		c.confirmed = true
+		c.since = h.clock.Add(1)
 		close(c.ready)
 	}
 	if c.lost {
@@ -441,12 +690,22 @@ func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) {
 	if again {
 		h.reconnected()
 	}
+	lingered := time.NewTimer(time.Hour)
+	defer lingered.Stop()
 	for {
-		if h.sync(dc) != nil {
+		h.passOn()
+		next, err := h.sync(dc)
+		if err != nil {
 			return
+		}
+		var linger <-chan time.Time
+		if !next.IsZero() {
+			lingered.Reset(time.Until(next))
+			linger = lingered.C
 		}
 		select {
 		case <-h.kick:
+		case <-linger:
 		case <-lost:
 			return
 		case <-h.ctx.Done():
@@ -456,10 +715,16 @@ func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) {
 }
 
 // sync sends the SUBSCRIBE and UNSUBSCRIBE commands that bring the server's subscriptions
-// in line with the wanted ones. Only run calls it, so commands on the connection are never
-// concurrent. h.mu is not held while sending: confirmations take it in the hooks.
-func (h *Hub) sync(dc rueidis.DedicatedClient) error {
+// in line with the wanted ones: channels with subscribers, and channels that lost their
+// last one less than the linger ago. It returns when the first linger still running ends
+// (zero: none), for run to sync again then. Only run calls it, so commands on the
+// connection are never concurrent. h.mu is not held while sending: confirmations take it
+// in the hooks.
+func (h *Hub) sync(dc rueidis.DedicatedClient) (time.Time, error) {
 	var sub, unsub []string
+	var regs []Registry
+	var next time.Time
+	now := time.Now()
 	h.mu.Lock()
 	for name, c := range h.chans {
 		switch {
@@ -467,27 +732,41 @@ func (h *Hub) sync(dc rueidis.DedicatedClient) error {
 			c.sent = true
 			c.pending++
 			sub = append(sub, name)
+		case c.refs == 0 && c.sent && now.Before(c.idle):
+			next = earliest(next, c.idle)
 		case c.refs == 0 && c.sent:
 			c.sent = false
 			c.pending++
 			c.unconfirm()
 			unsub = append(unsub, name)
+			regs = append(regs, c.reg)
 		case c.refs == 0 && c.pending == 0:
-			delete(h.chans, name)
+			h.drop(name, c)
 		}
 	}
 	h.mu.Unlock()
 	if len(sub) > 0 {
 		if err := dc.Do(h.ctx, dc.B().Subscribe().Channel(sub...).Build()).Error(); err != nil {
-			return err
+			return next, err
 		}
 	}
 	if len(unsub) > 0 {
+		// Out of the registries first, so that no unlock picks this client once it no
+		// longer hears the channel; a code that comes meanwhile is passed on.
+		h.unregister(regs)
 		if err := dc.Do(h.ctx, dc.B().Unsubscribe().Channel(unsub...).Build()).Error(); err != nil {
-			return err
+			return next, err
 		}
 	}
-	return nil
+	return next, nil
+}
+
+// earliest returns the earlier of a and b, a zero time standing for none.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // reset forgets the server-side state of a dropped connection. Channels still wanted are
@@ -498,12 +777,13 @@ func (h *Hub) reset() {
 	defer h.mu.Unlock()
 	for name, c := range h.chans {
 		if c.refs == 0 {
-			delete(h.chans, name)
+			h.drop(name, c) // lingering: nothing to keep
 			continue
 		}
 		c.sent = false
 		c.pending = 0
 		c.lost = true
+		c.skip = 0 // a code's message may have been lost with the connection
 		c.unconfirm()
 	}
 }

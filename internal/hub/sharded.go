@@ -38,10 +38,18 @@ func (h *Hub) runSharded() {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	r := newRouter(h.rc)
+	lingered := time.NewTimer(time.Hour)
+	defer lingered.Stop()
 	for {
+		h.passOn()
+		var next time.Time
+		var ending []*channel
+		var regs []Registry
+		now := time.Now()
 		h.mu.Lock()
 		for name, c := range h.chans {
-			if c.refs > 0 && c.stop == nil {
+			switch {
+			case c.refs > 0 && c.stop == nil:
 				ctx, cancel := context.WithCancel(h.ctx)
 				c.stop = cancel
 				wg.Add(1)
@@ -49,13 +57,40 @@ func (h *Hub) runSharded() {
 					defer wg.Done()
 					h.receive(ctx, name, c, r)
 				}()
-			} else if c.refs == 0 && c.stop != nil {
-				c.stop() // the receiver removes the channel once it has let go
+			case c.refs == 0 && c.stop == nil:
+				h.drop(name, c) // released before its receiver started
+			case c.refs == 0 && now.Before(c.idle):
+				next = earliest(next, c.idle) // lingering: the receiver stays
+			case c.refs == 0:
+				ending = append(ending, c)
+				regs = append(regs, c.reg)
 			}
 		}
 		h.mu.Unlock()
+		if len(ending) > 0 {
+			// Out of the registries first, so that no unlock picks this client once it no
+			// longer hears the channel; a code that comes meanwhile is passed on.
+			h.unregister(regs)
+			h.mu.Lock()
+			for _, c := range ending {
+				if c.refs == 0 {
+					c.stop() // the receiver removes the channel once it has let go
+				} else {
+					// A subscriber came back while the client left the registries: it
+					// must not take the channel for quiet, and registers again.
+					c.heard = h.clock.Add(1)
+				}
+			}
+			h.mu.Unlock()
+		}
+		var linger <-chan time.Time
+		if !next.IsZero() {
+			lingered.Reset(time.Until(next))
+			linger = lingered.C
+		}
 		select {
 		case <-h.kick:
+		case <-linger:
 		case <-h.ctx.Done():
 			return
 		}
@@ -87,7 +122,7 @@ func (h *Hub) receive(ctx context.Context, name string, c *channel, r *router) {
 	if c.refs > 0 {
 		h.poke() // wanted again while this receiver was letting go
 	} else {
-		delete(h.chans, name)
+		h.drop(name, c)
 	}
 }
 

@@ -205,6 +205,11 @@ func Of(name string) Names {
 // Waiter is the private channel of a fair lock's waiter: redisson_lock__channel:{<name>}:<owner>.
 func (n Names) Waiter(owner string) string { return n.FairChannel + owner }
 
+// Presence is the channel that a client with the wake code code subscribes to while it has
+// waiters on the lock, relock_wake:{<name>}:<code>: an unlock picks a registered client
+// only while somebody listens there (see lua/wake.lua).
+func (n Names) Presence(code string) string { return n.Wake + ":" + code }
+
 // ReadTimeouts is the prefix of owner's read holds' timeout keys of a read-write lock,
 // "{<name>}:<owner>:rwlock_timeout": hold k's key is this, ':', k.
 func (n Names) ReadTimeouts(owner string) string {

@@ -1,0 +1,278 @@
+package hub_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/hub"
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// settle gives a hub that wrongly wakes, subscribes or unsubscribes time to show it
+// before a test counts: the behaviour checked is that nothing happens.
+const settle = 300 * time.Millisecond
+
+// A channel whose last subscriber left stays subscribed for the linger: a subscriber that
+// comes back meanwhile finds it confirmed, and no UNSUBSCRIBE or second SUBSCRIBE is sent.
+func TestLingerKeepsSubscription(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		h.SetLinger(time.Minute)
+		stats := b.Commands(t)
+		before := stats.Calls(t)
+		for i := 0; i < 5; i++ {
+			subscribe(t, h, "bursty").Release()
+		}
+		time.Sleep(settle)
+		after := stats.Calls(t)
+		if n := after["subscribe"] - before["subscribe"]; n != 1 {
+			t.Errorf("%d SUBSCRIBE for five subscribers in a row within the linger; want 1", n)
+		}
+		if n := after["unsubscribe"] - before["unsubscribe"]; n != 0 {
+			t.Errorf("%d UNSUBSCRIBE within the linger; want 0", n)
+		}
+		if n := b.Server.Subscribers(t, "NUMSUB", "bursty"); n != 1 {
+			t.Errorf("server counts %d subscribers on the lingering channel; want 1", n)
+		}
+	})
+}
+
+// After the linger the hub's loop unsubscribes the channel and forgets it.
+func TestLingerEnds(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		h.SetLinger(100 * time.Millisecond)
+		subscribe(t, h, "passing").Release()
+		eventually(t, "the lingering channel was never unsubscribed", func() bool {
+			return h.Stats().Channels == 0 && b.Server.Subscribers(t, "NUMSUB", "passing") == 0
+		})
+		// And it can be subscribed again afterwards.
+		s := subscribe(t, h, "passing")
+		publish(t, b.Client(t), "passing", hub.WakeOne)
+		if err := s.Wait(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); st.Woken != 1 {
+			t.Errorf("stats %+v: the message on the channel subscribed again was not delivered", st)
+		}
+	})
+}
+
+// A mark tells a subscriber whether it may wait without another attempt: only when the
+// channel was confirmed at the mark and nothing arrived on it since, not even while it
+// lingered with nobody subscribed.
+func TestQuietSince(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		h.SetLinger(time.Minute)
+		var subs []*hub.Sub
+		join := func(m hub.Mark) bool {
+			s := subscribe(t, h, "marked")
+			subs = append(subs, s)
+			return s.QuietSince(m)
+		}
+
+		if join(h.Mark()) {
+			t.Error("QuietSince a mark taken before the channel was subscribed")
+		}
+		if !join(h.Mark()) {
+			t.Error("not QuietSince a mark taken on a confirmed channel with no message since")
+		}
+
+		// Another channel's message does not count.
+		m := h.Mark()
+		subscribe(t, h, "other").Release()
+		publish(t, rc, "other", hub.WakeOne)
+		eventually(t, "the other channel's message", func() bool { return h.Stats().Messages == 1 })
+		if !join(m) {
+			t.Error("a message on another channel counted against this one")
+		}
+
+		// Everyone leaves; a message arrives while the channel lingers.
+		m = h.Mark()
+		for _, s := range subs {
+			s.Release()
+		}
+		publish(t, rc, "marked", hub.WakeOne)
+		eventually(t, "the message to the lingering channel", func() bool { return h.Stats().Messages == 2 })
+		if join(m) {
+			t.Error("QuietSince a mark before a message that arrived while the channel lingered")
+		}
+		if !join(h.Mark()) {
+			t.Error("not QuietSince a mark taken after the message")
+		}
+	})
+}
+
+// A reconnect after the mark means messages may have been missed: not quiet.
+func TestQuietSinceReconnect(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		s := subscribe(t, h, "dropped")
+		m := h.Mark()
+		if err := rc.Do(context.Background(), rc.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "no reconnect", func() bool { return h.Stats().Reconnects > 0 })
+		if err := s.Ready(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if subscribe(t, h, "dropped").QuietSince(m) {
+			t.Error("QuietSince a mark taken before the connection dropped")
+		}
+		m = h.Mark()
+		if !subscribe(t, h, "dropped").QuietSince(m) {
+			t.Error("not QuietSince a mark taken after the reconnect")
+		}
+	})
+}
+
+// When the waiters' bounds run out, the channel's timer wakes one of them, not all: the
+// holder's lease is checked once per process.
+func TestChannelTimerWakesOne(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		var done []<-chan error
+		for i := 0; i < 3; i++ {
+			done = append(done, wait(subscribe(t, h, "timed"), 100*time.Millisecond))
+		}
+		eventually(t, "nobody woken at the bound", func() bool { return h.Stats().TimedOut >= 1 })
+		time.Sleep(settle)
+		if st := h.Stats(); st.TimedOut != 1 || st.Waiting != 2 {
+			t.Fatalf("stats %+v: want one waiter woken at the bound, two still parked", st)
+		}
+		publish(t, rc, "timed", hub.WakeAll)
+		for _, d := range done {
+			if err := redistest.Recv(t, d, 10*time.Second, "a Wait's return"); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
+
+// A waiter woken by the channel's timer that waits again sets the timer anew, so that the
+// others, whose own bounds the timer dropped, are woken in their turn.
+func TestChannelTimerRearmed(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		first, second := subscribe(t, h, "rearmed"), subscribe(t, h, "rearmed")
+		woken := wait(first, 100*time.Millisecond)
+		eventually(t, "first not parked", func() bool { return h.Stats().Waiting == 1 })
+		secondWoken := wait(second, time.Hour)
+		if err := redistest.Recv(t, woken, 10*time.Second, "the first waiter's wake-up at its bound"); err != nil {
+			t.Fatal(err)
+		}
+		// The first waiter tried and failed: it parks again with a new bound, behind the
+		// second, which the timer wakes next.
+		woken = wait(first, 100*time.Millisecond)
+		if err := redistest.Recv(t, secondWoken, 10*time.Second, "the second waiter's wake-up by the re-armed timer"); err != nil {
+			t.Fatal(err)
+		}
+		// And the second, failing too, parks again with what it learnt: the first is woken
+		// in its turn.
+		secondWoken = wait(second, 100*time.Millisecond)
+		if err := redistest.Recv(t, woken, 10*time.Second, "the first waiter's second wake-up"); err != nil {
+			t.Fatal(err)
+		}
+		publish(t, b.Client(t), "rearmed", hub.WakeAll)
+		if err := redistest.Recv(t, secondWoken, 10*time.Second, "the second waiter's wake-up by a message"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A waiter woken by the timer that leaves without waiting again (it got an error, or gave
+// up) passes the wake-up on rather than leaving the others without a timer.
+func TestWokenWaiterPassesOn(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		first := subscribe(t, h, "leaving")
+		woken := wait(first, 100*time.Millisecond)
+		eventually(t, "first not parked", func() bool { return h.Stats().Waiting == 1 })
+		second := wait(subscribe(t, h, "leaving"), time.Hour)
+		if err := redistest.Recv(t, woken, 10*time.Second, "the first waiter's wake-up at its bound"); err != nil {
+			t.Fatal(err)
+		}
+		first.Release()
+		if err := redistest.Recv(t, second, 10*time.Second, "the wake-up passed on by the leaving waiter"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A waiter with its own schedule (WaitOwn) comes back at its bound whatever the channel's
+// timer does, and neither sets that timer nor is woken by it.
+func TestOwnTimer(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		queued := subscribe(t, h, "own")
+		parked := make(chan error, 1)
+		go func() { parked <- queued.WaitOwn(context.Background(), time.Hour) }()
+		eventually(t, "the queued waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		shared := wait(subscribe(t, h, "own"), 100*time.Millisecond)
+		if err := redistest.Recv(t, shared, 10*time.Second, "the shared waiter's wake-up at its bound"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(settle)
+		if st := h.Stats(); st.Waiting != 1 || st.TimedOut != 1 {
+			t.Fatalf("stats %+v: the channel's timer woke the waiter with its own schedule", st)
+		}
+
+		other := subscribe(t, h, "own")
+		own := make(chan error, 1)
+		go func() { own <- other.WaitOwn(context.Background(), 100*time.Millisecond) }()
+		if err := redistest.Recv(t, own, 10*time.Second, "the own timer's wake-up"); err != nil {
+			t.Fatal(err)
+		}
+		publish(t, rc, "own", hub.WakeAll)
+		if err := redistest.Recv(t, parked, 10*time.Second, "the queued waiter's wake-up"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Waiters of different classes (a read-write lock's readers and writers) are not
+// interchangeable: the channel's timer, and PassOn, wake one of each class, so that a
+// writer that fails does not leave a reader that would get in asleep.
+func TestOnePerClass(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		join := func(class string) *hub.Sub {
+			s, err := h.Subscribe("classes", class, hub.Registry{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(s.Release)
+			if err := s.Ready(context.Background(), 10*time.Second); err != nil {
+				t.Fatal(err)
+			}
+			return s
+		}
+		// Parked in this order: writer, reader, writer, reader.
+		var subs []*hub.Sub
+		var done []<-chan error
+		for i, class := range []string{"write", "read", "write", "read"} {
+			s := join(class)
+			subs = append(subs, s)
+			done = append(done, wait(s, 100*time.Millisecond))
+			eventually(t, "waiter not parked", func() bool { return h.Stats().Waiting == i+1 })
+		}
+		for _, i := range []int{0, 1} {
+			if err := redistest.Recv(t, done[i], 10*time.Second, "the first waiter of each class woken by the timer"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(settle)
+		if st := h.Stats(); st.TimedOut != 2 || st.Waiting != 2 {
+			t.Fatalf("stats %+v: want the first writer and the first reader woken at the bound, two parked", st)
+		}
+		// The first reader got the lock: the next reader and the next writer learn of it.
+		subs[1].PassOn()
+		for _, i := range []int{2, 3} {
+			if err := redistest.Recv(t, done[i], 10*time.Second, "a waiter of each class woken by PassOn"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

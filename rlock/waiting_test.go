@@ -1,0 +1,295 @@
+package rlock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// scriptCalls is the number of script calls in the difference of two INFO commandstats.
+func scriptCalls(before, after map[string]int64) int64 {
+	return after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]
+}
+
+// subscriptions is the number of SUBSCRIBE and SSUBSCRIBE (or, with un, UNSUBSCRIBE and
+// SUNSUBSCRIBE) commands in the difference of two INFO commandstats.
+func subscriptions(before, after map[string]int64, un string) int64 {
+	return after[un+"subscribe"] + after["s"+un+"subscribe"] - before[un+"subscribe"] - before["s"+un+"subscribe"]
+}
+
+// lockInBackground runs mu.Lock with a context bounded by d, unlocks at once when it got
+// the lock, and reports the result.
+func lockInBackground(mu *rlock.Mutex, d time.Duration) <-chan error {
+	done := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), d)
+		defer cancel()
+		held, err := mu.Lock(ctx)
+		if err == nil {
+			err = mu.Unlock(held)
+		}
+		done <- err
+	}()
+	return done
+}
+
+// A waiter that joins a channel its client already has confirmed, with no message on it
+// since its attempt, parks after that one attempt: any unlock after it is still heard.
+func TestJoiningWaiterTriesOnce(t *testing.T) {
+	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
+		held, err := holder.Lock("joined").Lock(context.Background(), rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := lockInBackground(waiter.Lock("joined"), 30*time.Second)
+		redistest.Eventually(t, 10*time.Second, "the first waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
+
+		stats := b.Commands(t)
+		before := stats.Calls(t)
+		second := lockInBackground(waiter.Lock("joined"), 30*time.Second)
+		redistest.Eventually(t, 10*time.Second, "the second waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 2 })
+		after := stats.Calls(t)
+		if n := scriptCalls(before, after); n != 1 {
+			t.Errorf("the joining waiter sent %d script calls before it parked; want 1", n)
+		}
+
+		if err := holder.Lock("joined").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []<-chan error{first, second} {
+			if err := redistest.Recv(t, d, 20*time.Second, "a waiter's acquisition"); err != nil {
+				t.Errorf("waiter: %v", err)
+			}
+		}
+	})
+}
+
+// A lock contended in bursts keeps its channel subscribed between them: a waiter that
+// comes within the linger reuses the subscription, and needs no second attempt. After the
+// linger the channel is unsubscribed.
+func TestChannelLingersBetweenBursts(t *testing.T) {
+	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
+		stats := b.Commands(t)
+		start := stats.Calls(t)
+		held, err := holder.Lock("bursty").Lock(context.Background(), rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// First burst: the waiter subscribes and gets the lock at the unlock.
+		mu := waiter.Lock("bursty")
+		got := make(chan context.Context, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			h, err := mu.Lock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Errorf("first waiter: %v", err)
+			}
+			got <- h
+		}()
+		redistest.Eventually(t, 10*time.Second, "the first waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
+		if err := holder.Lock("bursty").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		firstHeld := redistest.Recv(t, got, 20*time.Second, "the first waiter's acquisition")
+
+		// Second burst, right after: nobody of the waiter's client waits, the channel
+		// lingers, and the next waiter joins it.
+		before := stats.Calls(t)
+		second := lockInBackground(waiter.Lock("bursty"), 30*time.Second)
+		redistest.Eventually(t, 10*time.Second, "the second waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
+		after := stats.Calls(t)
+		if n := subscriptions(start, after, ""); n != 1 {
+			t.Errorf("%d subscriptions for two bursts within the linger; want 1", n)
+		}
+		if n := subscriptions(start, after, "un"); n != 0 {
+			t.Errorf("%d unsubscriptions within the linger; want 0", n)
+		}
+		if n := scriptCalls(before, after); n != 1 {
+			t.Errorf("the waiter joining the lingering channel sent %d script calls before it parked; want 1", n)
+		}
+		if err := mu.Unlock(firstHeld); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, second, 20*time.Second, "the second waiter's acquisition"); err != nil {
+			t.Fatalf("second waiter: %v", err)
+		}
+		redistest.Eventually(t, 10*time.Second, "the channel was not unsubscribed after the linger", func() bool {
+			return waiter.PubSubStats().Channels == 0
+		})
+		if n := subscriptions(start, stats.Calls(t), "un"); n != 1 {
+			t.Errorf("%d unsubscriptions after the linger; want 1", n)
+		}
+	})
+}
+
+// 5,000 waiters of one process on a lock held for three leases check the lock about once
+// per lease between them, not each at its own bound.
+func TestOneCheckPerLease(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const (
+			waiters = 5000
+			lease   = time.Second
+			leases  = 3
+		)
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
+		side, stats := b.Client(t), b.Commands(t)
+		// A fixed lease that the test extends by hand, every third of it, so that no script
+		// call but the waiters' reaches the server while it counts.
+		if _, err := holder.Lock("crowded").Lock(context.Background(), rlock.WithLease(lease)); err != nil {
+			t.Fatal(err)
+		}
+		stop := make(chan struct{})
+		var extended sync.WaitGroup
+		extended.Add(1)
+		go func() {
+			defer extended.Done()
+			tick := time.NewTicker(lease / 3)
+			defer tick.Stop()
+			for {
+				select {
+				case <-tick.C:
+					redistest.Do(t, side, "PEXPIRE", "crowded", "1000")
+				case <-stop:
+					return
+				}
+			}
+		}()
+		defer func() { close(stop); extended.Wait() }()
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		var wg sync.WaitGroup
+		var wrong atomic.Int64
+		mu := waiter.Lock("crowded")
+		for i := 0; i < waiters; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := mu.Lock(relock.NewOwner(ctx)); !errors.Is(err, context.Canceled) {
+					wrong.Add(1)
+				}
+			}()
+		}
+		redistest.Eventually(t, 60*time.Second, "the waiters never all parked", func() bool { return waiter.PubSubStats().Waiting == waiters })
+
+		before, begin := stats.Calls(t), time.Now()
+		time.Sleep(leases * lease)
+		after, elapsed := stats.Calls(t), time.Since(begin)
+		calls := scriptCalls(before, after)
+		t.Logf("%d script calls from %d waiters in %v (%v leases)", calls, waiters, elapsed.Round(time.Millisecond), leases)
+		// The lock is extended every third of its lease, so a check finds between two
+		// thirds of a lease and a whole one left: up to one and a half checks per lease,
+		// and one more for a check in flight at either end.
+		if limit := int64(elapsed/lease)*3/2 + 2; calls > limit {
+			t.Errorf("%d script calls in %v from %d waiters; want at most %d, about one per lease", calls, elapsed, waiters, limit)
+		}
+		cancel()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		redistest.Recv(t, done, 60*time.Second, "the cancelled waiters' return")
+		if n := wrong.Load(); n != 0 {
+			t.Errorf("%d waiters ended otherwise than by their cancelled context", n)
+		}
+	})
+}
+
+// With no unlock message ever (every hold's fixed lease runs out), the waiters still get
+// the lock one after the other: the channel's timer wakes one waiter, which takes the lock
+// and passes the wake-up on, or learns the new lease and sets the timer for it. Waiters
+// that give up on the way do not break the chain.
+func TestTimerChainWithoutMessages(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const waiters = 12
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
+		if _, err := holder.Lock("expiring").Lock(context.Background(), rlock.WithLease(300*time.Millisecond)); err != nil {
+			t.Fatal(err)
+		}
+		mu := waiter.Lock("expiring")
+		results := make(chan error, waiters)
+		var quitters atomic.Int64
+		for i := 0; i < waiters; i++ {
+			go func() {
+				// Every third waiter gives up early; the others wait long enough for all.
+				d := 60 * time.Second
+				if i%3 == 2 {
+					d = time.Duration(100+50*i) * time.Millisecond
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), d)
+				defer cancel()
+				// Never unlocked: the hold ends when its lease runs out, publishing nothing.
+				_, err := mu.Lock(relock.NewOwner(ctx), rlock.WithLease(150*time.Millisecond))
+				if errors.Is(err, context.DeadlineExceeded) && i%3 == 2 {
+					quitters.Add(1)
+					err = nil
+				}
+				results <- err
+			}()
+		}
+		for i := 0; i < waiters; i++ {
+			if err := redistest.Recv(t, results, 90*time.Second, "a waiter's acquisition"); err != nil {
+				t.Errorf("waiter: %v", err)
+			}
+		}
+		t.Logf("%d waiters gave up; hub %+v", quitters.Load(), waiter.PubSubStats())
+	})
+}
+
+// Goroutines of two clients take a lock in turns, holding it briefly; every release
+// publishes, so no wait may end by its time bound, the holder's minute-long lease: a
+// waiter that joined a subscription, skipped its second attempt and missed the unlock
+// would sleep for it, and the test would run out of time.
+func TestNoLostWakeUpUnderContention(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const (
+			perClient = 4
+			rounds    = 40
+		)
+		clients := []*relock.Client{
+			relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute)),
+			relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute)),
+		}
+		errs := make(chan error, 2*perClient)
+		for _, c := range clients {
+			mu := c.Lock("turns")
+			for i := 0; i < perClient; i++ {
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 45*time.Second)
+					defer cancel()
+					for r := 0; r < rounds; r++ {
+						held, err := mu.Lock(relock.NewOwner(ctx))
+						if err != nil {
+							errs <- err
+							return
+						}
+						if err := mu.Unlock(held); err != nil {
+							errs <- err
+							return
+						}
+					}
+					errs <- nil
+				}()
+			}
+		}
+		for i := 0; i < 2*perClient; i++ {
+			if err := redistest.Recv(t, errs, 60*time.Second, "a goroutine's rounds"); err != nil {
+				t.Errorf("rounds: %v", err)
+			}
+		}
+		for i, c := range clients {
+			if st := c.PubSubStats(); st.TimedOut != 0 {
+				t.Errorf("client %d: %+v: a wait ended by its bound although every release published", i, st)
+			}
+		}
+	})
+}
