@@ -66,9 +66,10 @@ const ceilingWakeCode = "1152921504606847975"
 // This is the one place the ceiling knows relock's calls: when the engine's calls change,
 // change them here to match plain.go.
 func relockCeilingCycle(b []byte, n keys.Names, owner string) []byte {
-	// Plain.acquire, not fenced, by Lock (which may wait): KEYS = {lock, wake registry},
-	// ARGV = {lease ms, owner, the client's wake code, no other waiters}.
-	b = appendCommand(b, "EVALSHA", script.RLockAcquire().SHA1, "2", n.Lock, n.Wake, relockLeaseMs, owner, ceilingWakeCode, "0")
+	// Plain.acquire, not fenced, by Lock (which may wait), a first attempt: KEYS = {lock,
+	// wake registry}, ARGV = {lease ms, owner, the client's wake code, "" (first
+	// attempt), the lock's channel, publish command}.
+	b = appendCommand(b, "EVALSHA", script.RLockAcquire().SHA1, "2", n.Lock, n.Wake, relockLeaseMs, owner, ceilingWakeCode, "", n.Channel, "publish")
 	// Plain.release: KEYS = {lock, channel, wake registry}, ARGV = {wake-one message,
 	// owner, the hold count the client expects (one), publish command}.
 	return appendCommand(b, "EVALSHA", script.RLockUnlock().SHA1, "3", n.Lock, n.Channel, n.Wake,

@@ -7,6 +7,8 @@
 -- ARGV[3] the client's wake code, when the owner waits if it must ("" for TryLock)
 -- ARGV[4] for a woken waiter, "1" when other waiters of this client remain on the lock and
 --         "0" when none do (see settle in wake.lua); "" for a first attempt
+-- ARGV[5] the lock's channel, and ARGV[6] the publish command: a first-level acquisition
+--         announces its lease to the registered clients (see announce in wake.lua)
 -- Returns {1, hold count, token} when the owner now holds the lock: token is the fencing
 -- counter's new value on a first-level acquisition of a fenced lock, else 0 (a re-entry
 -- keeps its hold's token). Returns {0, PTTL} when another owner holds it; the PTTL (-1
@@ -30,6 +32,7 @@ if redis.call('exists', KEYS[1]) == 0 then
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
   settle(KEYS[2], ARGV[3], ARGV[4], tonumber(ARGV[1]))
+  announce(KEYS[2], ARGV[5], ARGV[6], ARGV[1])
   return {1, 1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
@@ -43,10 +46,4 @@ local kind = shape(KEYS[1])
 if kind ~= 'rlock' then
   return wrongtype(kind)
 end
-local pttl = redis.call('pttl', KEYS[1])
-local bound = pttl
-if bound < 0 then
-  bound = tonumber(ARGV[1])
-end
-register(KEYS[2], ARGV[3], bound)
-return {0, pttl}
+return held(KEYS[1], KEYS[2], ARGV[3], ARGV[1])

@@ -12,6 +12,9 @@
 -- ARGV[5] the client's wake code, when the owner waits if it must ("" for TryLock)
 -- ARGV[6] for a woken reader, "1" when other waiters of this client remain on the lock and
 --         "0" when none do (see settle in wake.lua); "" for a first attempt
+-- KEYS[5] the lock's wake registry, of clients with writers waiting; ARGV[7] the lock's
+--         channel and ARGV[8] the publish command: a reader that takes a free lock
+--         announces its lease to the registered clients (see announce in wake.lua)
 -- Returns {1, read hold count, w} when the owner now holds a read hold, with w = 1 when it
 -- was taken beside the owner's own write hold (a downgrade: the write field now lives as
 -- long as this hold keeps the hash) and 0 otherwise; else {0, ms}: how
@@ -56,13 +59,7 @@ if mode == false then
   end
   redis.call('hset', KEYS[1], 'mode', 'read')
 elseif not (mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
-  local pttl = redis.call('pttl', KEYS[1])
-  local bound = pttl
-  if bound < 0 then
-    bound = tonumber(ARGV[1])
-  end
-  register(KEYS[4], ARGV[5], bound)
-  return {0, pttl}
+  return held(KEYS[1], KEYS[4], ARGV[5], ARGV[1])
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
 local expiry = tonumber(ARGV[1])
@@ -79,4 +76,7 @@ if mode == 'write' then
   beside = 1
 end
 settle(KEYS[4], ARGV[5], ARGV[6], tonumber(ARGV[1]))
+if mode == false then
+  announce(KEYS[5], ARGV[7], ARGV[8], ARGV[1])
+end
 return {1, count, beside}

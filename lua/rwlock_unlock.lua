@@ -26,11 +26,11 @@
 -- wait under writer preference, the last reader sends "1", so that a woken reader that
 -- gives way does not swallow the wake-up the writer needs.
 local mode = redis.call('hget', KEYS[1], 'mode')
-local held = nil
+local holds = nil
 if mode then
-  held = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+  holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
 end
-local go, reply = expect(held, ARGV[3])
+local go, reply = expect(holds, ARGV[3])
 if not go then
   return reply
 end

@@ -13,6 +13,8 @@
 -- ARGV[6] the client's wake code, when the owner waits if it must ("" for TryLock)
 -- ARGV[7] for a woken waiter, "1" when other waiters of this client remain on the lock and
 --         "0" when none do (see settle in wake.lua); "" for a first attempt
+-- ARGV[8] the lock's channel, and ARGV[9] the publish command: a first-level acquisition
+--         announces its lease to the registered clients (see announce in wake.lua)
 -- Returns {1, write hold count, token} when the owner now holds the write lock, {0, PTTL}
 -- when it must wait, {2} when the owner holds live read holds only: an upgrade, which
 -- would wait forever for itself.
@@ -38,6 +40,7 @@ if mode == false then
     redis.call('del', KEYS[2])
   end
   settle(KEYS[4], ARGV[6], ARGV[7], tonumber(ARGV[1]))
+  announce(KEYS[4], ARGV[8], ARGV[9], ARGV[1])
   return {1, 1, token}
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
@@ -63,10 +66,4 @@ if ARGV[4] == '1' then
   redis.call('zadd', KEYS[2], now + tonumber(ARGV[5]), ARGV[2])
   redis.call('pexpire', KEYS[2], ARGV[5])
 end
-local pttl = redis.call('pttl', KEYS[1])
-local bound = pttl
-if bound < 0 then
-  bound = tonumber(ARGV[1])
-end
-register(KEYS[4], ARGV[6], bound)
-return {0, pttl}
+return held(KEYS[1], KEYS[4], ARGV[6], ARGV[1])

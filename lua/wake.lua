@@ -9,6 +9,10 @@
 -- most bound ms before it tries again (and so registers again); the entry counts one second
 -- longer, for that try to arrive. code "" registers nothing (a TryLock, which never waits).
 --
+-- held(key, registry, code, lease) is the reply of an attempt that finds key held:
+-- {0, PTTL}, after registering code for as long as the waiter may sleep, the PTTL or, for a
+-- key without expiry, lease ms.
+--
 -- settle(registry, code, stay, bound) is what a woken waiter that got the lock does with
 -- its client's entry, which the unlock that woke it took: stay "1" (other waiters of the
 -- client remain) registers it again for bound ms, "0" (none remain) makes sure it is gone,
@@ -41,6 +45,15 @@ local function register(registry, code, bound)
   redis.call('zadd', registry, now_ms() + life, code)
   redis.call('pexpire', registry, life)
 end
+local function held(key, registry, code, lease)
+  local pttl = redis.call('pttl', key)
+  local bound = pttl
+  if bound < 0 then
+    bound = tonumber(lease)
+  end
+  register(registry, code, bound)
+  return {0, pttl}
+end
 local function settle(registry, code, stay, bound)
   if stay == '1' then
     register(registry, code, bound)
@@ -54,6 +67,18 @@ local function listening(publish, presence)
     numsub = 'shardnumsub'
   end
   return redis.call('pubsub', numsub, presence)[2] > 0
+end
+-- announce(registry, channel, publish, lease) tells the registered clients' waiters, who
+-- were told to sleep until the previous holder's lease ran out, that the lock has a new
+-- holder whose lease ends in lease ms: it publishes "-" and lease, which a relock client
+-- takes as the latest its waiters may sleep, without trying (Redisson's clients ignore it,
+-- a negative number). Only a woken client's waiter tries at a release, so the others would
+-- otherwise sleep on past the new hold's end if it ends without an unlock. Nothing goes
+-- out when no client is registered, or channel is nil (a caller that sends none).
+local function announce(registry, channel, publish, lease)
+  if channel and redis.call('exists', registry) == 1 then
+    redis.call(publish, channel, '-' .. lease)
+  end
 end
 local function wake(registry, channel, publish, message)
   local e = redis.call('zpopmin', registry)

@@ -22,9 +22,20 @@
 //
 // Wake-ups are counted per channel, so a message that arrives while a waiter is between
 // its attempt and its wait is kept for it rather than lost. "0" (Redisson's unlock
-// message) lets one waiting client try; "1" (its read-unlock message) lets every waiter
-// try, since readers may all enter; "2" tells a fair lock's waiter that the owner whose
-// turn it was took the lock.
+// message) lets one waiter of each process try; "1" (its read-unlock message) lets every
+// waiter try, since readers may all enter; "2" tells a fair lock's waiter that the owner
+// whose turn it was took the lock.
+//
+// Across processes one release wakes one waiter, not one per process: a process whose
+// waiters wait registers in the lock's wake registry in Redis, and the unlock publishes
+// the wake code of one registered process before its "0" or "1". That process wakes one
+// waiter; every relock process ignores the message that follows a code; Redisson's clients
+// ignore codes and hear the message as their own. A message with no code before it (from
+// Redisson, or with no process registered) wakes one waiter in each process as above. A
+// process woken with no waiter left passes the wake-up on to the next registered one. A
+// first-level acquisition publishes its lease as "-<ms>" while processes are registered:
+// each sets its channel's timer to that hold's end, so that waiters not woken learn of a
+// hold that ends without an unlock. docs/design.md tells the whole protocol.
 //
 // A message lost anyway (a dropped connection) costs at most one lease, never a hang: the
 // waiters of a channel share one timer, set at the earliest end of the holder's lease that

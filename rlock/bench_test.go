@@ -65,7 +65,7 @@ func BenchmarkRawScripts(b *testing.B) {
 		channel, wake := keys.Of(name).Channel, keys.Of(name).Wake
 		ctx := context.Background()
 		for pb.Next() {
-			if err := script.RLockAcquire().Exec(ctx, rc, []string{name, wake}, []string{"30000", owner, "", "0"}).Error(); err != nil {
+			if err := script.RLockAcquire().Exec(ctx, rc, []string{name, wake}, []string{"30000", owner, "", "", channel, "publish"}).Error(); err != nil {
 				b.Error(err)
 				return
 			}

@@ -3,15 +3,13 @@ package rlock_test
 import (
 	"context"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
 )
 
 // waitersInClients parks one waiter for name in each of n new clients (each a process of
@@ -105,41 +103,15 @@ func TestRelockUnlockWakesRedissonWaiters(t *testing.T) {
 		channel := "redisson_lock__channel:{mixed}"
 
 		// A Redisson client's subscription to the lock's channel.
-		var mu sync.Mutex
-		var msgs []string
-		subscribed := make(chan struct{})
-		var once sync.Once
-		dc, cancel := b.Client(t).Dedicate()
-		defer cancel()
-		dc.SetPubSubHooks(rueidis.PubSubHooks{
-			OnMessage: func(m rueidis.PubSubMessage) {
-				mu.Lock()
-				msgs = append(msgs, m.Message)
-				mu.Unlock()
-			},
-			OnSubscription: func(rueidis.PubSubSubscription) { once.Do(func() { close(subscribed) }) },
-		})
-		subscribe := dc.B().Subscribe().Channel(channel).Build()
-		if b.Cluster != nil { // relock publishes with SPUBLISH on a cluster, as Redisson does
-			subscribe = dc.B().Ssubscribe().Channel(channel).Build()
-		}
-		if err := dc.Do(context.Background(), subscribe).Error(); err != nil {
-			t.Fatal(err)
-		}
-		redistest.Recv(t, subscribed, 10*time.Second, "the subscription's confirmation")
+		l := b.Listen(t, channel)
 
 		if err := holder.Lock("mixed").Unlock(held); err != nil {
 			t.Fatal(err)
 		}
 		redistest.Recv(t, acquired, 15*time.Second, "the relock waiter's turn")
 		// The waiter has unlocked in turn, with no waiter left: a "0" alone.
-		redistest.Eventually(t, 10*time.Second, "the messages of two unlocks", func() bool {
-			mu.Lock()
-			defer mu.Unlock()
-			return len(msgs) >= 3
-		})
-		mu.Lock()
-		defer mu.Unlock()
+		redistest.Eventually(t, 10*time.Second, "the messages of two unlocks", func() bool { return len(l.Messages()) >= 3 })
+		msgs := l.Messages()
 		if len(msgs) != 3 || msgs[1] != "0" || msgs[2] != "0" {
 			t.Fatalf("messages %q; want a wake code, \"0\", and \"0\"", msgs)
 		}
@@ -228,6 +200,43 @@ func TestWakeUpSkipsDeadClient(t *testing.T) {
 		}
 		if st := clients[0].PubSubStats(); st.Woken != 1 || st.TimedOut != 0 {
 			t.Errorf("live client %+v; want its waiter woken by the release", st)
+		}
+	})
+}
+
+// Waiters of clients that an unlock did not wake learn the new hold's lease: when that hold
+// ends without an unlock (a fixed lease that runs out, a holder that died), they try at its
+// end, not when the previous hold would have ended. Here each waiter, once it has the
+// lock, keeps it for a short fixed lease and never unlocks; the holder they waited behind
+// had the default 30s lease.
+func TestWaitersLearnNewHoldsLease(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const n = 3
+		holder := relocktest.New(t, b)
+		held, err := holder.Lock("relay").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, n)
+		var clients []*relock.Client
+		for range n {
+			c := relocktest.New(t, b)
+			clients = append(clients, c)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				_, err := c.Lock("relay", rlock.WithLease(300*time.Millisecond)).Lock(ctx)
+				got <- err
+			}()
+		}
+		redistest.Eventually(t, 10*time.Second, "the waiters never parked", func() bool { return relocktest.Waiting(clients...) == n })
+		if err := holder.Lock("relay").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		for range n {
+			if err := redistest.Recv(t, got, 10*time.Second, "the next waiter's turn after a 300ms hold: it slept on the old 30s lease"); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }

@@ -45,13 +45,7 @@ func TestOneWriterWokenPerReleaseAcrossClients(t *testing.T) {
 						acquired <- err
 					}()
 				}
-				redistest.Eventually(t, 10*time.Second, "the writers never parked", func() bool {
-					parked := 0
-					for _, c := range clients {
-						parked += c.PubSubStats().Waiting
-					}
-					return parked == n
-				})
+				redistest.Eventually(t, 10*time.Second, "the writers never parked", func() bool { return relocktest.Waiting(clients...) == n })
 				if err := unlock(held); err != nil {
 					t.Fatal(err)
 				}
@@ -117,13 +111,7 @@ func TestWriterUnlockWakesAllReaders(t *testing.T) {
 			}
 			done <- err
 		}()
-		redistest.Eventually(t, 10*time.Second, "the waiters never parked", func() bool {
-			parked := 0
-			for _, c := range clients {
-				parked += c.PubSubStats().Waiting
-			}
-			return parked == readers+1
-		})
+		redistest.Eventually(t, 10*time.Second, "the waiters never parked", func() bool { return relocktest.Waiting(clients...) == readers+1 })
 		if err := holder.RWLock("readers").Unlock(held); err != nil {
 			t.Fatal(err)
 		}
@@ -165,15 +153,7 @@ func TestWriterUnlockWakesReadersPastHungWriter(t *testing.T) {
 		// is this machine's clock) and listens on its presence channel, and hangs.
 		side := b.Client(t)
 		redistest.MustDo(t, side, "ZADD", "relock_wake:{hung-writer}", strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10), "4242")
-		dc, cancel := b.Client(t).Dedicate()
-		defer cancel()
-		subscribe := dc.B().Subscribe().Channel("relock_wake:{hung-writer}:4242").Build()
-		if b.Cluster != nil { // relock uses sharded pub/sub on a cluster
-			subscribe = dc.B().Ssubscribe().Channel("relock_wake:{hung-writer}:4242").Build()
-		}
-		if err := dc.Do(context.Background(), subscribe).Error(); err != nil {
-			t.Fatal(err)
-		}
+		b.Listen(t, "relock_wake:{hung-writer}:4242")
 		if err := holder.RWLock("hung-writer").Unlock(held); err != nil {
 			t.Fatal(err)
 		}

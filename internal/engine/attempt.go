@@ -39,7 +39,8 @@ type attempt struct {
 	held   context.Context // the hold's context, once acquired
 	bind   owner.Binding   // the owner, as the hold's context will carry it
 
-	detached core.Detached // the attempt's calls' context: see try
+	detached core.Detached // the first try's calls' context: see try
+	tries    int
 }
 
 // code is the client's wake code when the attempt may wait, and "" for TryLock, which never
@@ -73,8 +74,15 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	l := a.l
 	turn := l.c.Watchdog.Begin(l.n.Lock, a.owner)
 	defer turn.End()
-	// The attempt is one allocation already; its calls' context is part of it.
-	dctx := l.c.DetachInto(&a.detached, ctx)
+	// The attempt is one allocation already: its first try's context is part of it. A
+	// later try (a waiter's) gets one of its own, since the client may still hold on to
+	// an earlier try's context.
+	var dctx context.Context
+	if a.tries++; a.tries == 1 {
+		dctx = l.c.DetachInto(&a.detached, ctx)
+	} else {
+		dctx = l.c.Detached(ctx)
+	}
 	known := turn.Count
 	var ttl time.Duration
 	var sent time.Time

@@ -49,7 +49,7 @@ type layout struct {
 type call struct {
 	script *script.Script
 	keys   [6]string
-	args   [7]string
+	args   [9]string
 	nk, na int
 }
 

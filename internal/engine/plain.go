@@ -15,7 +15,7 @@ var Plain = &layout{
 	field:  self,
 	grant:  token,
 	acquire: func(l *Lock, a *attempt) call {
-		return l.fence(a, newCall(script.RLockAcquire(), []string{l.n.Lock, l.n.Wake}, []string{a.leaseMs, a.who, a.code(), a.stay}))
+		return l.fence(a, newCall(script.RLockAcquire(), []string{l.n.Lock, l.n.Wake}, []string{a.leaseMs, a.who, a.code(), a.stay, l.n.Channel, l.c.Publish}))
 	},
 	channel: func(l *Lock, _ string) string { return l.n.Channel },
 	release: func(l *Lock, field, expected string) call {

@@ -17,8 +17,8 @@ var Read = &layout{
 	shared: true,
 	field:  self,
 	acquire: func(l *Lock, a *attempt) call {
-		return newCall(script.RWLockReadAcquire(), []string{l.n.Lock, l.n.ReadTimeouts(a.who), l.n.Writers, l.n.Readers},
-			[]string{a.leaseMs, a.who, keys.WriteField(a.who), flag(a.s.WriterPreference), a.code(), a.stay})
+		return newCall(script.RWLockReadAcquire(), []string{l.n.Lock, l.n.ReadTimeouts(a.who), l.n.Writers, l.n.Readers, l.n.Wake},
+			[]string{a.leaseMs, a.who, keys.WriteField(a.who), flag(a.s.WriterPreference), a.code(), a.stay, l.n.RWChannel, l.c.Publish})
 	},
 	// The read acquire script's third value says whether the hold was taken beside the
 	// owner's write hold, which then lives as long as it does.

@@ -19,7 +19,7 @@ var Write = &layout{
 	acquire: func(l *Lock, a *attempt) call {
 		a.queued = a.wait && a.s.WriterPreference
 		return l.fence(a, newCall(script.RWLockWriteAcquire(), []string{l.n.Lock, l.n.Writers, l.n.ReadTimeouts(a.who), l.n.Wake},
-			[]string{a.leaseMs, a.owner, a.who, flag(a.queued), a.entryMs(), a.code(), a.stay}))
+			[]string{a.leaseMs, a.owner, a.who, flag(a.queued), a.entryMs(), a.code(), a.stay, l.n.RWChannel, l.c.Publish}))
 	},
 	channel: rwChannel,
 	// A preferred writer that gives up stops holding readers back.

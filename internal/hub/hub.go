@@ -560,6 +560,8 @@ func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 		switch {
 		case isCode(m.Message):
 			h.onCode(m.Channel, c, m.Message)
+		case isLease(m.Message):
+			h.onLease(c, m.Message)
 		case c.skip > 0:
 			c.skip-- // the message of an unlock that woke one client by its code
 		case c.refs > 0 && m.Message == WakeAll:

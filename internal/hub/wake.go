@@ -2,6 +2,8 @@ package hub
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -32,7 +34,30 @@ type pass struct {
 
 // isCode reports whether a message on a lock channel is a wake code rather than one of
 // the lock messages: codes have four digits or more, the lock messages one.
-func isCode(msg string) bool { return len(msg) >= 4 }
+func isCode(msg string) bool { return len(msg) >= 4 && digits(msg) }
+
+// isLease reports whether a message is a new hold's lease, "-" and its milliseconds.
+func isLease(msg string) bool { return len(msg) >= 2 && msg[0] == '-' && digits(msg[1:]) }
+
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// onLease handles a new hold's lease heard on channel c: the waiters parked on the
+// channel's timer were told to sleep until the previous hold ended, and must look again
+// when this one ends, if that is sooner. Nobody tries now. h.mu must be held.
+func (h *Hub) onLease(c *channel, msg string) {
+	ms, err := strconv.ParseInt(msg[1:], 10, 64)
+	if err != nil || !slices.ContainsFunc(c.waiters, func(w *waiter) bool { return w.shared }) {
+		return
+	}
+	h.arm(c, time.Duration(ms)*time.Millisecond)
+}
 
 // onCode handles a wake code heard on channel c. h.mu must be held.
 func (h *Hub) onCode(name string, c *channel, code string) {

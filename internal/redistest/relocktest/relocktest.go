@@ -32,3 +32,12 @@ func New(t testing.TB, src Source, opts ...relock.Option) *relock.Client {
 	t.Cleanup(func() { _ = c.Close() })
 	return c
 }
+
+// Waiting returns how many waiters the clients have parked now, all together.
+func Waiting(clients ...*relock.Client) int {
+	n := 0
+	for _, c := range clients {
+		n += c.PubSubStats().Waiting
+	}
+	return n
+}
