@@ -73,9 +73,12 @@ func (h *Hub) runSharded() {
 			h.unregister(regs)
 			h.mu.Lock()
 			for _, c := range ending {
-				if c.refs == 0 {
+				switch {
+				case c.stop == nil:
+					// Its receiver ended meanwhile, and removed it.
+				case c.refs == 0:
 					c.stop() // the receiver removes the channel once it has let go
-				} else {
+				default:
 					// A subscriber came back while the client left the registries: it
 					// must not take the channel for quiet, and registers again.
 					c.heard = h.clock.Add(1)
