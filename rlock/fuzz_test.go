@@ -108,7 +108,13 @@ func FuzzLockSequence(f *testing.F) {
 					acquired(mu.Lock(owners[o]))
 					break
 				}
-				tctx, cancel := context.WithTimeout(owners[o], 20*time.Millisecond)
+				// A lock that must wait gives up after 20ms; one the owner may take gets
+				// 5s, room for a loaded machine (the fuzzer's own workers take the CPUs).
+				wait := 20 * time.Millisecond
+				if free || mine {
+					wait = 5 * time.Second
+				}
+				tctx, cancel := context.WithTimeout(owners[o], wait)
 				held, err := mu.Lock(tctx)
 				if free || mine {
 					acquired(context.WithoutCancel(held), err)

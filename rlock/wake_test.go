@@ -150,16 +150,7 @@ func TestWakeUpPassedOnByClientThatGaveUp(t *testing.T) {
 				redistest.Eventually(t, 10*time.Second, "the quitter never parked", func() bool { return quitter.PubSubStats().Waiting == 1 })
 
 				other := relocktest.New(t, b)
-				acquired := make(chan error, 1)
-				go func() {
-					wctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-					defer cancel()
-					h, err := other.Lock("quit").Lock(wctx)
-					if err == nil {
-						err = other.Lock("quit").Unlock(h)
-					}
-					acquired <- err
-				}()
+				acquired := lockInBackground(other.Lock("quit"), 20*time.Second)
 				redistest.Eventually(t, 10*time.Second, "the other waiter never parked", func() bool { return other.PubSubStats().Waiting == 1 })
 				if err := redistest.Recv(t, gaveUp, 10*time.Second, "the quitter's Lock"); err == nil {
 					t.Fatal("the quitter got the lock while it was held")
