@@ -103,20 +103,22 @@ func TestChannelLingersBetweenBursts(t *testing.T) {
 		}
 		firstHeld := redistest.Recv(t, got, 20*time.Second, "the first waiter's acquisition")
 
+		// A waiting client subscribes to the lock's channel and to its presence channel
+		// (see lua/wake.lua): in one or two SUBSCRIBEs, as the hub's loop takes them, or
+		// one SSUBSCRIBE each on a cluster. The second burst must add none.
+		first := subscriptions(start, stats.Calls(t), "")
+		if first < 1 || first > 2 {
+			t.Errorf("%d subscriptions for the first burst; want 1 or 2", first)
+		}
+
 		// Second burst, right after: nobody of the waiter's client waits, the channel
 		// lingers, and the next waiter joins it.
 		before := stats.Calls(t)
 		second := lockInBackground(waiter.Lock("bursty"), 30*time.Second)
 		redistest.Eventually(t, 10*time.Second, "the second waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
 		after := stats.Calls(t)
-		// A waiting client subscribes to the lock's channel and to its presence channel
-		// (see lua/wake.lua): in one SUBSCRIBE, or in one SSUBSCRIBE each on a cluster.
-		once := int64(1)
-		if b.Cluster != nil {
-			once = 2
-		}
-		if n := subscriptions(start, after, ""); n != once {
-			t.Errorf("%d subscriptions for two bursts within the linger; want %d", n, once)
+		if n := subscriptions(start, after, ""); n != first {
+			t.Errorf("%d subscriptions for two bursts within the linger; want the first burst's %d", n, first)
 		}
 		if n := subscriptions(start, after, "un"); n != 0 {
 			t.Errorf("%d unsubscriptions within the linger; want 0", n)
@@ -133,8 +135,8 @@ func TestChannelLingersBetweenBursts(t *testing.T) {
 		redistest.Eventually(t, 10*time.Second, "the channel was not unsubscribed after the linger", func() bool {
 			return waiter.PubSubStats().Channels == 0
 		})
-		if n := subscriptions(start, stats.Calls(t), "un"); n != once {
-			t.Errorf("%d unsubscriptions after the linger; want %d", n, once)
+		if n := subscriptions(start, stats.Calls(t), "un"); n < 1 || n > first {
+			t.Errorf("%d unsubscriptions after the linger; want 1 to %d, as many as it took to subscribe at most", n, first)
 		}
 	})
 }
