@@ -92,7 +92,9 @@ if free then
   -- Readers that wait may all enter: every client hears the message. Otherwise one
   -- client with a writer waiting is woken (wake.lua), and Redisson's waiters hear the
   -- message as from Redisson.
-  redis.call('zremrangebyscore', KEYS[6], '-inf', now_ms())
+  if redis.call('exists', KEYS[6]) == 1 then
+    redis.call('zremrangebyscore', KEYS[6], '-inf', now_ms())
+  end
   if redis.call('exists', KEYS[6]) == 1 then
     redis.call(ARGV[4], KEYS[2], message)
   else

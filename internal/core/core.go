@@ -60,10 +60,6 @@ type Config struct {
 
 // New returns a core for rc, with its own hub and watchdog; Close stops them.
 func New(rc rueidis.Client, cfg Config) *Client {
-	publish := "publish"
-	if cfg.Sharded {
-		publish = "spublish"
-	}
 	w := leases.New(rc, cfg.Lease)
 	code := newWakeCode()
 	return &Client{
@@ -76,7 +72,7 @@ func New(rc rueidis.Client, cfg Config) *Client {
 		Watchdog:     w,
 		Lease:        cfg.Lease,
 		Timeout:      cfg.Timeout,
-		Publish:      publish,
+		Publish:      hub.PublishCommand(cfg.Sharded),
 		WakeCode:     code,
 		SyncReplicas: cfg.SyncReplicas,
 		SyncTimeout:  cfg.SyncTimeout,

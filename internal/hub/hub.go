@@ -133,16 +133,12 @@ type waiter struct {
 // restarted may have lost every lock. It must not block.
 func New(rc rueidis.Client, sharded bool, code string, onReconnect func()) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
-	publish := "publish"
-	if sharded {
-		publish = "spublish"
-	}
 	h := &Hub{
 		rc:          rc,
 		onReconnect: onReconnect,
 		sharded:     sharded,
 		code:        code,
-		publish:     publish,
+		publish:     PublishCommand(sharded),
 		ctx:         ctx,
 		cancel:      cancel,
 		kick:        make(chan struct{}, 1),

@@ -26,6 +26,15 @@ type Registry struct {
 	Wake, Readers string
 }
 
+// PublishCommand is the command that wakes the waiters of a lock channel: PUBLISH, or with
+// sharded pub/sub SPUBLISH, whose subscribers listen on the channel's shard.
+func PublishCommand(sharded bool) string {
+	if sharded {
+		return "spublish"
+	}
+	return "publish"
+}
+
 // pass is a wake-up this client got for a channel it no longer waits on.
 type pass struct {
 	channel string

@@ -154,15 +154,22 @@ func ExampleHold() {
 		}
 	}
 
+	// The count the client knows, read in the owner's turn.
+	count := func() int64 {
+		turn := w.Begin("orders", owner)
+		defer turn.End()
+		return turn.Count
+	}
+
 	held := lock(ctx)
 	again := lock(held)
-	fmt.Println("re-entry gets the same context:", again == held, "count:", w.Count("orders", owner))
+	fmt.Println("re-entry gets the same context:", again == held, "count:", count())
 
 	unlock()
-	fmt.Println("after one unlock:", w.Count("orders", owner), "context live:", held.Err() == nil)
+	fmt.Println("after one unlock:", count(), "context live:", held.Err() == nil)
 
 	unlock()
-	fmt.Println("after the last unlock:", w.Count("orders", owner), "context:", held.Err())
+	fmt.Println("after the last unlock:", count(), "context:", held.Err())
 	// Output:
 	// re-entry gets the same context: true count: 2
 	// after one unlock: 1 context live: true

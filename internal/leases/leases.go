@@ -375,16 +375,6 @@ func (w *Watchdog) Unlocked(name, owner string) {
 	}
 }
 
-// Count returns the owner's hold count as this client knows it: 0 when it knows of no hold.
-func (w *Watchdog) Count(name, owner string) int64 {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if h := w.holds[holdKey{name, owner}]; h != nil {
-		return h.count
-	}
-	return 0
-}
-
 // Turn is one call's exclusive turn at changing an owner's hold count of one lock, taken
 // with Begin and given back with End.
 type Turn struct {
