@@ -14,14 +14,17 @@
 -- keeps its hold's token). Returns {0, PTTL} when another owner holds it; the PTTL (-1
 -- when the lock has no expiry) bounds how long a waiter sleeps before trying again, and
 -- the client is registered to be woken for that long.
--- A key of another type makes HEXISTS fail with WRONGTYPE and leaves the key untouched;
--- a hash without a plain lock's shape (see shape.lua) is refused with WRONGTYPE too.
+-- A key of another type makes HEXISTS fail with WRONGTYPE and leaves the key untouched. A
+-- hash without a plain lock's shape (see shape.lua) is refused with WRONGTYPE too, on a
+-- first attempt (ARGV[4] "") or when it has no expiry, as no lock lacks one: a woken
+-- waiter's attempt found a lock before, and is spared reading the whole hash again.
 --
 -- The expiry never moves earlier: a re-entry sets it to the longer of what is left and
 -- the new lease, so a re-entry with a short lease cannot cut short what an earlier hold
 -- of the same owner was promised.
 
-if redis.call('exists', KEYS[1]) == 0 then
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
   local token = 0
   if KEYS[3] then
     -- First, before any write: a counter that cannot be incremented (another type) fails
@@ -37,13 +40,15 @@ if redis.call('exists', KEYS[1]) == 0 then
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  redis.call('pexpire', KEYS[1], math.max(pttl, tonumber(ARGV[1])))
   return {1, count, 0}
 end
 -- Another owner's lock, a read-write lock's hash or an application's hash: only the first
 -- may be waited for (taking the others for a held lock would wait forever).
-local kind = shape(KEYS[1])
-if kind ~= 'rlock' then
-  return wrongtype(kind)
+if ARGV[4] == '' or pttl == -1 then
+  local kind = shape(KEYS[1])
+  if kind ~= 'rlock' then
+    return wrongtype(kind)
+  end
 end
-return held(KEYS[1], KEYS[2], ARGV[3], ARGV[1])
+return waiting(KEYS[2], ARGV[3], pttl, ARGV[1])

@@ -91,10 +91,8 @@ if free then
   end
   -- Readers that wait may all enter: every client hears the message. Otherwise one
   -- client with a writer waiting is woken (wake.lua), and Redisson's waiters hear the
-  -- message as from Redisson.
-  if redis.call('exists', KEYS[6]) == 1 then
-    redis.call('zremrangebyscore', KEYS[6], '-inf', now_ms())
-  end
+  -- message as from Redisson. (A reader's entry whose client died stays until the
+  -- registry runs out: until then releases go to every client, as before the registry.)
   if redis.call('exists', KEYS[6]) == 1 then
     redis.call(ARGV[4], KEYS[2], message)
   else

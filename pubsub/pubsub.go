@@ -7,8 +7,10 @@
 //
 //  1. Take a mark of the hub (a counter read: it costs nothing on a free lock), then try
 //     to acquire. If that fails, Subscribe to the lock's channel.
-//  2. If the channel was already subscribed and confirmed at the mark, and no message and
-//     no reconnect came on it since, every unlock after the attempt will be heard: go to 4.
+//  2. If the channel was already subscribed and confirmed at the mark, and no wake-up for
+//     this process and no reconnect came on it since, every unlock after the attempt will
+//     be heard: go to 4. (A release that woke another process by its code does not count,
+//     nor does a new hold's lease: see below.)
 //  3. Otherwise wait until the subscription is confirmed (Ready), and try again: an unlock
 //     that happened between 1 and now may have been missed, this attempt covers it.
 //  4. Wait for a wake-up, bounded by the lock's lease; then try again, and wait again if
@@ -35,16 +37,18 @@
 // process woken with no waiter left passes the wake-up on to the next registered one. A
 // first-level acquisition publishes its lease as "-<ms>" while processes are registered:
 // each sets its channel's timer to that hold's end, so that waiters not woken learn of a
-// hold that ends without an unlock. docs/design.md tells the whole protocol.
+// hold that ends without an unlock; it does so only when that lease is shorter than the
+// registered waiters sleep. docs/design.md tells the whole protocol.
 //
 // A message lost anyway (a dropped connection) costs at most one lease, never a hang: the
 // waiters of a channel share one timer, set at the earliest end of the holder's lease that
-// their attempts saw. When it fires it wakes one waiter of the process, not all (one
-// reader and one writer on a read-write lock's channel: one's attempt says nothing of the
-// other's): that one tries, and either waits again with the lease it learnt, which sets
-// the timer again, or gets the lock and wakes the next waiter, which learns the new hold's
-// lease. A process
-// thus checks a held lock about once per lease however many of its goroutines wait. A
+// their attempts saw, plus a sixty-fourth of it (at most 250 ms), which lets a live
+// holder's renewal, due at that moment, land first. When it fires it wakes one waiter of
+// the process, not all (one reader and one writer on a read-write lock's channel: one's
+// attempt says nothing of the other's): that one tries, and either waits again with the
+// lease it learnt, which sets the timer again, or gets the lock and sets the timer for its
+// own lease (a reader also wakes the next reader, which may get in beside it). A process
+// thus checks a held lock once per lease however many of its goroutines wait. A
 // woken waiter that leaves instead (its context ended, or Redis failed it) passes the
 // wake-up on. Waiters that keep a queue entry alive (fair-lock waiters, preferred writers)
 // come back on their own schedule as well, every refresh period. Every waiter stops

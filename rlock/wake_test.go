@@ -195,39 +195,56 @@ func TestWakeUpSkipsDeadClient(t *testing.T) {
 	})
 }
 
-// Waiters of clients that an unlock did not wake learn the new hold's lease: when that hold
+// Waiters that an unlock did not wake learn the new hold's lease, whether they wait in
+// other clients than the one woken or beside the woken waiter in its client: when that hold
 // ends without an unlock (a fixed lease that runs out, a holder that died), they try at its
 // end, not when the previous hold would have ended. Here each waiter, once it has the
 // lock, keeps it for a short fixed lease and never unlocks; the holder they waited behind
 // had the default 30s lease.
 func TestWaitersLearnNewHoldsLease(t *testing.T) {
-	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const n = 3
-		holder := relocktest.New(t, b)
-		held, err := holder.Lock("relay").Lock(context.Background())
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := make(chan error, n)
-		var clients []*relock.Client
-		for range n {
-			c := relocktest.New(t, b)
-			clients = append(clients, c)
-			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
-				_, err := c.Lock("relay", rlock.WithLease(300*time.Millisecond)).Lock(ctx)
-				got <- err
-			}()
-		}
-		redistest.Eventually(t, 10*time.Second, "the waiters never parked", func() bool { return relocktest.Waiting(clients...) == n })
-		if err := holder.Lock("relay").Unlock(held); err != nil {
-			t.Fatal(err)
-		}
-		for range n {
-			if err := redistest.Recv(t, got, 10*time.Second, "the next waiter's turn after a 300ms hold: it slept on the old 30s lease"); err != nil {
-				t.Fatal(err)
-			}
-		}
-	})
+	for _, clientsOf := range []struct {
+		name   string
+		n      int  // clients the waiters are spread over
+		unlock bool // the first holder unlocks; else its 3s lease runs out
+	}{{"across clients", 3, true}, {"in one client", 1, true}, {"in one client after a lease ran out", 1, false}} {
+		t.Run(clientsOf.name, func(t *testing.T) {
+			redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+				const n = 3
+				holder := relocktest.New(t, b)
+				var opts []rlock.Option
+				if !clientsOf.unlock {
+					opts = append(opts, rlock.WithLease(3*time.Second))
+				}
+				held, err := holder.Lock("relay", opts...).Lock(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := make(chan error, n)
+				var clients []*relock.Client
+				for range clientsOf.n {
+					clients = append(clients, relocktest.New(t, b))
+				}
+				for i := range n {
+					c := clients[i%len(clients)]
+					go func() {
+						ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+						defer cancel()
+						_, err := c.Lock("relay", rlock.WithLease(300*time.Millisecond)).Lock(ctx)
+						got <- err
+					}()
+				}
+				redistest.Eventually(t, 10*time.Second, "the waiters never parked", func() bool { return relocktest.Waiting(clients...) == n })
+				if clientsOf.unlock {
+					if err := holder.Lock("relay").Unlock(held); err != nil {
+						t.Fatal(err)
+					}
+				}
+				for range n {
+					if err := redistest.Recv(t, got, 10*time.Second, "the next waiter's turn after a 300ms hold: it slept on the old 30s lease"); err != nil {
+						t.Fatal(err)
+					}
+				}
+			})
+		})
+	}
 }

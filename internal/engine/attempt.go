@@ -247,6 +247,7 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 	}
 	// Waiters of one kind are interchangeable: one's attempt tells the others' outcome.
 	var reg hub.Registry
+	listening := true // the client was listening on its presence channel since mark
 	if l.kind.shared {
 		// Its waiters register their client (lua/wake.lua), which an unlock picks only
 		// while the client listens on its presence channel.
@@ -256,6 +257,7 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 			return err
 		}
 		defer here.Release()
+		listening = here.QuietSince(mark)
 	}
 	sub, err := l.c.Hub.Subscribe(l.kind.channel(l, a.owner), l.kind, reg)
 	if err != nil {
@@ -264,7 +266,7 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 	// Release passes on a wake-up this waiter got and did not act on: it leaves with an
 	// error, or its context ended after it was woken.
 	defer sub.Release()
-	again := !sub.QuietSince(mark)
+	again := !listening || !sub.QuietSince(mark)
 	if again {
 		if err := sub.Ready(ctx, bound(ttl)); err != nil {
 			return err
@@ -280,7 +282,7 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 			}
 			if ttl, err = a.try(ctx); err != nil || ttl == 0 {
 				if err == nil && l.kind.shared {
-					sub.PassOn() // the next parked waiter of this client got its bound from the last holder
+					sub.Took(a.lease, l.kind.shares)
 				}
 				return err
 			}

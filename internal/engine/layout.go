@@ -19,9 +19,13 @@ type layout struct {
 	hash hash
 	// fenced: WithFencing makes a first-level acquisition take a token.
 	fenced bool
-	// shared: waiters of every owner listen on one channel, so a waiter that gets the lock
-	// passes a wake-up on to the next parked one of its client.
+	// shared: waiters of every owner listen on one channel and register their client to
+	// be woken (lua/wake.lua); a waiter that gets the lock tells the ones still parked of
+	// its lease (hub.Sub.Took).
 	shared bool
+	// shares: holds of different owners coexist (readers), so a waiter that gets the lock
+	// also wakes the next parked one of its kind, which may get it too.
+	shares bool
 	// field is the hash field that counts owner's holds.
 	field func(owner string) string
 	// acquire is the acquire call of a, and marks a as queued when its waiter keeps an

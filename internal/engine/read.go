@@ -15,6 +15,7 @@ import (
 var Read = &layout{
 	hash:   rwlockHash,
 	shared: true,
+	shares: true,
 	field:  self,
 	acquire: func(l *Lock, a *attempt) call {
 		return newCall(script.RWLockReadAcquire(), []string{l.n.Lock, l.n.ReadTimeouts(a.who), l.n.Writers, l.n.Readers, l.n.Wake},

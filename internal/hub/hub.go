@@ -195,7 +195,7 @@ type Sub struct {
 // class groups the channel's subscribers that are interchangeable: one attempt by any of
 // them tells whether the others' would succeed (a lock's waiters of one kind; a reader
 // and a writer of a read-write lock are not). It is compared with ==; nil is a class like
-// any other. The channel's timer and PassOn wake one waiter of each class.
+// any other. The channel's timer wakes one waiter of each class.
 //
 // reg names the lock's wake registries when its waiters register their client in them
 // (see wake.go), and is zero when they do not.
@@ -247,14 +247,21 @@ func (s *Sub) Ready(ctx context.Context, bound time.Duration) error {
 }
 
 // QuietSince reports whether every message published on the channel after m will reach
-// this subscriber and none has arrived since m: the channel's subscription was confirmed
-// at m and has stayed so (no unsubscription, no dropped connection), and no message came,
-// not even while the channel lingered with nobody subscribed. Call it after Subscribe.
+// this subscriber and no wake-up for this client has arrived since m: the channel's
+// subscription was confirmed at m and has stayed so (no unsubscription, no dropped
+// connection), and no message that wakes this client's waiters came, not even while the
+// channel lingered with nobody subscribed. Call it after Subscribe.
 //
 // A waiter that took m before its last attempt and finds the channel quiet need not try
 // again before it waits: an unlock after that attempt publishes after it, and its message
 // wakes this subscriber or leaves it a permit. Otherwise (false) it waits for Ready and
 // tries again, since an unlock may have happened while nobody listened.
+//
+// A release that woke another client by its code (see wake.go) does not count: if it came
+// after the attempt, that attempt had registered this client, which the release passed
+// over by design (the caller checks that the client's presence channel was subscribed
+// since m as well); if it came before, the attempt saw its outcome. A new hold's lease
+// does not count either: it frees nothing.
 //
 // A connection that died before m without the hub knowing yet is not seen here; the hub
 // wakes every subscriber of the channel once it is subscribed again.
@@ -271,14 +278,14 @@ func (s *Sub) QuietSince(m Mark) bool {
 // remaining lease as each one's last attempt saw it); when it fires it wakes one of them
 // per class, the longest parked, and forgets the others' bounds: they were told of the
 // same lease, and the woken one tries, then waits again with what it learnt, which sets
-// the timer again, or gets the lock and calls PassOn. So a process checks a held lock once
+// the timer again, or gets the lock and calls Took. So a process checks a held lock once
 // per lease and class however many of its waiters wait. A waiter may therefore sleep past
 // its own bound, never past its context.
 //
 // Wait returns the context's error when ctx ended first and ErrClosed when the hub was
 // closed. If ctx is already done, Wait may still consume a permit that was waiting and
 // return nil. A waiter that returns nil owes the channel an attempt: it must try, then
-// Wait again, PassOn, or Release, which passes the wake-up on.
+// Wait again, call Took, or Release, which passes the wake-up on.
 func (s *Sub) Wait(ctx context.Context, bound time.Duration) error {
 	return s.wait(ctx, bound, true)
 }
@@ -400,19 +407,28 @@ func (s *Sub) Release() {
 	}
 }
 
-// PassOn wakes one other waiter of each class parked on the channel, if there is one, and
-// settles the wake-up this subscriber held. A waiter that got the lock calls it: the
-// waiters still parked were told how long to sleep by attempts made while the previous
-// holder held the lock, and one of each class must learn the new hold's lease and set the
-// channel's timer for it, or the lock could stand free until their old bounds run out (a
-// new holder that never unlocks: it crashed, or its fixed lease ran out). One of this
-// subscriber's class may get the lock as well (another reader), and passes on in turn.
-func (s *Sub) PassOn() {
-	h := s.h
+// Took settles the wake-up this subscriber held: its waiter got the lock, whose new hold
+// lasts at least lease. The waiters still parked were told how long to sleep by attempts
+// made while the previous holder held the lock, and the channel's timer may have been
+// forgotten when it woke this one: it is set for the new hold's lease, so that they look
+// when that runs out if nobody unlocks first (a new holder that never unlocks: it crashed,
+// or its fixed lease ran out). A shorter lease than they sleep is also announced to every
+// client (lua/wake.lua). When share is set (holds of one class can coexist: readers), the
+// longest-parked waiter of this subscriber's class is woken as well, since it may get the
+// lock beside this one, and it takes its turn the same way.
+func (s *Sub) Took(lease time.Duration, share bool) {
+	h, c := s.h, s.c
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s.owes = false
-	h.wakeEachClass(s.c, false, false)
+	if share {
+		if i := slices.IndexFunc(c.waiters, func(w *waiter) bool { return w.class == s.class }); i >= 0 {
+			h.wake(c, i, false)
+		}
+	}
+	if slices.ContainsFunc(c.waiters, func(w *waiter) bool { return w.shared }) {
+		h.arm(c, lease)
+	}
 }
 
 // Stats returns a snapshot of the hub's counters.
@@ -492,9 +508,10 @@ func (h *Hub) wake(c *channel, i int, byTimer bool) {
 	close(w.ch)
 }
 
-// arm sets the channel's timer to bound from now, unless it is armed earlier. h.mu must
-// be held.
+// arm sets the channel's timer to bound from now, and a little more (see renewalGrace),
+// unless it is armed earlier. h.mu must be held.
 func (h *Hub) arm(c *channel, bound time.Duration) {
+	bound += renewalGrace(bound)
 	at := time.Now().Add(bound)
 	if !c.due.IsZero() && !at.Before(c.due) {
 		return
@@ -505,6 +522,19 @@ func (h *Hub) arm(c *channel, bound time.Duration) {
 	} else {
 		c.timer.Reset(bound)
 	}
+}
+
+// renewalGrace is how long after a holder's lease was due to end, bound from now, the
+// channel's timer wakes a waiter to look. A live holder's watchdog renews its lease every
+// third of a lease, so the moment a lease was due to end, as a waiter last saw it, is also
+// a moment its holder renews; a look just before that renewal lands finds two thirds of a
+// lease left, one just after finds a whole lease. Looking a little late lets the renewal
+// land first: the waiter then sleeps a whole lease, and a client looks at a held lock once
+// per lease rather than about every two thirds of one. A holder that died is seen that
+// much later: a sixty-fourth of the lease, at most a quarter second, in whole milliseconds
+// as leases are.
+func renewalGrace(bound time.Duration) time.Duration {
+	return min(bound/64, 250*time.Millisecond).Truncate(time.Millisecond)
 }
 
 // fire wakes one waiter of each class sharing the channel's timer when the timer's bound
@@ -550,20 +580,28 @@ func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 	h.messages.Add(1)
 	h.mu.Lock()
 	if c := h.chans[m.Channel]; c != nil {
-		// Heard even with nobody subscribed (a lingering channel): the next subscriber
-		// must not take the channel for quiet.
-		c.heard = h.clock.Add(1)
+		// A wake-up is heard even with nobody subscribed (a lingering channel): the next
+		// subscriber must not take the channel for quiet. A wake-up for another client
+		// is not one for this client's waiters, nor is a new hold's lease (see
+		// QuietSince).
 		switch {
 		case isCode(m.Message):
+			if m.Message == h.code {
+				c.heard = h.clock.Add(1)
+			}
 			h.onCode(m.Channel, c, m.Message)
 		case isLease(m.Message):
 			h.onLease(c, m.Message)
 		case c.skip > 0:
 			c.skip-- // the message of an unlock that woke one client by its code
 		case c.refs > 0 && m.Message == WakeAll:
+			c.heard = h.clock.Add(1)
 			h.grantAll(c)
-		case c.refs > 0:
-			h.grantOne(c)
+		default:
+			c.heard = h.clock.Add(1)
+			if c.refs > 0 {
+				h.grantOne(c)
+			}
 		}
 	}
 	h.mu.Unlock()

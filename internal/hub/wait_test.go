@@ -105,6 +105,50 @@ func TestQuietSince(t *testing.T) {
 	})
 }
 
+// A release that woke another client by its code, and a new hold's lease, are not wake-ups
+// for this client: a waiter that joins after them may still wait without another attempt
+// (its attempt registered its client, which such a release passed over by design). Its
+// own code, or a message with no code before it, is one.
+func TestQuietSinceOtherClientsWakeUp(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		h := hub.New(rc, false, "5555", nil)
+		t.Cleanup(h.Close)
+		first := subscribe(t, h, "codes")
+		t.Cleanup(first.Release)
+		heard := uint64(0)
+		send := func(msgs ...string) {
+			t.Helper()
+			for _, msg := range msgs {
+				publish(t, rc, "codes", msg)
+			}
+			heard += uint64(len(msgs))
+			eventually(t, "the messages", func() bool { return h.Stats().Messages == heard })
+		}
+		join := func(m hub.Mark) bool {
+			s := subscribe(t, h, "codes")
+			defer s.Release()
+			return s.QuietSince(m)
+		}
+
+		m := h.Mark()
+		send("7777", hub.WakeOne, "-300")
+		if !join(m) {
+			t.Error("another client's wake-up, or a new hold's lease, counted as a wake-up for this client")
+		}
+		m = h.Mark()
+		send("5555", hub.WakeOne)
+		if join(m) {
+			t.Error("QuietSince a mark before this client's own wake code")
+		}
+		m = h.Mark()
+		send(hub.WakeOne)
+		if join(m) {
+			t.Error("QuietSince a mark before a message with no code, which wakes every client")
+		}
+	})
+}
+
 // A reconnect after the mark means messages may have been missed: not quiet.
 func TestQuietSinceReconnect(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
@@ -233,8 +277,9 @@ func TestOwnTimer(t *testing.T) {
 }
 
 // Waiters of different classes (a read-write lock's readers and writers) are not
-// interchangeable: the channel's timer, and PassOn, wake one of each class, so that a
-// writer that fails does not leave a reader that would get in asleep.
+// interchangeable: the channel's timer wakes one of each class, so that a writer that
+// fails does not leave a reader that would get in asleep; a reader that gets the lock wakes
+// the next reader at once (Took with share), and sets the timer for the others.
 func TestOnePerClass(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		h, _ := newHub(t, b)
@@ -267,12 +312,40 @@ func TestOnePerClass(t *testing.T) {
 		if st := h.Stats(); st.TimedOut != 2 || st.Waiting != 2 {
 			t.Fatalf("stats %+v: want the first writer and the first reader woken at the bound, two parked", st)
 		}
-		// The first reader got the lock: the next reader and the next writer learn of it.
-		subs[1].PassOn()
-		for _, i := range []int{2, 3} {
-			if err := redistest.Recv(t, done[i], 10*time.Second, "a waiter of each class woken by PassOn"); err != nil {
-				t.Fatal(err)
-			}
+		// The first reader got the lock with a 300ms lease: the next reader may get in
+		// beside it and is woken now; the writer looks when that lease runs out.
+		subs[1].Took(300*time.Millisecond, true)
+		if err := redistest.Recv(t, done[3], 10*time.Second, "the next reader woken by Took"); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); st.TimedOut != 2 || st.Waiting != 1 {
+			t.Fatalf("stats %+v: want the reader woken by Took, not by the timer, and the writer parked", st)
+		}
+		if err := redistest.Recv(t, done[2], 10*time.Second, "the writer woken by the timer Took set"); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); st.TimedOut != 3 {
+			t.Fatalf("stats %+v: want the writer woken by the channel's timer", st)
+		}
+	})
+}
+
+// The channel's timer wakes a waiter a little after the bound it was given (the holder's
+// lease as its attempt saw it), a sixty-fourth of it: a live holder renews at that moment,
+// and a look after the renewal finds a whole lease left rather than two thirds. Timers
+// never fire early, so this holds on a loaded machine.
+func TestTimerLooksAfterTheRenewal(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		s := subscribe(t, h, "renewed")
+		t.Cleanup(s.Release)
+		const bound = 640 * time.Millisecond
+		start := time.Now()
+		if err := redistest.Recv(t, wait(s, bound), 10*time.Second, "the timer's wake-up"); err != nil {
+			t.Fatal(err)
+		}
+		if took := time.Since(start); took < bound+bound/64 {
+			t.Errorf("woken after %v; want at least %v, the bound and a sixty-fourth of it", took, bound+bound/64)
 		}
 	})
 }

@@ -1,0 +1,85 @@
+package script_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/script"
+)
+
+const (
+	holder = "6f1c2a3b-0000-4000-8000-000000000001:1"
+	first  = "6f1c2a3b-0000-4000-8000-000000000002:1"
+	second = "6f1c2a3b-0000-4000-8000-000000000003:1"
+)
+
+// acquire runs the plain lock's acquire script on lock name for owner, with the client's
+// wake code and a woken waiter's stay ("" for a first attempt).
+func acquire(t *testing.T, rc rueidis.Client, name, owner, code, stay string) ([]int64, error) {
+	t.Helper()
+	return script.RLockAcquire().Exec(context.Background(), rc, []string{name, "relock_wake:{" + name + "}"},
+		[]string{"30000", owner, code, stay}).AsIntSlice()
+}
+
+// The wake registry (lua/wake.lua) keeps clients in the order they joined: a client that
+// fails again keeps its place. Its life only grows: a waiter told of a short lease does not
+// cut short the entry of one that sleeps for a long one.
+func TestWakeRegistryOrderAndLife(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := context.Background()
+		const reg = "relock_wake:{queue}"
+		if v, err := acquire(t, rc, "queue", holder, "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("holder: %v %v", v, err)
+		}
+		for _, w := range []struct{ owner, code string }{{first, "1111"}, {second, "2222"}, {first, "1111"}} {
+			if v, err := acquire(t, rc, "queue", w.owner, w.code, ""); err != nil || v[0] != 0 {
+				t.Fatalf("waiter %s: %v %v; want {0, PTTL}", w.code, v, err)
+			}
+		}
+		order := func() string {
+			t.Helper()
+			m, err := rc.Do(ctx, rc.B().Zrange().Key(reg).Min("0").Max("-1").Build()).AsStrSlice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Join(m, " ")
+		}
+		if got := order(); got != "1111 2222" {
+			t.Errorf("registry %q; want 1111 then 2222: the first client keeps its place when it fails again", got)
+		}
+		// The lock's lease now looks short to the second client's next attempt.
+		redistest.MustDo(t, rc, "PEXPIRE", "queue", "2000")
+		if v, err := acquire(t, rc, "queue", second, "2222", "1"); err != nil || v[0] != 0 {
+			t.Fatalf("second waiter again: %v %v", v, err)
+		}
+		if pttl, err := rc.Do(ctx, rc.B().Pttl().Key(reg).Build()).AsInt64(); err != nil || pttl <= 30000 {
+			t.Errorf("registry PTTL %d (%v); want above 30000: the first client sleeps up to 30s, and its entry must outlive that", pttl, err)
+		}
+		if got := order(); got != "1111 2222" {
+			t.Errorf("registry %q after a retry; want 1111 then 2222", got)
+		}
+	})
+}
+
+// A woken waiter's attempt is spared the hash's shape check, but not for a hash without
+// expiry, which no lock is: waiting on an application's hash would last forever.
+func TestRetryRefusesHashWithoutExpiry(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		redistest.MustDo(t, rc, "HSET", "app", "color", "blue")
+		for _, stay := range []string{"", "1", "0"} {
+			_, err := acquire(t, rc, "app", first, "1111", stay)
+			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Errorf("stay %q: %v; want WRONGTYPE for a hash that is not a lock", stay, err)
+			}
+		}
+		if got, err := rc.Do(context.Background(), rc.B().Hgetall().Key("app").Build()).AsStrMap(); err != nil || len(got) != 1 || got["color"] != "blue" {
+			t.Errorf("the application's hash is now %v (%v); want it untouched", got, err)
+		}
+	})
+}
