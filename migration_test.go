@@ -34,6 +34,8 @@ const migrationDoc = "docs/migration-from-redisson.md"
 // compile-time check: a name that no longer exists stops this file from compiling.
 var migrationAPI = map[string]any{
 	"relock.New":                 relock.New,
+	"relock.Dial":                relock.Dial,
+	"relock.WithReleaseOnClose":  relock.WithReleaseOnClose,
 	"relock.NewOwner":            relock.NewOwner,
 	"relock.WithWatchdogTimeout": relock.WithWatchdogTimeout,
 	"relock.WithTimeout":         relock.WithTimeout,
@@ -62,6 +64,7 @@ var migrationAPI = map[string]any{
 	"rlock.Mutex.IsHeld":      (*rlock.Mutex).IsHeld,
 	"rlock.Mutex.HoldCount":   (*rlock.Mutex).HoldCount,
 	"rlock.Mutex.TTL":         (*rlock.Mutex).TTL,
+	"rlock.Mutex.Extend":      (*rlock.Mutex).Extend,
 	"rlock.Mutex.Name":        (*rlock.Mutex).Name,
 	"rlock.Mutex.Token":       (*rlock.Mutex).Token,
 

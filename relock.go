@@ -29,6 +29,7 @@ import (
 	"github.com/relock-go/relock/internal/engine"
 	"github.com/relock-go/relock/internal/lockopt"
 	"github.com/relock-go/relock/internal/owner"
+	"github.com/relock-go/relock/internal/redisurl"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
@@ -45,7 +46,9 @@ const (
 // are made from and the subscriber connection that wakes waiters. Make one per process
 // and deployment with New, share it, and Close it when done. It is safe for concurrent use.
 type Client struct {
-	core *core.Client
+	core        *core.Client
+	keepOnClose bool
+	own         rueidis.Client // the rueidis client Dial made, which Close closes; nil after New
 }
 
 // Option configures a Client.
@@ -57,6 +60,17 @@ type config struct {
 	sharded      *bool // nil: decided from the client (cluster, Redis 7+)
 	syncReplicas int
 	syncTimeout  time.Duration
+	keepOnClose  bool
+}
+
+// WithReleaseOnClose sets whether Close releases the client's holds (default true). With
+// false, Close leaves them to run out their leases, as a client that dies does: use it when
+// another process is to take over the holds' work only after the leases end.
+func WithReleaseOnClose(release bool) Option {
+	return func(c *config) error {
+		c.keepOnClose = !release
+		return nil
+	}
 }
 
 // WithShardedPubSub forces sharded pub/sub (SSUBSCRIBE, SPUBLISH) on or off. By default it
@@ -135,7 +149,7 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 	} else if rc.Mode() == rueidis.ClientModeCluster {
 		sharded = shardedPubSubSupported(rc, cfg.timeout)
 	}
-	return &Client{core: core.New(rc, core.Config{
+	return &Client{keepOnClose: cfg.keepOnClose, core: core.New(rc, core.Config{
 		ID:           uuid.NewString(),
 		Lease:        cfg.lease,
 		Timeout:      cfg.timeout,
@@ -143,6 +157,30 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		SyncReplicas: cfg.syncReplicas,
 		SyncTimeout:  cfg.syncTimeout,
 	})}, nil
+}
+
+// Dial returns a client on a Redis named by a URL (redis://[user:password@]host:port/db,
+// rediss:// for TLS, unix://; as rueidis.ParseURL reads them), with a rueidis client of its
+// own that Close closes. It is the one line a service on another Go Redis client needs to
+// adopt relock: the locks are shared through Redis, not through the client. An error
+// never shows the URL's password or user.
+func Dial(redisURL string, opts ...Option) (*Client, error) {
+	opt, err := redisurl.Parse(redisURL)
+	if err != nil {
+		return nil, fmt.Errorf("relock: %w", err)
+	}
+	opt.DisableCache = true // relock reads nothing through the client-side cache
+	rc, err := rueidis.NewClient(opt)
+	if err != nil {
+		return nil, fmt.Errorf("relock: connecting to %s: %w", redisurl.Redact(redisURL), err)
+	}
+	c, err := New(rc, opts...)
+	if err != nil {
+		rc.Close()
+		return nil, err
+	}
+	c.own = rc
+	return c, nil
 }
 
 // shardedPubSubSupported reports whether the cluster's nodes run Redis 7 or newer, which
@@ -165,12 +203,24 @@ func shardedPubSubSupported(rc rueidis.Client, timeout time.Duration) bool {
 	return false
 }
 
-// Close stops the client: renewal stops, waiters return ErrClosed, and every later call
-// does too. Locks still held are not released: they expire with their leases, and their
-// contexts end with cause ErrClosed. Close is idempotent.
+// Close stops the client. It first releases every hold the client has, through each
+// lock's unlock path, so that their waiters, in this process or another, are woken and
+// take the locks at once, as etcd's Session.Close frees a session's locks; an acquisition
+// that completes meanwhile is released too. The releases run concurrently, all within the
+// client's timeout (WithTimeout), and Close returns their errors joined, each naming its
+// lock: a hold that could not be released runs out its lease. Then renewal stops, waiters
+// return ErrClosed, and every later call does too. The holds' contexts end with cause
+// ErrClosed.
+//
+// WithReleaseOnClose(false) skips the releases: the holds run out their leases.
+//
+// Close is idempotent: a later call returns nil.
 func (c *Client) Close() error {
-	c.core.Close()
-	return nil
+	err := c.core.Close(!c.keepOnClose)
+	if c.own != nil {
+		c.own.Close() // idempotent
+	}
+	return err
 }
 
 // ID returns the client's UUID: the first part of every owner it makes, as in Redisson.

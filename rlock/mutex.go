@@ -83,6 +83,13 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, e
 // moved on.
 func (m *Mutex) Unlock(ctx context.Context) error { return m.l().Unlock(ctx) }
 
+// Extend makes the hold of the owner ctx carries last at least d from now, in Redis and
+// in the hold's context, as bsm/redislock's Refresh: for a hold taken WithLease, which the
+// watchdog does not renew. It never shortens a lease. It fails with ErrNotHeld when the
+// owner holds nothing (the hold's context then ends with ErrLeaseLost, if the client knew
+// of the hold) and ErrInvalidLease for d under a millisecond.
+func (m *Mutex) Extend(ctx context.Context, d time.Duration) error { return m.l().Extend(ctx, d) }
+
 // Do locks, runs fn with the hold's context, and unlocks, also when fn panics. It returns
 // fn's error joined with Unlock's.
 func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {

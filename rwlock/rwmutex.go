@@ -114,6 +114,14 @@ func (m *RWMutex) TryLock(ctx context.Context, opts ...Option) (context.Context,
 // rlock.Mutex.Unlock: the hold is not renewed after one.
 func (m *RWMutex) Unlock(ctx context.Context) error { return m.w().Unlock(ctx) }
 
+// Extend makes the write hold of the owner ctx carries last at least d from now, as
+// rlock.Mutex.Extend does; RExtend does it for its read holds.
+func (m *RWMutex) Extend(ctx context.Context, d time.Duration) error { return m.w().Extend(ctx, d) }
+
+// RExtend makes the read holds of the owner ctx carries last at least d from now, as
+// rlock.Mutex.Extend does.
+func (m *RWMutex) RExtend(ctx context.Context, d time.Duration) error { return m.r().Extend(ctx, d) }
+
 // Do takes the write lock, runs fn with the hold's context, and releases it, also when fn
 // panics.
 func (m *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {

@@ -60,6 +60,11 @@ func TestRedisURL(t *testing.T) {
 		if status != 1 || !strings.HasPrefix(stderr, "relock: REDIS_URL: ") {
 			t.Errorf("a REDIS_URL that is no Redis URL: status %d, stderr %q; want status 1 and a message naming REDIS_URL", status, stderr)
 		}
+		// A malformed URL's error never shows its credentials.
+		stdout, stderr, status = runBinary(t, []string{"REDIS_URL=redis://alice:s3cret-pw@" + b.Addr + ":x/0"}, "inspect", "orders")
+		if out := stdout + stderr; status != 1 || strings.Contains(out, "s3cret-pw") || strings.Contains(out, "alice") {
+			t.Errorf("a malformed REDIS_URL with a password: status %d, output %q; want status 1 and no credentials", status, out)
+		}
 	})
 }
 

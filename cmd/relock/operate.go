@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/redisurl"
+
 	"github.com/relock-go/relock"
 )
 
@@ -39,7 +41,7 @@ func (c *connFlags) connect(getenv func(string) string) (rueidis.Client, error) 
 	var opt rueidis.ClientOption
 	if u := getenv("REDIS_URL"); u != "" {
 		var err error
-		if opt, err = rueidis.ParseURL(u); err != nil {
+		if opt, err = redisurl.Parse(u); err != nil { // never prints the URL's secrets
 			return nil, fmt.Errorf("REDIS_URL: %w", err)
 		}
 	} else {

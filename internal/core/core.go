@@ -4,13 +4,16 @@
 package core
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/binary"
+	"errors"
 	"strconv"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/leases"
@@ -81,12 +84,40 @@ func New(rc rueidis.Client, cfg Config) *Client {
 	}
 }
 
-// Close marks the client closed and stops its hub and watchdog. It is idempotent.
-func (c *Client) Close() {
-	if c.closed.CompareAndSwap(false, true) {
-		c.Hub.Close()
-		c.Watchdog.Close()
+// Close marks the client closed and stops its hub and watchdog. With release, it first
+// releases every hold the client knows of through its lock's unlock path, all at once,
+// within the client's Timeout; an acquisition that lands meanwhile is released by its
+// caller (Watchdog.Closing). It returns the releases' errors. It is idempotent: a later
+// call returns nil at once.
+func (c *Client) Close(release bool) error {
+	if !c.closed.CompareAndSwap(false, true) {
+		return nil
 	}
+	var err error
+	if release {
+		err = c.releaseAll(c.Watchdog.Closing())
+	}
+	c.Hub.Close()
+	c.Watchdog.Close()
+	return err
+}
+
+// releaseAll releases the holds known, concurrently (the calls pipeline on the client's
+// connections), within Timeout.
+func (c *Client) releaseAll(known []leases.Known) error {
+	ctx, cancel := context.WithTimeout(context.Background(), c.Timeout)
+	defer cancel()
+	errs := make([]error, len(known))
+	var g errgroup.Group
+	g.SetLimit(64)
+	for i, k := range known {
+		g.Go(func() error {
+			errs[i] = k.Lock.ReleaseAll(ctx, k.Owner)
+			return nil
+		})
+	}
+	_ = g.Wait()
+	return errors.Join(errs...)
 }
 
 // Closed reports whether Close was called.

@@ -205,7 +205,7 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 func (a *attempt) granted(count, third int64, sent time.Time) {
 	l := a.l
 	a.grant = leases.Grant{Name: l.n.Lock, Owner: a.owner, Count: count, Fenced: a.fenced,
-		Sent: sent, Lease: a.lease, Renew: a.renew, Binding: a.bind}
+		Sent: sent, Lease: a.lease, Renew: a.renew, Binding: a.bind, Lock: l}
 	if l.kind.hash.tagged {
 		a.grant.Prefix = l.n.Tag
 	}
@@ -214,16 +214,20 @@ func (a *attempt) granted(count, third int64, sent time.Time) {
 
 // keep registers an acquisition with the watchdog and sets the hold's context; unless the
 // caller's context ended while the attempt was in flight (it was finished rather than
-// abandoned, so that no hold is left behind unknown): then the hold it took is released
-// again, and keep returns the context's error.
+// abandoned, so that no hold is left behind unknown), or the client is closing: then the
+// hold it took is released again, and keep returns the context's error or ErrClosed.
 func (a *attempt) keep() error {
-	if err := a.ctx.Err(); err != nil {
-		dctx := a.l.c.Detached(a.ctx)
-		_, _ = a.l.release(dctx, a.owner, a.grant.Count, a.grant.Sent.Add(a.grant.Lease))
-		return err
+	err := a.ctx.Err()
+	if err == nil {
+		var ok bool
+		if a.held, ok = a.l.c.Watchdog.Acquired(a.parent, a.grant); ok {
+			return nil
+		}
+		err = lockerr.ErrClosed
 	}
-	a.held = a.l.c.Watchdog.Acquired(a.parent, a.grant)
-	return nil
+	dctx := a.l.c.Detached(a.ctx)
+	_, _ = a.l.release(dctx, a.owner, a.grant.Count, a.grant.Sent.Add(a.grant.Lease))
+	return err
 }
 
 // waitFor subscribes to the channel that announces this waiter's chance and retries on

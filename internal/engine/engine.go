@@ -10,6 +10,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -176,6 +177,64 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		l.c.Watchdog.Lost(l.n.Lock, owner)
 		return l.fail("unlock", err)
 	}
+}
+
+// Extend makes the hold of the owner ctx carries last at least d from now, as
+// bsm/redislock's Refresh does for a fixed lease: in Redis and in the hold's context. It
+// never shortens the lease (a re-entry may have promised a longer one), and a hold the
+// watchdog renews stays renewed. ErrNotHeld when the owner holds nothing (its context
+// then ends, if the client knew of the hold); ErrInvalidLease for d under a millisecond.
+func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
+	if err := l.check(nil); err != nil {
+		return l.fail("extend", err)
+	}
+	if d < time.Millisecond {
+		return l.fail("extend", fmt.Errorf("lease %v: %w", d, lockerr.ErrInvalidLease))
+	}
+	owner, ok := l.c.Owners.Of(ctx)
+	if !ok {
+		return l.fail("extend", lockerr.ErrNotHeld)
+	}
+	field := l.kind.field(owner)
+	turn := l.c.Watchdog.Begin(l.n.Lock, field)
+	defer turn.End()
+	dctx := l.c.Detached(ctx)
+	err := retry(dctx, func() error {
+		err := l.c.Watchdog.Extend(dctx, l.n.Lock, field, d)
+		if err == nil || errors.Is(err, lockerr.ErrNotHeld) {
+			return final(err)
+		}
+		return err
+	})
+	if err != nil {
+		return l.fail("extend", err)
+	}
+	return nil
+}
+
+// ReleaseAll releases every hold of field (an owner, or its write field) that the client
+// knows of, one at a time through the unlock path, so that the lock's waiters are woken
+// when it frees: the client does it for each of its holds as it closes. The holds'
+// contexts end with cause ErrClosed.
+func (l *Lock) ReleaseAll(ctx context.Context, field string) error {
+	turn := l.c.Watchdog.Begin(l.n.Lock, field)
+	defer turn.End()
+	for count := turn.Count; count > 0; count-- {
+		released, err := l.release(ctx, field, count, turn.Deadline)
+		switch {
+		case errors.Is(err, lockerr.ErrNotHeld):
+			l.c.Watchdog.Lost(l.n.Lock, field) // its lease ran out, or it was forced: nothing to release
+			return nil
+		case err != nil:
+			l.c.Watchdog.Lost(l.n.Lock, field)
+			return l.fail("close", err)
+		case released != 0:
+			l.c.Watchdog.ReleasedAtClose(l.n.Lock, field)
+			return nil
+		}
+		l.c.Watchdog.Unlocked(l.n.Lock, field)
+	}
+	return nil
 }
 
 // gone is the unlock scripts' reply when the owner holds nothing though the client

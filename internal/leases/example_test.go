@@ -61,7 +61,7 @@ func ExampleWatchdog() {
 
 	g := acquire(rc, "orders", "client-a:1", lease, false)
 	g.Renew = true
-	held := w.Acquired(ctx, g)
+	held, _ := w.Acquired(ctx, g)
 
 	waitUntil("a renewal", func() bool { return w.Stats().Renewed > 0 })
 	fmt.Println("renewed, still held:", held.Err() == nil)
@@ -98,7 +98,7 @@ func ExampleGrant() {
 	defer w.Close()
 
 	g := acquire(rc, "ledger", "client-a:1", 300*time.Millisecond, true)
-	held := w.Acquired(context.Background(), g)
+	held, _ := w.Acquired(context.Background(), g)
 	token, ok := w.Token("ledger", "client-a:1")
 	fmt.Println("token:", token, ok)
 
@@ -135,7 +135,8 @@ func ExampleHold() {
 	lock := func(parent context.Context) context.Context {
 		g := acquire(rc, "orders", owner, 30*time.Second, false)
 		g.Renew = true
-		return w.Acquired(parent, g)
+		held, _ := w.Acquired(parent, g)
+		return held
 	}
 	// An unlock runs in the owner's turn, so that the count it expects stays the count
 	// in Redis; it tells the watchdog what it did before the turn ends.
@@ -197,7 +198,7 @@ func Example_stats() {
 	for i := range 150 {
 		g := acquire(rc, "job:"+strconv.Itoa(i), "client-a:1", lease, false)
 		g.Renew = true
-		w.Acquired(ctx, g)
+		_, _ = w.Acquired(ctx, g)
 	}
 	waitUntil("a round of renewals", func() bool { return w.Stats().Renewed >= 150 })
 	holds := w.Stats().Holds

@@ -40,10 +40,11 @@ type Watchdog struct {
 
 	base time.Time // the origin of Hold.due, with its monotonic clock reading
 
-	mu     sync.Mutex
-	holds  map[holdKey]*Hold
-	flight chan struct{} // closed when the renewal in flight is done; nil when none is
-	wakeAt time.Time     // when run looks at the holds next
+	mu      sync.Mutex
+	holds   map[holdKey]*Hold
+	closing bool          // Closing was called: a new hold is refused
+	flight  chan struct{} // closed when the renewal in flight is done; nil when none is
+	wakeAt  time.Time     // when run looks at the holds next
 
 	ticks   atomic.Uint64
 	calls   atomic.Uint64
@@ -76,6 +77,7 @@ type Hold struct {
 	extra   []context.CancelCauseFunc
 
 	bind owner.Binding // the owner, as the hold's context carries it
+	lock Releaser      // the lock it is a hold of, which can release it (Closing)
 
 	// op is held by the call that is changing this hold's count in Redis (an unlock, a
 	// re-entry) from before it sends until the client has recorded the result: see Begin.
@@ -141,12 +143,47 @@ type Grant struct {
 	// context that carried no owner returns one that does, with no context of its own for
 	// the owner.
 	Binding owner.Binding
+	// Lock is the lock the hold is of, which releases it when the client closes.
+	Lock Releaser
+}
+
+// Releaser is a lock as the watchdog knows it: what can release a hold of it.
+type Releaser interface {
+	// ReleaseAll releases every hold of owner (a hash field) that the client knows of,
+	// through the lock's unlock path, so that its waiters are woken.
+	ReleaseAll(ctx context.Context, owner string) error
+}
+
+// Known is a hold that Closing found: its lock and the owner's field.
+type Known struct {
+	Lock  Releaser
+	Owner string
+}
+
+// Closing refuses every hold from now on (Acquired reports it: the caller must release
+// what it took) and returns the holds known now, for the client to release before Close.
+// A re-entry of a known hold is still recorded, and released with it.
+func (w *Watchdog) Closing() []Known {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closing = true
+	known := make([]Known, 0, len(w.holds))
+	for k, h := range w.holds {
+		if h.lock != nil {
+			known = append(known, Known{h.lock, k.owner})
+		}
+	}
+	return known
 }
 
 // Acquired records a successful acquisition and returns the context for the hold, derived
 // from parent. A first-level acquisition starts a hold; a re-entry joins the owner's hold
 // and returns parent itself when it already derives from the hold's context.
-func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
+//
+// After Closing or Close a new hold is refused: ok is false, the context has ended with
+// cause ErrClosed, and the caller must release the hold it took, which nobody would renew
+// or release otherwise.
+func (w *Watchdog) Acquired(parent context.Context, g Grant) (ctx context.Context, ok bool) {
 	k := holdKey{g.Name, g.Owner}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -161,7 +198,7 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 			if g.KeepsWrite {
 				w.keepWrite(h)
 			}
-			return h.join(w, parent)
+			return h.join(w, parent), true
 		}
 		// Redis says this is a first-level acquisition, so the hold we knew of is gone
 		// (its key expired or was deleted) even if we had not noticed yet. The new hold
@@ -169,13 +206,13 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 		w.drop(h, lockerr.ErrLeaseLost)
 		parent = h.outside(parent)
 	}
-	if w.ctx.Err() != nil {
-		// Closed meanwhile: nobody will renew or watch this hold.
+	if w.closing || w.ctx.Err() != nil {
+		// Closing or closed meanwhile: nobody will renew, watch or release this hold.
 		ctx, cancel := context.WithCancelCause(parent)
 		cancel(lockerr.ErrClosed)
-		return ctx
+		return ctx, false
 	}
-	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1, bind: g.Binding}
+	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1, bind: g.Binding, lock: g.Lock}
 	ctx, cancel := context.WithCancelCause(parent)
 	h.parent, h.ctx, h.cancel = parent, holdContext{Context: ctx, w: w, h: h}, cancel
 	w.holds[k] = h
@@ -190,7 +227,7 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) context.Context {
 		default:
 		}
 	}
-	return &h.ctx
+	return &h.ctx, true
 }
 
 func later(a, b time.Time) time.Time {
@@ -228,14 +265,16 @@ func (w *Watchdog) writeHold(h *Hold) *Hold {
 const writeSuffix = ":write"
 
 // drop forgets a hold and ends its context with cause: nil for a release, which the
-// holder asked for, or ErrLeaseLost. w.mu must be held.
+// holder asked for, ErrClosed for one its client made as it closed, or ErrLeaseLost.
+// w.mu must be held.
 func (w *Watchdog) drop(h *Hold, cause error) {
 	delete(w.holds, h.key)
 	h.end(cause)
-	if cause != nil {
+	lost := cause == lockerr.ErrLeaseLost
+	if lost {
 		w.lost.Add(1)
 	}
-	if wh := w.writeHold(h); wh != nil && cause != nil {
+	if wh := w.writeHold(h); wh != nil && lost {
 		// The read hold is gone, and maybe the hash with it (deleted, or a restart): look
 		// at the write hold, which the read hold's expiry may have been keeping, at once.
 		w.check.Store(true)
@@ -433,6 +472,10 @@ func (w *Watchdog) Released(name, owner string) { w.forget(name, owner, nil) }
 // "not held", or failed): the hold is not renewed again and its context ends with
 // ErrLeaseLost.
 func (w *Watchdog) Lost(name, owner string) { w.forget(name, owner, lockerr.ErrLeaseLost) }
+
+// ReleasedAtClose records that the client released the owner's hold as it closed: its
+// context ends with cause ErrClosed, as a hold's context does when its client closes.
+func (w *Watchdog) ReleasedAtClose(name, owner string) { w.forget(name, owner, lockerr.ErrClosed) }
 
 func (w *Watchdog) forget(name, owner string, cause error) {
 	w.mu.Lock()
@@ -652,26 +695,71 @@ func appendChunks(chunks []chunk, holds []*Hold, check bool) []chunk {
 	return chunks
 }
 
+// Extend makes the owner's hold of name last at least d from now, in Redis and in the
+// hold's context: the renewal script's call for this one hold, with d as its lease. Like a
+// renewal it never shortens what a hold was promised. It returns ErrNotHeld when Redis has
+// no such hold (it is then lost: not renewed again, its context ended), or the call's
+// error, which leaves the hold as it was; a renewal is safe to send again.
+func (w *Watchdog) Extend(ctx context.Context, name, owner string, d time.Duration) error {
+	w.mu.Lock()
+	h := w.holds[holdKey{name, owner}]
+	w.mu.Unlock()
+	if h == nil {
+		return lockerr.ErrNotHeld
+	}
+	call := renewal([]*Hold{h}, strconv.FormatInt(d.Milliseconds(), 10))
+	sent := time.Now()
+	results, _ := script.Batch(ctx, w.rc, []script.Call{call}, nil)
+	renewed, err := results[0].AsIntSlice()
+	if err == nil && len(renewed) != 1 {
+		err = errors.New("renewal reply of the wrong length")
+	}
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.holds[h.key] != h {
+		return lockerr.ErrNotHeld // released or lost meanwhile
+	}
+	if renewed[0] == 0 {
+		w.drop(h, lockerr.ErrLeaseLost)
+		return lockerr.ErrNotHeld
+	}
+	w.setDeadline(h, later(h.deadline, sent.Add(d)))
+	if renewed[0] == 2 {
+		w.keepWrite(h)
+	}
+	return nil
+}
+
+// renewal is the renewal script call for holds, all of one kind (and in a cluster of one
+// slot), with lease ms as its lease ("0": check only).
+func renewal(holds []*Hold, lease string) script.Call {
+	call := script.Call{Script: script.RLockRenew(), Keys: make([]string, 0, 2*len(holds)), Args: make([]string, 1, len(holds)+1)}
+	if holds[0].prefix != "" {
+		call.Script = script.RWLockRenew()
+	}
+	call.Args[0] = lease
+	for _, h := range holds {
+		call.Keys = append(call.Keys, h.key.name)
+		if h.prefix != "" {
+			call.Keys = append(call.Keys, h.prefix)
+		}
+		call.Args = append(call.Args, h.key.owner)
+	}
+	return call
+}
+
 // send pipelines one renewal call per chunk (a chunk holds one kind of lock).
 func (w *Watchdog) send(ctx context.Context, chunks []chunk) []rueidis.RedisResult {
 	calls := make([]script.Call, len(chunks))
 	for i, c := range chunks {
-		call := script.Call{Script: script.RLockRenew(), Keys: make([]string, 0, 2*len(c.holds)), Args: make([]string, 1, len(c.holds)+1)}
-		if c.holds[0].prefix != "" {
-			call.Script = script.RWLockRenew()
-		}
-		call.Args[0] = w.leaseMs
+		lease := w.leaseMs
 		if c.check {
-			call.Args[0] = "0" // check only
+			lease = "0" // check only
 		}
-		for _, h := range c.holds {
-			call.Keys = append(call.Keys, h.key.name)
-			if h.prefix != "" {
-				call.Keys = append(call.Keys, h.prefix)
-			}
-			call.Args = append(call.Args, h.key.owner)
-		}
-		calls[i] = call
+		calls[i] = renewal(c.holds, lease)
 	}
 	results, resent := script.Batch(ctx, w.rc, calls, nil)
 	w.calls.Add(uint64(len(calls) + resent))

@@ -29,7 +29,8 @@ func hold(t *testing.T, w *Watchdog, rc rueidis.Client, name, owner string) cont
 	if err != nil || v[0] != 1 {
 		t.Fatalf("acquire %s: %v %v", name, v, err)
 	}
-	return w.Acquired(context.Background(), Grant{Name: name, Owner: owner, Count: v[1], Sent: sent, Lease: w.lease, Renew: true})
+	held, _ := w.Acquired(context.Background(), Grant{Name: name, Owner: owner, Count: v[1], Sent: sent, Lease: w.lease, Renew: true})
+	return held
 }
 
 func waitRounds(t *testing.T, w *Watchdog, n uint64) {

@@ -956,10 +956,17 @@ func (w *world) check() {
 
 // checkWaiters fails a waiter that the model says may take the lock but that has not
 // taken it within slack: on the controlled clock a waiter is woken by the unlock's
-// message or at the instant the lease runs out (a fair waiter behind a dead one, a
-// millisecond after that one's entry runs out).
+// message, or when the lease runs out (a fair waiter behind a dead one, a millisecond
+// after that one's entry runs out). A waiter that shares its channel's timer looks a
+// sixty-fourth of the lease it was told of after it ran out, at most 250ms (the renewal
+// grace, see package pubsub): the slack allows that for the longest lease a hold can have,
+// a fixed one or twice the watchdog's.
 func (w *world) checkWaiters(now span) {
-	slack := 5 * time.Millisecond
+	longest := 2 * w.m.lease
+	for _, l := range w.leases {
+		longest = max(longest, l)
+	}
+	slack := 5*time.Millisecond + min(longest/64, 250*time.Millisecond).Truncate(time.Millisecond)
 	for _, wt := range w.m.waiters {
 		if w.m.verdict(wt.owner, wt.side, now.lo) != granted {
 			wt.since = time.Time{}

@@ -1,0 +1,108 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// Close releases every hold of the client, as etcd's Session.Close revokes its lease: a
+// restarted program must not wait out its previous run's leases. Each kind's hold is freed
+// through its unlock path, so a waiter in another client is woken at once, and the holds'
+// contexts end with cause ErrClosed.
+func TestCloseReleasesHolds(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		closing := relocktest.New(t, b)
+		other := relocktest.New(t, b)
+		ctx := context.Background()
+
+		mu := closing.Lock("close:plain")
+		plain, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if plain, err = mu.Lock(plain); err != nil { // re-entered: two holds
+			t.Fatal(err)
+		}
+		fixed, err := closing.Lock("close:fixed", rlock.WithLease(time.Minute)).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, err := closing.RWLock("close:rw").RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fair, err := closing.FairLock("close:fair").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// A waiter in the other client, behind the re-entered hold.
+		got := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			held, err := other.Lock("close:plain").Lock(wctx)
+			if err == nil {
+				err = other.Lock("close:plain").Unlock(held)
+			}
+			got <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return relocktest.Waiting(other) == 1 })
+
+		if err := closing.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		// Released when Close returns: no lease has to run out.
+		for _, try := range []struct {
+			name string
+			try  func() (context.Context, error)
+		}{
+			{"fixed lease", func() (context.Context, error) { return other.Lock("close:fixed").TryLock(ctx) }},
+			{"read hold", func() (context.Context, error) { return other.RWLock("close:rw").TryLock(ctx) }},
+			{"fair lock", func() (context.Context, error) { return other.FairLock("close:fair").TryLock(ctx) }},
+		} {
+			if _, err := try.try(); err != nil {
+				t.Errorf("%s: TryLock after Close: %v; want the hold released", try.name, err)
+			}
+		}
+		if err := redistest.Recv(t, got, time.Second, "the other client's waiter, within a second of Close"); err != nil {
+			t.Fatal(err)
+		}
+		for name, held := range map[string]context.Context{"plain": plain, "fixed": fixed, "read": read, "fair": fair} {
+			if held.Err() == nil || !errors.Is(context.Cause(held), relock.ErrClosed) {
+				t.Errorf("%s hold's context: err %v, cause %v; want ended with ErrClosed", name, held.Err(), context.Cause(held))
+			}
+		}
+		if err := closing.Close(); err != nil {
+			t.Errorf("second Close: %v; want nil", err)
+		}
+	})
+}
+
+// WithReleaseOnClose(false) keeps the old behaviour: the holds run out their leases.
+func TestCloseCanLeaveHolds(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		closing := relocktest.New(t, b, relock.WithReleaseOnClose(false))
+		other := relocktest.New(t, b)
+		held, err := closing.Lock("close:kept").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := closing.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := other.Lock("close:kept").TryLock(context.Background()); !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("TryLock after Close: %v; want ErrLocked, the hold left to its lease", err)
+		}
+		if !errors.Is(context.Cause(held), relock.ErrClosed) {
+			t.Errorf("hold's context cause %v; want ErrClosed", context.Cause(held))
+		}
+	})
+}

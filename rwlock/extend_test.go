@@ -1,0 +1,64 @@
+package rwlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// RExtend carries fixed-lease read holds past their lease, and Extend a write hold: their
+// contexts stay live and a writer of another owner is kept out.
+func TestExtendReadAndWriteHolds(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		rw := c.RWLock("extend:rw")
+		start := time.Now()
+		read, err := rw.RLock(context.Background(), rlock.WithLease(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if read, err = rw.RLock(read, rlock.WithLease(time.Second)); err != nil { // two read holds
+			t.Fatal(err)
+		}
+		if err := rw.RExtend(read, 30*time.Second); err != nil {
+			t.Fatalf("RExtend: %v", err)
+		}
+		time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+		if read.Err() != nil {
+			t.Fatalf("the read hold's context ended at its first lease: %v", context.Cause(read))
+		}
+		if _, err := rw.TryLock(context.Background()); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("another owner's write TryLock: %v; want ErrLocked", err)
+		}
+		for range 2 {
+			if err := rw.RUnlock(read); err != nil {
+				t.Fatal(err)
+			}
+		}
+
+		start = time.Now()
+		write, err := rw.Lock(context.Background(), rlock.WithLease(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rw.Extend(write, 30*time.Second); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+		if write.Err() != nil {
+			t.Fatalf("the write hold's context ended at its first lease: %v", context.Cause(write))
+		}
+		if _, err := rw.RLock(relock.NewOwner(context.Background()), rlock.WithWaitTimeout(100*time.Millisecond)); err == nil {
+			t.Fatal("another owner got a read hold beside the extended write hold")
+		}
+		if err := rw.Unlock(write); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
