@@ -1,6 +1,6 @@
 module github.com/relock-go/relock
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
@@ -9,9 +9,10 @@ require (
 	github.com/redis/rueidis v1.0.79
 	go.uber.org/goleak v1.3.0
 	golang.org/x/sync v0.22.0
+	golang.org/x/term v0.47.0
 )
 
 require (
 	github.com/yuin/gopher-lua v1.1.1 // indirect
-	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 )

@@ -1,6 +1,6 @@
 module github.com/relock-go/relock/bench
 
-go 1.25.0
+go 1.26.0
 
 require (
 	github.com/bsm/redislock v0.9.4
@@ -23,7 +23,7 @@ require (
 	github.com/google/uuid v1.6.0 // indirect
 	go.uber.org/atomic v1.11.0 // indirect
 	golang.org/x/image v0.30.0 // indirect
-	golang.org/x/sys v0.47.0 // indirect
+	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
 )
 

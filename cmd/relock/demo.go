@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"runtime"
 	"sync/atomic"
 	"time"
@@ -32,8 +31,14 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	addr := fs.String("redis", "", "`host:port` of a Redis server to use instead of the embedded one")
 	workers := fs.Int("workers", 8, "workers contending for the lock, spread over two clients")
 	rounds := fs.Int("rounds", 25, "times each worker enters the lock")
-	if err := parse(fs, args, stderr); err != nil {
+	pos, err := parse(fs, args, stdout, stderr)
+	if err != nil {
 		return err
+	}
+	if len(pos) > 0 {
+		fmt.Fprintf(stderr, "relock demo: unexpected argument %q\n", pos[0])
+		fs.Usage()
+		return errUsage
 	}
 	if *workers < 1 || *rounds < 1 {
 		fmt.Fprintln(stderr, "relock demo: --workers and --rounds must be at least 1")
@@ -74,7 +79,7 @@ func openDemo(addr string) (*demoEnv, error) {
 		}
 		env.closers = append(env.closers, srv.Close)
 		addr = srv.Addr()
-		env.where = "an embedded Redis at " + addr
+		env.where = "an embedded Redis (miniredis, in this process) at " + addr
 	}
 	for i := 0; i < 3; i++ {
 		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{addr}, DisableCache: true, ForceSingleClient: true})
@@ -235,11 +240,7 @@ func heading(out io.Writer, title, intro string, args ...any) {
 // (redirected output gets the summaries only). The returned func stops it and clears the
 // line.
 func progress(out io.Writer, line func() string) (stop func()) {
-	f, ok := out.(*os.File)
-	if !ok {
-		return func() {}
-	}
-	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+	if !isTerminal(out) {
 		return func() {}
 	}
 	done := make(chan struct{})

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/redis/rueidis"
 
@@ -297,20 +298,26 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 	}
 	switch {
 	case r.Kind == "foreign" && r.KeyTyp == "hash":
+		fields := preview(r.Fields, 5)
+		for i, f := range fields {
+			fields[i] = shown(f)
+		}
 		fmt.Fprintf(w, "%s: not a lock (the key holds a hash of %d fields that is not a lock's: %s)\n",
-			r.Name, len(r.Fields), strings.Join(preview(r.Fields, 5), ", "))
+			shown(r.Name), len(r.Fields), strings.Join(fields, ", "))
 		return nil
 	case r.Kind == "foreign":
-		fmt.Fprintf(w, "%s: not a lock (the key holds a %s)\n", r.Name, r.KeyTyp)
+		fmt.Fprintf(w, "%s: not a lock (the key holds a %s)\n", shown(r.Name), r.KeyTyp)
 		return nil
+	case r.Kind == "none":
+		fmt.Fprintf(w, "%s: free: no such key\n", shown(r.Name))
 	case !r.Locked && len(r.Queue) == 0 && len(r.Writers) == 0:
-		fmt.Fprintf(w, "%s: free\n", r.Name)
+		fmt.Fprintf(w, "%s: free\n", shown(r.Name))
 	default:
 		state := "held"
 		if !r.Locked {
 			state = "free, waiters queued"
 		}
-		fmt.Fprintf(w, "%s: %s, %s", r.Name, r.Kind, state)
+		fmt.Fprintf(w, "%s: %s, %s", shown(r.Name), r.Kind, state)
 		if r.Mode != "" {
 			fmt.Fprintf(w, " (%s mode)", r.Mode)
 		}
@@ -327,7 +334,7 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 				role = "writes"
 			}
 		}
-		fmt.Fprintf(w, "  %-44s %s ×%d", o.Owner, role, o.Holds)
+		fmt.Fprintf(w, "  %-44s %s ×%d", shown(o.Owner), role, o.Holds)
 		if len(o.ReadTTLsMs) > 0 {
 			parts := make([]string, len(o.ReadTTLsMs))
 			for i, t := range o.ReadTTLsMs {
@@ -342,14 +349,14 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 		if q.ExpiresInMs <= 0 {
 			state = "dead (entry expired), will be skipped"
 		}
-		fmt.Fprintf(w, "  queue %-2d %-44s %s\n", i+1, q.Owner, state)
+		fmt.Fprintf(w, "  queue %-2d %-44s %s\n", i+1, shown(q.Owner), state)
 	}
 	for _, q := range r.Writers {
 		state := "waits (new readers give way), entry expires in " + ms(q.ExpiresInMs)
 		if q.ExpiresInMs <= 0 {
 			state = "dead (entry expired), ignored"
 		}
-		fmt.Fprintf(w, "  writer   %-44s %s\n", q.Owner, state)
+		fmt.Fprintf(w, "  writer   %-44s %s\n", shown(q.Owner), state)
 	}
 	if r.Subscribers > 0 {
 		fmt.Fprintf(w, "  waiting clients  %d (subscribed to the lock's wake-up channel)\n", r.Subscribers)
@@ -360,12 +367,24 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 	return nil
 }
 
-// preview returns the first n of names, and how many more there are.
+// preview returns the first n of names, and how many more there are, in a new slice.
 func preview(names []string, n int) []string {
 	if len(names) <= n {
-		return names
+		return append([]string(nil), names...)
 	}
 	return append(names[:n:n], fmt.Sprintf("and %d more", len(names)-n))
+}
+
+// shown is how text read from Redis (a name, a field) is printed: as it is when every
+// character is printable, else quoted with Go's escapes, so that an escape sequence or a
+// carriage return in a key cannot move the cursor, clear the screen or hide a line.
+func shown(s string) string {
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return strconv.Quote(s)
+		}
+	}
+	return s
 }
 
 func ms(v int64) string {

@@ -8,7 +8,10 @@
 //
 // Connection flags: --redis (comma-separated seeds), --cluster, --sentinel-master,
 // --tls, --user; the password from REDIS_PASSWORD; or everything from REDIS_URL.
-// Usage errors exit with status 2, failures (such as no connection) with status 1.
+// Flags may come before or after the lock name. -h or --help prints a command's flags and
+// exits with status 0; usage errors exit with status 2, failures (such as no connection,
+// or a force unlock that was declined or had no terminal to ask on) with status 1, and a
+// command ended by an interrupt (Ctrl-C) quietly with status 130.
 package main
 
 import (
@@ -19,6 +22,8 @@ import (
 	"io"
 	"os"
 	"os/signal"
+
+	"golang.org/x/term"
 )
 
 const usage = `usage: relock <command> [flags]
@@ -39,12 +44,24 @@ Run "relock <command> -h" for a command's flags.
 // errUsage marks an error in the command line: exit status 2.
 var errUsage = errors.New("usage")
 
+// errHelp marks a command line that asked for help, which was printed: exit status 0.
+var errHelp = errors.New("help")
+
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	err := run(ctx, os.Args[1:], osEnv, os.Stdin, os.Stdout, os.Stderr)
+	// A force unlock asks on a terminal; with none, it needs -y.
+	var stdin io.Reader
+	if term.IsTerminal(int(os.Stdin.Fd())) {
+		stdin = os.Stdin
+	}
+	err := run(ctx, os.Args[1:], osEnv, stdin, os.Stdout, os.Stderr)
+	interrupted := ctx.Err() != nil
 	stop()
 	switch {
-	case err == nil:
+	case err == nil, errors.Is(err, errHelp):
+	case interrupted:
+		os.Exit(130) // Ctrl-C: the shell's status for SIGINT, and nothing more to say
+
 	case errors.Is(err, errUsage):
 		os.Exit(2)
 	default:
@@ -53,6 +70,8 @@ func main() {
 	}
 }
 
+// run runs one command line. stdin is the terminal a force unlock asks on, nil when there
+// is none.
 func run(ctx context.Context, args []string, env func(string) string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
@@ -76,19 +95,34 @@ func run(ctx context.Context, args []string, env func(string) string, stdin io.R
 	}
 }
 
-// parse parses a command's flags; a bad flag is a usage error.
-func parse(fs *flag.FlagSet, args []string, stderr io.Writer) error {
+// parse parses a command's flags, which may come before, between or after its positional
+// arguments ("--" ends the flags), and returns the positional ones. A bad flag is a usage
+// error (the flags go to stderr); -h or --help prints the flags to stdout and returns
+// errHelp.
+func parse(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) ([]string, error) {
 	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	for _, a := range args {
+		if a == "--" {
+			break
 		}
-		return errUsage
+		if a == "-h" || a == "-help" || a == "--help" || a == "--h" {
+			fs.SetOutput(stdout)
+			fs.Usage()
+			return nil, errHelp
+		}
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "relock %s: unexpected argument %q\n", fs.Name(), fs.Arg(0))
-		fs.Usage()
-		return errUsage
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, errUsage
+		}
+		rest := fs.Args()
+		if used := len(args) - len(rest); used > 0 && args[used-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, rest[0]), rest[1:]
 	}
-	return nil
 }

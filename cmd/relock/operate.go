@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/rueidis"
+	"golang.org/x/term"
 
 	"github.com/relock-go/relock/internal/redisurl"
 
@@ -68,24 +68,29 @@ func (c *connFlags) connect(getenv func(string) string) (rueidis.Client, error) 
 }
 
 // clearScreen clears the terminal and moves the cursor home, so that each of watch's views
-// replaces the last instead of scrolling.
+// replaces the last instead of scrolling. It is written only to a terminal: into a file or
+// a pipe the views follow one another, a blank line apart.
 const clearScreen = "\033[H\033[2J"
 
-// lockArgs parses an operator command: its flags and exactly one lock name.
-func lockArgs(fs *flag.FlagSet, args []string, stderr io.Writer) (string, error) {
-	fs.SetOutput(stderr)
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return "", errUsage
-		}
-		return "", errUsage
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && term.IsTerminal(int(f.Fd()))
+}
+
+// lockArgs parses an operator command: its flags, before or after the name, and exactly
+// one lock name.
+func lockArgs(fs *flag.FlagSet, args []string, stdout, stderr io.Writer) (string, error) {
+	pos, err := parse(fs, args, stdout, stderr)
+	if err != nil {
+		return "", err
 	}
-	if fs.NArg() != 1 {
-		fmt.Fprintf(stderr, "relock %s: want exactly one lock name, got %d arguments\n", fs.Name(), fs.NArg())
+	if len(pos) != 1 {
+		fmt.Fprintf(stderr, "relock %s: want exactly one lock name, got %d arguments\n", fs.Name(), len(pos))
 		fs.Usage()
 		return "", errUsage
 	}
-	return fs.Arg(0), nil
+	return pos[0], nil
 }
 
 // operator is what the operator commands share: a flag set with the connection flags, to
@@ -117,8 +122,8 @@ func (o *operator) require(ok func() bool, problem string) {
 
 // start parses args into the flags and one lock name, checks the flags, and connects.
 // The caller closes rc.
-func (o *operator) start(args []string, env func(string) string, stderr io.Writer) (name string, rc rueidis.Client, err error) {
-	if name, err = lockArgs(o.fs, args, stderr); err != nil {
+func (o *operator) start(args []string, env func(string) string, stdout, stderr io.Writer) (name string, rc rueidis.Client, err error) {
+	if name, err = lockArgs(o.fs, args, stdout, stderr); err != nil {
 		return "", nil, err
 	}
 	for _, r := range o.rules {
@@ -134,8 +139,8 @@ func (o *operator) start(args []string, env func(string) string, stderr io.Write
 }
 
 // inspect is start followed by a first look at the lock. The caller closes rc.
-func (o *operator) inspect(ctx context.Context, args []string, env func(string) string, stderr io.Writer) (*Report, rueidis.Client, error) {
-	name, rc, err := o.start(args, env, stderr)
+func (o *operator) inspect(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) (*Report, rueidis.Client, error) {
+	name, rc, err := o.start(args, env, stdout, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -150,7 +155,7 @@ func (o *operator) inspect(ctx context.Context, args []string, env func(string) 
 func inspectCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
 	op := newOperator("inspect")
 	asJSON := op.fs.Bool("json", false, "print one JSON object")
-	r, rc, err := op.inspect(ctx, args, env, stderr)
+	r, rc, err := op.inspect(ctx, args, env, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -164,13 +169,17 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	count := op.fs.Int("count", 0, "stop after this many views (0: until interrupted)")
 	op.require(func() bool { return *every >= 10*time.Millisecond && *count >= 0 },
 		"--interval must be at least 10ms and --count at least 0")
-	name, rc, err := op.start(args, env, stderr)
+	name, rc, err := op.start(args, env, stdout, stderr)
 	if err != nil {
 		return err
 	}
 	defer rc.Close()
 	t := time.NewTicker(*every)
 	defer t.Stop()
+	start := "\n" // before every view but the first, when the screen is not cleared
+	if isTerminal(stdout) {
+		start = clearScreen
+	}
 	for n := 1; ; n++ {
 		r, err := inspectLock(ctx, rc, name)
 		if err != nil {
@@ -180,10 +189,13 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 			}
 			return err
 		}
+		if n > 1 || start == clearScreen {
+			fmt.Fprint(stdout, start)
+		}
 		if *count > 0 {
-			fmt.Fprintf(stdout, "%s%s  (view %d of %d, every %v)\n\n", clearScreen, time.Now().Format(time.TimeOnly), n, *count, *every)
+			fmt.Fprintf(stdout, "%s  (view %d of %d, every %v)\n\n", time.Now().Format(time.TimeOnly), n, *count, *every)
 		} else {
-			fmt.Fprintf(stdout, "%s%s  (every %v; interrupt to stop)\n\n", clearScreen, time.Now().Format(time.TimeOnly), *every)
+			fmt.Fprintf(stdout, "%s  (every %v; interrupt to stop)\n\n", time.Now().Format(time.TimeOnly), *every)
 		}
 		if err := r.print(stdout, false); err != nil {
 			return err
@@ -204,7 +216,7 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 	force := op.fs.Bool("force", false, "required: release the lock whoever holds it")
 	yes := op.fs.Bool("y", false, "do not ask for confirmation")
 	op.require(func() bool { return *force }, "an operator can only force a lock open: add --force")
-	r, rc, err := op.inspect(ctx, args, env, stderr)
+	r, rc, err := op.inspect(ctx, args, env, stdout, stderr)
 	if err != nil {
 		return err
 	}
@@ -222,14 +234,16 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 		return nil
 	}
 	if !*yes {
+		if stdin == nil {
+			return fmt.Errorf("%s not unlocked: there is no terminal to ask for confirmation on; add -y to force it without asking", name)
+		}
 		if err := r.print(stdout, false); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "Force-unlock %s? Its holders lose it and learn so at their next renewal. [y/N] ", name)
 		answer, _ := bufio.NewReader(stdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			fmt.Fprintln(stdout, "not unlocked")
-			return nil
+			return fmt.Errorf("%s not unlocked: the confirmation was declined", name)
 		}
 	}
 	c, err := relock.New(rc)

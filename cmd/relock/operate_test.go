@@ -196,7 +196,7 @@ func TestInspectRLock(t *testing.T) {
 			return b.Server.Subscribers(t, "NUMSUB", "redisson_lock__channel:{orders}") == 0
 		})
 		out, _ = relockCmd(t, b.Addr, "", "inspect", "orders")
-		if out != "orders: free\n  fencing token  2 (last handed out)\n" {
+		if out != "orders: free: no such key\n  fencing token  2 (last handed out)\n" {
 			t.Errorf("inspect after the waiter came and went: %q", out)
 		}
 	})
@@ -357,7 +357,7 @@ func TestInspectFairLockAndOthers(t *testing.T) {
 		}
 
 		// Free and foreign keys.
-		if out, _ = relockCmd(t, b.Addr, "", "inspect", "nothing"); out != "nothing: free\n" {
+		if out, _ = relockCmd(t, b.Addr, "", "inspect", "nothing"); out != "nothing: free: no such key\n" {
 			t.Errorf("inspect of a free lock: %q", out)
 		}
 		b.Server.Do(t, "SET", "plain", "x")
@@ -385,10 +385,22 @@ func (b *syncBuffer) String() string {
 	return b.buf.String()
 }
 
-// views splits watch's output into its views, each of which starts by clearing the screen.
+// viewHeader starts each of watch's views: the time, then the view count or interval.
+var viewHeader = regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d  \(`)
+
+// views splits watch's output into its views. Into a buffer, not a terminal, watch writes
+// no screen-control codes: views follow one another, a blank line apart.
 func views(out string) []string {
-	v := strings.Split(out, clearScreen)
-	return v[1:]
+	var vs []string
+	idx := viewHeader.FindAllStringIndex(out, -1)
+	for i, at := range idx {
+		end := len(out)
+		if i+1 < len(idx) {
+			end = idx[i+1][0] - 1 // the blank line before the next view
+		}
+		vs = append(vs, out[at[0]:end])
+	}
+	return vs
 }
 
 // watch shows the lock as it is at each refresh: the holder, then the lock free once it is
@@ -432,7 +444,7 @@ func TestWatch(t *testing.T) {
 			t.Fatal(err)
 		}
 		redistest.Eventually(t, 20*time.Second, "no view shows the lock free after the unlock", func() bool {
-			return strings.Contains(buf.String(), "\nnightly: free\n")
+			return strings.Contains(buf.String(), "\nnightly: free: no such key\n")
 		})
 		stop()
 		await(t, "watch after its interrupt", done)
@@ -445,7 +457,7 @@ func TestWatch(t *testing.T) {
 				if free >= 0 {
 					t.Errorf("view %d shows the holder after view %d showed the lock free", i+1, free+1)
 				}
-			case strings.HasSuffix(v, "\nnightly: free\n"):
+			case strings.HasSuffix(v, "\nnightly: free: no such key\n"):
 				if free < 0 {
 					free = i
 				}
@@ -493,8 +505,8 @@ func TestForceUnlock(t *testing.T) {
 		redistest.Eventually(t, 20*time.Second, "waiter not waiting", func() bool { return c.PubSubStats().Waiting == 1 })
 
 		out, err := relockCmd(t, b.Addr, "n\n", "unlock", "--force", "stuck")
-		if err != nil || !strings.Contains(out, "not unlocked") {
-			t.Fatalf("declined force unlock: %v\n%s", err, out)
+		if err == nil || !strings.Contains(err.Error(), "not unlocked: the confirmation was declined") {
+			t.Fatalf("declined force unlock: %v; want an error (exit status 1)\n%s", err, out)
 		}
 		if locked, _ := c.Lock("stuck").IsLocked(ctx); !locked {
 			t.Fatal("declining the confirmation unlocked the lock")

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// The command line as people type it, run as the built binary against a real redis-server:
+// flags after the lock name, help that exits 0, and a force unlock that ends with status 1
+// when it could not ask.
+func TestCommandLineAsTyped(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		if _, err := c.Lock("op:orders").Lock(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+
+		// Flags before or after the name.
+		for _, args := range [][]string{
+			{"inspect", "op:orders", "--redis", b.Addr},
+			{"inspect", "--redis", b.Addr, "op:orders"},
+			{"watch", "op:orders", "--count", "1", "--redis", b.Addr, "--interval", "10ms"},
+		} {
+			stdout, stderr, status := runBinary(t, nil, args...)
+			if _, view, ok := strings.Cut(stdout, "\n\n"); ok && args[0] == "watch" {
+				stdout = view // after the view's header
+			}
+			if status != 0 || !holderRE(c, "op:orders").MatchString(stdout) {
+				t.Errorf("relock %s: status %d\n%s%s", strings.Join(args, " "), status, stdout, stderr)
+			}
+		}
+
+		// -h and --help on every command: the flags on stdout, status 0.
+		for _, cmd := range []string{"demo", "inspect", "watch", "unlock"} {
+			for _, h := range []string{"-h", "--help"} {
+				stdout, stderr, status := runBinary(t, nil, cmd, h)
+				if status != 0 || !strings.Contains(stdout, "-") || stderr != "" {
+					t.Errorf("relock %s %s: status %d, stdout %q, stderr %q; want the flags on stdout and status 0", cmd, h, status, stdout, stderr)
+				}
+			}
+		}
+
+		// A force unlock with no terminal to ask on, and without -y, changes nothing and
+		// fails.
+		stdout, stderr, status := runBinary(t, nil, "unlock", "--force", "op:orders", "--redis", b.Addr)
+		if status != 1 || !strings.Contains(stderr, "no terminal") {
+			t.Errorf("relock unlock --force with no terminal: status %d\n%s%s; want status 1 saying why", status, stdout, stderr)
+		}
+		if locked, err := c.Lock("op:orders").IsLocked(context.Background()); err != nil || !locked {
+			t.Errorf("the lock after an unlock that could not ask: locked %v (%v); want still held", locked, err)
+		}
+
+		// Into a pipe, watch writes no screen-control codes.
+		stdout, stderr, status = runBinary(t, nil, "watch", "--count", "2", "--interval", "10ms", "--redis", b.Addr, "op:orders")
+		if status != 0 || strings.ContainsAny(stdout, "\x1b") || strings.Count(stdout, "holds ×1") != 2 {
+			t.Errorf("relock watch into a pipe: status %d, %q%s; want two views and no escape codes", status, stdout, stderr)
+		}
+
+		// Field names from Redis are printed escaped: an ESC or CR in one cannot drive the
+		// operator's terminal.
+		b.Server.Do(t, "HSET", "op:app", "color\x1b[2J", "blue", "size\rhidden", "9")
+		stdout, stderr, status = runBinary(t, nil, "inspect", "--redis", b.Addr, "op:app")
+		if status != 0 || strings.ContainsAny(stdout, "\x1b\r") || !strings.Contains(stdout, `"color\x1b[2J"`) || !strings.Contains(stdout, `"size\rhidden"`) {
+			t.Errorf("relock inspect of a hash with control characters in its fields: status %d, %q%s; want them escaped", status, stdout, stderr)
+		}
+
+		// A name with no key says so.
+		stdout, stderr, status = runBinary(t, nil, "inspect", "op:nothing", "--redis", b.Addr)
+		if status != 0 || stdout != "op:nothing: free: no such key\n" {
+			t.Errorf("relock inspect of a missing key: status %d, %q%s", status, stdout, stderr)
+		}
+	})
+}
+
+// The demo names its embedded Redis, and Ctrl-C ends it quietly with status 130.
+func TestDemoInterrupted(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, relockBinary(t), "demo", "--rounds", "100000")
+	cmd.Env = []string{"PATH=" + t.TempDir()}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	header, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.Contains(header, "miniredis") {
+		t.Errorf("the demo's header %q (%v); want it to name miniredis", header, err)
+	}
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	go io.Copy(io.Discard, out)
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 130 || stderr.Len() != 0 {
+		t.Errorf("the demo after Ctrl-C: %v, stderr %q; want status 130 and nothing on stderr", err, stderr.String())
+	}
+}
