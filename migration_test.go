@@ -36,6 +36,7 @@ var migrationAPI = map[string]any{
 	"relock.New":                 relock.New,
 	"relock.Dial":                relock.Dial,
 	"relock.WithReleaseOnClose":  relock.WithReleaseOnClose,
+	"relock.WithLogger":          relock.WithLogger,
 	"relock.NewOwner":            relock.NewOwner,
 	"relock.WithWatchdogTimeout": relock.WithWatchdogTimeout,
 	"relock.WithTimeout":         relock.WithTimeout,

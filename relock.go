@@ -17,6 +17,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"time"
@@ -61,6 +62,22 @@ type config struct {
 	syncReplicas int
 	syncTimeout  time.Duration
 	keepOnClose  bool
+	logger       *slog.Logger
+}
+
+// WithLogger sets where the client logs what an operator should hear of: a lease renewal
+// round that fails (once, until one succeeds again) and its recovery, a hold found lost,
+// and the subscriber connection going down and coming back. The default is
+// slog.Default(); nil logs nothing. The counters (WatchdogStats, PubSubStats) are kept
+// either way.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			l = slog.New(slog.DiscardHandler)
+		}
+		c.logger = l
+		return nil
+	}
 }
 
 // WithReleaseOnClose sets whether Close releases the client's holds (default true). With
@@ -134,7 +151,7 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 	if rc == nil {
 		return nil, errors.New("relock: New needs a rueidis client, got nil")
 	}
-	cfg := config{lease: DefaultWatchdogTimeout, timeout: DefaultTimeout}
+	cfg := config{lease: DefaultWatchdogTimeout, timeout: DefaultTimeout, logger: slog.Default()}
 	for _, o := range opts {
 		if o == nil {
 			continue
@@ -156,6 +173,7 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		Sharded:      sharded,
 		SyncReplicas: cfg.syncReplicas,
 		SyncTimeout:  cfg.syncTimeout,
+		Logger:       cfg.logger,
 	})}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"log/slog"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -59,19 +60,23 @@ type Config struct {
 	Sharded      bool // sharded pub/sub (SSUBSCRIBE, SPUBLISH)
 	SyncReplicas int
 	SyncTimeout  time.Duration
+	Logger       *slog.Logger // where renewal failures, lost leases and reconnects are logged; nil: nowhere
 }
 
 // New returns a core for rc, with its own hub and watchdog; Close stops them.
 func New(rc rueidis.Client, cfg Config) *Client {
 	w := leases.New(rc, cfg.Lease)
+	w.SetLogger(cfg.Logger)
 	code := newWakeCode()
+	h := hub.New(rc, cfg.Sharded, code, w.Check)
+	h.SetLogger(cfg.Logger)
 	return &Client{
 		Redis:  rc,
 		ID:     cfg.ID,
 		Owners: owner.NewIssuer(cfg.ID),
 		// A subscriber that reconnects means Redis may have restarted and lost every
 		// lock: the watchdog checks every hold at once, not at its next tick.
-		Hub:          hub.New(rc, cfg.Sharded, code, w.Check),
+		Hub:          h,
 		Watchdog:     w,
 		Lease:        cfg.Lease,
 		Timeout:      cfg.Timeout,

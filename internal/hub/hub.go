@@ -6,6 +6,7 @@ package hub
 
 import (
 	"context"
+	"log/slog"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,9 @@ type Hub struct {
 	chans  map[string]*channel
 	passes []pass        // wake-ups this client cannot use, for the hub's goroutine to pass on
 	linger time.Duration // Linger, but for tests
+
+	log  atomic.Pointer[slog.Logger] // see SetLogger
+	down atomic.Bool                 // the connection was lost and is not back yet: logged once
 
 	messages   atomic.Uint64
 	woken      atomic.Uint64
@@ -146,12 +150,25 @@ func New(rc rueidis.Client, sharded bool, code string, onReconnect func()) *Hub 
 		chans:       make(map[string]*channel),
 		linger:      Linger,
 	}
+	h.log.Store(discard)
 	if sharded {
 		go h.runSharded()
 	} else {
 		go h.run()
 	}
 	return h
+}
+
+// discard is the logger of a hub that was given none.
+var discard = slog.New(slog.DiscardHandler)
+
+// SetLogger sets where the hub logs its connection going down and coming back, once
+// each per outage; nil: nowhere.
+func (h *Hub) SetLogger(l *slog.Logger) {
+	if l == nil {
+		l = discard
+	}
+	h.log.Store(l)
 }
 
 // Close stops the hub and closes its connection. Parked and later waits return ErrClosed.
@@ -647,6 +664,9 @@ func (h *Hub) confirm(c *channel) {
 
 // reconnected tells the hub's owner that Redis answers again after the connection was lost.
 func (h *Hub) reconnected() {
+	if h.down.CompareAndSwap(true, false) {
+		h.log.Load().Info("relock: subscriber reconnected; every waiter tries again")
+	}
 	if h.onReconnect != nil {
 		h.onReconnect()
 	}
@@ -690,6 +710,9 @@ func (h *Hub) run() {
 // doubled, up to maxBackoff, and back to minBackoff after a connection that lived longer.
 func (h *Hub) backOff(ctx context.Context, start time.Time, delay time.Duration) time.Duration {
 	h.reconnects.Add(1)
+	if h.down.CompareAndSwap(false, true) {
+		h.log.Load().Warn("relock: subscriber connection down; reconnecting (waiters wait on their leases meanwhile)")
+	}
 	if time.Since(start) > maxBackoff {
 		delay = minBackoff
 	}

@@ -6,6 +6,7 @@ package leases
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,6 +46,8 @@ type Watchdog struct {
 	closing bool          // Closing was called: a new hold is refused
 	flight  chan struct{} // closed when the renewal in flight is done; nil when none is
 	wakeAt  time.Time     // when run looks at the holds next
+
+	log atomic.Pointer[slog.Logger] // see SetLogger
 
 	ticks   atomic.Uint64
 	calls   atomic.Uint64
@@ -107,8 +110,21 @@ func newWatchdog(rc rueidis.Client, lease time.Duration, cluster bool) *Watchdog
 		holds:   make(map[holdKey]*Hold),
 	}
 	w.wakeAt = time.Now().Add(w.period)
+	w.log.Store(discard)
 	go w.run()
 	return w
+}
+
+// discard is the logger of a watchdog or hub that was given none.
+var discard = slog.New(slog.DiscardHandler)
+
+// SetLogger sets where the watchdog logs a renewal round that fails, the first after
+// failures that succeeds, and a hold found lost; nil: nowhere.
+func (w *Watchdog) SetLogger(l *slog.Logger) {
+	if l == nil {
+		l = discard
+	}
+	w.log.Store(l)
 }
 
 // Close stops renewing. Every hold still known ends with cause ErrClosed: its lease will
@@ -273,6 +289,7 @@ func (w *Watchdog) drop(h *Hold, cause error) {
 	lost := cause == lockerr.ErrLeaseLost
 	if lost {
 		w.lost.Add(1)
+		w.log.Load().Warn("relock: lease lost; the hold's context ends", "lock", h.key.name, "owner", h.key.owner)
 	}
 	if wh := w.writeHold(h); wh != nil && lost {
 		// The read hold is gone, and maybe the hash with it (deleted, or a restart): look
@@ -529,6 +546,7 @@ func (w *Watchdog) run() {
 	// restart the first command on a pooled connection meets the dead one.
 	var recheck time.Time
 	retry := minRecheck
+	var failing time.Time // when the current run of failed renewal rounds began
 	for {
 		select {
 		case <-w.ctx.Done():
@@ -543,7 +561,16 @@ func (w *Watchdog) run() {
 			checking, recheck = true, time.Time{}
 		}
 		if checking || !now.Before(next) {
-			failed := w.renew(now, checking)
+			err := w.renew(now, checking)
+			failed := err != nil
+			switch {
+			case failed && failing.IsZero():
+				failing = now
+				w.log.Load().Warn("relock: lease renewal failed; the holds are kept and tried again", "err", err)
+			case !failed && !failing.IsZero():
+				w.log.Load().Info("relock: lease renewal recovered", "failing_for", time.Since(failing).Round(time.Millisecond))
+				failing = time.Time{}
+			}
 			next = now.Add(w.period)
 			w.expire(time.Now())
 			switch {
@@ -601,8 +628,8 @@ func (w *Watchdog) expire(now time.Time) {
 // of one slot, all pipelined. A call that fails keeps its holds; they are tried again next
 // round unless their deadline passes first.
 //
-// It reports whether any call failed.
-func (w *Watchdog) renew(sent time.Time, checkAll bool) (failed bool) {
+// It returns the first call's error, if any failed.
+func (w *Watchdog) renew(sent time.Time, checkAll bool) (failed error) {
 	w.mu.Lock()
 	// One call renews locks of one kind (one script) and, in a cluster, of one slot.
 	// Holds with a fixed lease go in calls of their own, checked without being extended,
@@ -653,7 +680,9 @@ func (w *Watchdog) renew(sent time.Time, checkAll bool) (failed bool) {
 		if err == nil && len(renewed) != len(c.holds) {
 			err = errors.New("renewal reply of the wrong length")
 		}
-		failed = failed || err != nil
+		if failed == nil {
+			failed = err
+		}
 		for j, h := range c.holds {
 			h.sending = false
 			if err != nil || w.holds[h.key] != h {

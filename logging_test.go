@@ -1,0 +1,103 @@
+package relock_test
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// records is a slog handler that keeps what it is given.
+type records struct {
+	mu   sync.Mutex
+	msgs []string // level and message, one per record, with its attributes
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	line := rec.Level.String() + " " + rec.Message
+	rec.Attrs(func(a slog.Attr) bool {
+		line += " " + a.String()
+		return true
+	})
+	r.mu.Lock()
+	r.msgs = append(r.msgs, line)
+	r.mu.Unlock()
+	return nil
+}
+
+// index returns the position of the first record that contains want, or -1.
+func (r *records) index(want string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for i, m := range r.msgs {
+		if strings.Contains(m, want) {
+			return i
+		}
+	}
+	return -1
+}
+
+func (r *records) String() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return strings.Join(r.msgs, "\n")
+}
+
+// What an operator must hear of is logged through the client's slog logger: a renewal
+// that fails (Redis refuses writes) and its recovery, and the subscriber connection going
+// down and coming back.
+func TestLogging(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		logs := &records{}
+		defer func() {
+			if t.Failed() {
+				t.Logf("records:\n%s", logs)
+			}
+		}()
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second), relock.WithLogger(slog.New(logs)))
+		side := b.Client(t)
+		held, err := c.Lock("logged").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// Renewals fail while Redis refuses writes (no replica), and recover after.
+		redistest.MustDo(t, side, "CONFIG", "SET", "min-replicas-to-write", "1")
+		redistest.Eventually(t, 10*time.Second, "no renewal failure logged", func() bool {
+			return logs.index("WARN relock: lease renewal failed") >= 0
+		})
+		redistest.MustDo(t, side, "CONFIG", "SET", "min-replicas-to-write", "0")
+		redistest.Eventually(t, 10*time.Second, "no recovery logged", func() bool {
+			return logs.index("INFO relock: lease renewal recovered") > logs.index("WARN relock: lease renewal failed")
+		})
+		if i := logs.index("NOREPLICAS"); i < 0 {
+			t.Errorf("the failure's record does not carry Redis's error:\n%s", logs)
+		}
+		if held.Err() != nil {
+			t.Fatalf("the hold ended across a short renewal failure: %v", context.Cause(held))
+		}
+
+		// The client's connections, the subscriber's among them, are cut; it comes back.
+		redistest.MustDo(t, side, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+		redistest.Eventually(t, 10*time.Second, "no reconnect logged", func() bool {
+			down := logs.index("WARN relock: subscriber connection down")
+			return down >= 0 && logs.index("INFO relock: subscriber reconnected") > down
+		})
+
+		// A hold found lost is logged with its lock: here the next renewal finds the key
+		// gone.
+		redistest.MustDo(t, side, "DEL", "logged")
+		redistest.Eventually(t, 10*time.Second, "no lost lease logged", func() bool {
+			return logs.index("WARN relock: lease lost") >= 0 && logs.index("lock=logged") >= 0
+		})
+	})
+}
