@@ -72,10 +72,7 @@ type config struct {
 // either way.
 func WithLogger(l *slog.Logger) Option {
 	return func(c *config) error {
-		if l == nil {
-			l = slog.New(slog.DiscardHandler)
-		}
-		c.logger = l
+		c.logger = l // nil: the watchdog and the hub log nowhere
 		return nil
 	}
 }

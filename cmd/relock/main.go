@@ -22,8 +22,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-
-	"golang.org/x/term"
 )
 
 const usage = `usage: relock <command> [flags]
@@ -51,7 +49,7 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	// A force unlock asks on a terminal; with none, it needs -y.
 	var stdin io.Reader
-	if term.IsTerminal(int(os.Stdin.Fd())) {
+	if isTerminal(os.Stdin) {
 		stdin = os.Stdin
 	}
 	err := run(ctx, os.Args[1:], osEnv, stdin, os.Stdout, os.Stderr)
@@ -61,7 +59,6 @@ func main() {
 	case err == nil, errors.Is(err, errHelp):
 	case interrupted:
 		os.Exit(130) // Ctrl-C: the shell's status for SIGINT, and nothing more to say
-
 	case errors.Is(err, errUsage):
 		os.Exit(2)
 	default:

@@ -72,10 +72,10 @@ func (c *connFlags) connect(getenv func(string) string) (rueidis.Client, error) 
 // a pipe the views follow one another, a blank line apart.
 const clearScreen = "\033[H\033[2J"
 
-// isTerminal reports whether w is a terminal.
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
+// isTerminal reports whether f (an io.Reader or io.Writer) is a terminal.
+func isTerminal(f any) bool {
+	file, ok := f.(*os.File)
+	return ok && term.IsTerminal(int(file.Fd()))
 }
 
 // lockArgs parses an operator command: its flags, before or after the name, and exactly
@@ -176,10 +176,7 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	defer rc.Close()
 	t := time.NewTicker(*every)
 	defer t.Stop()
-	start := "\n" // before every view but the first, when the screen is not cleared
-	if isTerminal(stdout) {
-		start = clearScreen
-	}
+	tty := isTerminal(stdout)
 	for n := 1; ; n++ {
 		r, err := inspectLock(ctx, rc, name)
 		if err != nil {
@@ -189,8 +186,11 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 			}
 			return err
 		}
-		if n > 1 || start == clearScreen {
-			fmt.Fprint(stdout, start)
+		switch {
+		case tty:
+			fmt.Fprint(stdout, clearScreen)
+		case n > 1:
+			fmt.Fprintln(stdout) // a blank line between views
 		}
 		if *count > 0 {
 			fmt.Fprintf(stdout, "%s  (view %d of %d, every %v)\n\n", time.Now().Format(time.TimeOnly), n, *count, *every)

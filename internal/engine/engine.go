@@ -222,11 +222,11 @@ func (l *Lock) ReleaseAll(ctx context.Context, field string) error {
 	for count := turn.Count; count > 0; count-- {
 		released, err := l.release(ctx, field, count, turn.Deadline)
 		switch {
-		case errors.Is(err, lockerr.ErrNotHeld):
-			l.c.Watchdog.Lost(l.n.Lock, field) // its lease ran out, or it was forced: nothing to release
-			return nil
 		case err != nil:
 			l.c.Watchdog.Lost(l.n.Lock, field)
+			if errors.Is(err, lockerr.ErrNotHeld) {
+				return nil // its lease ran out, or it was forced: nothing to release
+			}
 			return l.fail("close", err)
 		case released != 0:
 			l.c.Watchdog.ReleasedAtClose(l.n.Lock, field)

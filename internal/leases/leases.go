@@ -115,7 +115,7 @@ func newWatchdog(rc rueidis.Client, lease time.Duration, cluster bool) *Watchdog
 	return w
 }
 
-// discard is the logger of a watchdog or hub that was given none.
+// discard is the logger of a watchdog that was given none.
 var discard = slog.New(slog.DiscardHandler)
 
 // SetLogger sets where the watchdog logs a renewal round that fails, the first after
@@ -628,8 +628,8 @@ func (w *Watchdog) expire(now time.Time) {
 // of one slot, all pipelined. A call that fails keeps its holds; they are tried again next
 // round unless their deadline passes first.
 //
-// It returns the first call's error, if any failed.
-func (w *Watchdog) renew(sent time.Time, checkAll bool) (failed error) {
+// It returns the first failed call's error, or nil.
+func (w *Watchdog) renew(sent time.Time, checkAll bool) (first error) {
 	w.mu.Lock()
 	// One call renews locks of one kind (one script) and, in a cluster, of one slot.
 	// Holds with a fixed lease go in calls of their own, checked without being extended,
@@ -680,8 +680,8 @@ func (w *Watchdog) renew(sent time.Time, checkAll bool) (failed error) {
 		if err == nil && len(renewed) != len(c.holds) {
 			err = errors.New("renewal reply of the wrong length")
 		}
-		if failed == nil {
-			failed = err
+		if first == nil {
+			first = err
 		}
 		for j, h := range c.holds {
 			h.sending = false
@@ -705,7 +705,7 @@ func (w *Watchdog) renew(sent time.Time, checkAll bool) (failed error) {
 	w.mu.Unlock()
 	close(flight)
 	w.ticks.Add(1)
-	return failed
+	return first
 }
 
 // chunk is the holds of one renewal script call: of one kind of lock, in a cluster of one

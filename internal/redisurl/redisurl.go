@@ -35,13 +35,7 @@ const hidden = "xxxxx"
 
 // Redact returns the URL with its user info, and the value of a password query parameter,
 // replaced by "xxxxx". It works on text that does not parse as a URL, too.
-func Redact(raw string) string {
-	out := raw
-	for _, s := range secrets(raw) {
-		out = strings.ReplaceAll(out, s, hidden)
-	}
-	return out
-}
+func Redact(raw string) string { return scrub(raw, secrets(raw)) }
 
 // secrets returns the parts of raw that must not be shown: the user info of its authority
 // (everything between "://" and the last "@" before the path) and the values of password
