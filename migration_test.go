@@ -37,6 +37,8 @@ var migrationAPI = map[string]any{
 	"relock.Dial":                relock.Dial,
 	"relock.WithReleaseOnClose":  relock.WithReleaseOnClose,
 	"relock.WithLogger":          relock.WithLogger,
+	"relock.WithObserver":        relock.WithObserver,
+	"rlock.Mutex.Locker":         (*rlock.Mutex).Locker,
 	"relock.NewOwner":            relock.NewOwner,
 	"relock.WithWatchdogTimeout": relock.WithWatchdogTimeout,
 	"relock.WithTimeout":         relock.WithTimeout,

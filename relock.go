@@ -31,6 +31,7 @@ import (
 	"github.com/relock-go/relock/internal/lockopt"
 	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/internal/redisurl"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
@@ -63,6 +64,18 @@ type config struct {
 	syncTimeout  time.Duration
 	keepOnClose  bool
 	logger       *slog.Logger
+	observer     observe.Observer
+}
+
+// WithObserver sets the observer that hears of the client's acquisitions (with their wait
+// and what ended it), releases (with the time held), lost and abandoned holds, lease
+// renewals failing and recovering, and the subscriber connection coming back (see package
+// observe). Without one (the default, or nil) the client pays nothing for it.
+func WithObserver(o observe.Observer) Option {
+	return func(c *config) error {
+		c.observer = o
+		return nil
+	}
 }
 
 // WithLogger sets where the client logs what an operator should hear of: a lease renewal
@@ -145,6 +158,11 @@ func WithTimeout(d time.Duration) Option {
 // sharded pub/sub) unless WithShardedPubSub decided; the subscriber connection is opened
 // in the background.
 func New(rc rueidis.Client, opts ...Option) (*Client, error) {
+	return newClient(rc, uuid.NewString(), "", opts)
+}
+
+// newClient is New with the client id and wake code ("": a new one) chosen by the caller.
+func newClient(rc rueidis.Client, id, code string, opts []Option) (*Client, error) {
 	if rc == nil {
 		return nil, errors.New("relock: New needs a rueidis client, got nil")
 	}
@@ -164,13 +182,15 @@ func New(rc rueidis.Client, opts ...Option) (*Client, error) {
 		sharded = shardedPubSubSupported(rc, cfg.timeout)
 	}
 	return &Client{keepOnClose: cfg.keepOnClose, core: core.New(rc, core.Config{
-		ID:           uuid.NewString(),
+		ID:           id,
 		Lease:        cfg.lease,
 		Timeout:      cfg.timeout,
 		Sharded:      sharded,
 		SyncReplicas: cfg.syncReplicas,
 		SyncTimeout:  cfg.syncTimeout,
 		Logger:       cfg.logger,
+		Observer:     cfg.observer,
+		WakeCode:     code,
 	})}, nil
 }
 
@@ -185,11 +205,15 @@ func Dial(redisURL string, opts ...Option) (*Client, error) {
 		return nil, fmt.Errorf("relock: %w", err)
 	}
 	opt.DisableCache = true // relock reads nothing through the client-side cache
+	id, code := uuid.NewString(), core.NewWakeCode()
+	if opt.ClientName == "" {
+		opt.ClientName = core.ConnName(id, code) // every connection, so that CLIENT LIST tells this process
+	}
 	rc, err := rueidis.NewClient(opt)
 	if err != nil {
 		return nil, fmt.Errorf("relock: connecting to %s: %w", redisurl.Redact(redisURL), err)
 	}
-	c, err := New(rc, opts...)
+	c, err := newClient(rc, id, code, opts)
 	if err != nil {
 		rc.Close()
 		return nil, err
@@ -268,7 +292,12 @@ func (c *Client) PubSubStats() pubsub.Stats { return c.core.Hub.Stats() }
 // rounds, script calls and round trips, renewals, and holds found lost.
 func (c *Client) WatchdogStats() watchdog.Stats { return c.core.Watchdog.Stats() }
 
-// NewOwner returns a context that carries no owner, whatever ctx carries: the next lock
-// taken with it is taken by a new owner. Use it for a worker spawned from a context that
-// already holds locks, which would otherwise re-enter them.
+// NewOwner returns a context that carries a new owner, whatever ctx carries: every lock
+// taken with it, or with a context derived from it, is taken by that owner (on each client
+// its own "<id>:<n>"), and it can unlock them as the contexts Lock returns can. Use it for
+// a worker spawned from a context that already holds locks, which would otherwise re-enter
+// them, or to keep an owner that several calls share.
+//
+// A hold lives as long as some context can name its owner: once every context that
+// carries it is unreachable without an Unlock, the hold is abandoned (see Client.Lock).
 func NewOwner(ctx context.Context) context.Context { return owner.Fresh(ctx) }

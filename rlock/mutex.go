@@ -10,6 +10,7 @@ package rlock
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/relock-go/relock/internal/engine"
@@ -82,6 +83,18 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, e
 // frees itself when its lease runs out, instead of staying held for a holder that has
 // moved on.
 func (m *Mutex) Unlock(ctx context.Context) error { return m.l().Unlock(ctx) }
+
+// Locker returns a sync.Locker on the lock, as etcd's concurrency.NewLocker, for code
+// that takes one (sync.Cond, a library's hook). Each Lock is taken by a new owner, so
+// goroutines that share the Locker exclude each other as with a sync.Mutex; it is not
+// reentrant. Lock waits until the lock is taken or ctx ends, and panics with the *Error
+// when it cannot take it (ctx ended, the client closed, Redis kept failing): sync.Locker
+// has no error to return, and returning without the lock would break mutual exclusion
+// unseen. Unlock releases the hold the Locker took, from any goroutine; it panics when the
+// Locker holds nothing, as sync.Mutex's does, but not when the release fails: the hold is
+// then no longer renewed and frees when its lease runs out. An invalid name is an error
+// here, never a panic.
+func (m *Mutex) Locker(ctx context.Context) (sync.Locker, error) { return m.l().Locker(ctx) }
 
 // Extend makes the hold of the owner ctx carries last at least d from now, in Redis and
 // in the hold's context, as bsm/redislock's Refresh: for a hold taken WithLease, which the

@@ -20,6 +20,7 @@ package rwlock
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/relock-go/relock/internal/engine"
@@ -127,6 +128,23 @@ func (m *RWMutex) RExtend(ctx context.Context, d time.Duration) error { return m
 func (m *RWMutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts ...Option) error {
 	return engine.DoWith(m.w(), ctx, fn, opts)
 }
+
+// Locker returns a sync.Locker on the write lock, as etcd's concurrency.NewLocker, for code
+// that takes one (sync.Cond, a library's hook). Each Lock is taken by a new owner, so
+// goroutines that share the Locker exclude each other as with a sync.Mutex; it is not
+// reentrant. Lock waits until the lock is taken or ctx ends, and panics with the *Error
+// when it cannot take it (ctx ended, the client closed, Redis kept failing): sync.Locker
+// has no error to return, and returning without the lock would break mutual exclusion
+// unseen. Unlock releases the hold the Locker took, from any goroutine; it panics when the
+// Locker holds nothing, as sync.Mutex's does, but not when the release fails: the hold is
+// then no longer renewed and frees when its lease runs out. An invalid name is an error
+// here, never a panic.
+func (m *RWMutex) Locker(ctx context.Context) (sync.Locker, error) { return m.w().Locker(ctx) }
+
+// RLocker returns a sync.Locker on the read lock, as sync.RWMutex.RLocker: its Lock and
+// Unlock take and release read holds, each by a new owner, so goroutines that share it
+// read together. It panics as Locker's does.
+func (m *RWMutex) RLocker(ctx context.Context) (sync.Locker, error) { return m.r().Locker(ctx) }
 
 // RHoldCount returns how many read holds the owner ctx carries has.
 func (m *RWMutex) RHoldCount(ctx context.Context) (int, error) { return m.r().HoldCount(ctx) }

@@ -23,4 +23,8 @@ type Stats struct {
 	Batches uint64 // pipelined sends (round trips per node)
 	Renewed uint64 // hold renewals that succeeded
 	Lost    uint64 // holds found lost: owner gone, deadline passed, or released as not held
+	// Abandoned counts holds that no context could release any more (every context naming
+	// the owner became unreachable without an Unlock): no longer renewed, they free when
+	// their leases run out.
+	Abandoned uint64
 }

@@ -27,9 +27,21 @@ import (
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
 
+// clientCol matches inspect's client column after a holder or waiter, whatever it found.
+const clientCol = `  client (\S+, connected \d+s( \(\d+ connections\))?|unknown|not found|not connected)`
+
+// clientNotes matches the lines that may end a view to explain its client column.
+const clientNotes = `(  (clients unknown|not found|not connected|  )[^\n]*\n)*`
+
+// parked matches inspect's line of c's entry in a lock's wake registry, with waiters of the
+// kind ("waiters", "writers" or "readers"), whatever it found of its client.
+func parked(kind string, c *relock.Client) string {
+	return `  parked ` + kind + ` of relock client ` + regexp.QuoteMeta(c.ID()) + ` \(wake code \d+\);` + clientCol[1:] + `\n`
+}
+
 // holderRE matches inspect's text view of name held once by an owner of c.
 func holderRE(c *relock.Client, name string) *regexp.Regexp {
-	return regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(c.ID()) + `:\d+ +holds ×1\n$`)
+	return regexp.MustCompile(`^` + regexp.QuoteMeta(name) + `: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(c.ID()) + `:\d+ +holds ×1` + clientCol + `\n` + clientNotes + `$`)
 }
 
 // holdLock takes name with c for the rest of the test.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -160,9 +161,25 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 	var (
 		counter   int // deliberately unsynchronised: the lock is its only protection
 		reentered int
-		entries   atomic.Int64 // for the progress line
 		g         errgroup.Group
 	)
+	want := workers * rounds
+	step := newSteps(out)
+	// A worker that makes a quarter of the entries says so while it holds the lock.
+	milestone := func(n int) {
+		if n*4/want == (n-1)*4/want && n != want {
+			return
+		}
+		var waiting int
+		var woken uint64
+		for _, c := range clients {
+			st := c.PubSubStats()
+			waiting += st.Waiting
+			woken += st.Woken
+		}
+		step.printf("%d of %d entries (%d%%); %d workers waiting, %d waits ended by an unlock message so far",
+			n, want, n*100/want, waiting, woken)
+	}
 	start := time.Now()
 	for w := 0; w < workers; w++ {
 		mu := clients[w%len(clients)].Lock(name)
@@ -181,7 +198,7 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 				v := counter
 				runtime.Gosched()
 				counter = v + 1
-				entries.Add(1)
+				milestone(counter)
 				for i := 0; i < 2; i++ {
 					if err := mu.Unlock(held); err != nil {
 						return err
@@ -191,15 +208,7 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 			return nil
 		})
 	}
-	stopProgress := progress(out, func() string {
-		waiting := 0
-		for _, c := range clients {
-			waiting += c.PubSubStats().Waiting
-		}
-		return fmt.Sprintf("  %d of %d entries, %d workers waiting", entries.Load(), workers*rounds, waiting)
-	})
 	err = g.Wait()
-	stopProgress()
 	elapsed := time.Since(start)
 	if err != nil {
 		return err
@@ -211,7 +220,6 @@ func contend(ctx context.Context, env *demoEnv, workers, rounds int, out io.Writ
 		woken += st.Woken
 		timedOut += st.TimedOut
 	}
-	want := workers * rounds
 	verdict := "exact: mutual exclusion held"
 	if counter != want {
 		verdict = "WRONG: two workers were inside at once"
@@ -236,31 +244,30 @@ func heading(out io.Writer, title, intro string, args ...any) {
 	fmt.Fprintf(out, intro+"\n\n", args...)
 }
 
-// progress redraws a status line every 100ms while a scene runs, when out is a terminal
-// (redirected output gets the summaries only). The returned func stops it and clears the
-// line.
-func progress(out io.Writer, line func() string) (stop func()) {
-	if !isTerminal(out) {
-		return func() {}
-	}
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				fmt.Fprint(out, "\r\033[K")
-				return
-			case <-t.C:
-				fmt.Fprintf(out, "\r\033[K%s", line())
-			}
-		}
-	}()
-	return func() {
-		close(done)
-		<-finished
+// maxSteps bounds the progress lines of one scene, whatever its flags.
+const maxSteps = 16
+
+// steps prints a scene's progress as it happens, one line a step, with the time since the
+// scene began: at most maxSteps lines, then one saying that more were left out. It is
+// safe for the scene's goroutines to share.
+type steps struct {
+	mu    sync.Mutex
+	out   io.Writer
+	start time.Time
+	n     int
+}
+
+func newSteps(out io.Writer) *steps { return &steps{out: out, start: time.Now()} }
+
+func (s *steps) printf(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.n++
+	switch {
+	case s.n <= maxSteps:
+		at := fmt.Sprintf("+%.2fs", time.Since(s.start).Seconds())
+		fmt.Fprintf(s.out, "  %6s  %s\n", at, fmt.Sprintf(format, args...))
+	case s.n == maxSteps+1:
+		fmt.Fprintf(s.out, "  %6s  (further steps not shown)\n", "...")
 	}
 }

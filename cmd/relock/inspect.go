@@ -34,8 +34,17 @@ type Report struct {
 	// Subscribers counts the connections subscribed to an rlock's or rwlock's wake-up
 	// channel: one per client (relock's or Redisson's) with waiters parked on the lock.
 	// Such waiters keep nothing in the lock's keys, so this is the only trace they leave.
-	Subscribers int64  `json:"subscribers"`
-	Token       *int64 `json:"fencingToken,omitempty"`
+	Subscribers int64 `json:"subscribers"`
+	// WaitingClients are an rlock's or rwlock's wake registries: the relock clients with
+	// waiters parked on the lock, by wake code, each with the process whose connections
+	// carry that code. The plain lock's waiters and the rwlock's writers first, in the
+	// order an unlock wakes their clients, then the rwlock's readers.
+	WaitingClients []WaitingClient `json:"waitingClients,omitempty"`
+	Token          *int64          `json:"fencingToken,omitempty"`
+	// ClientsUnknown says why the clients behind the owners and waiters could not be
+	// looked up (CLIENT LIST failed on every node); empty when they were.
+	ClientsUnknown string `json:"clientsUnknown,omitempty"`
+	cluster        bool   // read from a Redis Cluster: a client may have no named connection
 }
 
 // Owner is one holder of a lock.
@@ -45,6 +54,21 @@ type Owner struct {
 	Write bool   `json:"write,omitempty"` // rwlock: a write hold
 	// ReadTTLsMs are the remaining leases of an rwlock reader's holds, one per hold.
 	ReadTTLsMs []int64 `json:"readTtlsMs,omitempty"`
+	// Client is the process behind the owner, as CLIENT LIST shows it; nil when no
+	// connection carries its client's name (see ClientConn) or the lookup failed
+	// (Report.ClientsUnknown).
+	Client *ClientConn `json:"client,omitempty"`
+}
+
+// ClientConn is what CLIENT LIST shows of a relock client: the connections named
+// "relock:<client id>:<wake code>" (every relock client names its subscriber connection
+// so, and a client made by relock.Dial every connection). None means the process is gone
+// (its holds run out with their lease, its wake registry entries with the registry) or the
+// owner is not a relock client (Redisson's).
+type ClientConn struct {
+	Addr        string `json:"addr"`        // the oldest such connection's address, as the server sees it
+	AgeSeconds  int64  `json:"ageSeconds"`  // how long that connection has been open
+	Connections int    `json:"connections"` // how many connections carry the name, on every node
 }
 
 // QueueEntry is one waiter of a fair lock, or a waiting writer of an rwlock.
@@ -53,6 +77,25 @@ type QueueEntry struct {
 	// ExpiresInMs is how long the entry lives without its waiter refreshing it, by the
 	// Redis clock; at or below 0 the waiter is taken for dead and ignored.
 	ExpiresInMs int64 `json:"expiresInMs"`
+	// Client is the waiter's process, as for Owner.Client.
+	Client *ClientConn `json:"client,omitempty"`
+}
+
+// WaitingClient is one entry of a lock's wake registry (lua/wake.lua): a relock client
+// that registered its wake code when a waiter of it found the lock held. The entry stays
+// until an unlock wakes that client, its last waiter leaves, or the registry expires; that
+// of a client that died stays until the registry expires or an unlock, looking for a
+// client to wake, drops it.
+type WaitingClient struct {
+	Code string `json:"code"` // the client's wake code, as registered
+	// Readers is set for an rwlock's client with readers waiting (the registry
+	// relock_wake_readers:{<name>}); unset, the client has waiters of a plain lock or an
+	// rwlock's writers waiting (relock_wake:{<name>}).
+	Readers bool `json:"readers,omitempty"`
+	// ClientID is the client id in the name of the connections that carry the code, and
+	// Client those connections, as for Owner.Client; both empty when none does.
+	ClientID string      `json:"clientId,omitempty"`
+	Client   *ClientConn `json:"client,omitempty"`
 }
 
 // inspectLock reads a lock's keys. Every key of one lock shares a cluster slot, so plain
@@ -64,8 +107,12 @@ func inspectLock(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 	const reads = 5
 	for i := 1; ; i++ {
 		r, err := inspectOnce(ctx, rc, name)
-		if err != nil || i == reads || !r.torn() {
-			return r, err
+		if err != nil {
+			return nil, err
+		}
+		if i == reads || !r.torn() {
+			r.findClients(ctx, rc)
+			return r, nil
 		}
 	}
 }
@@ -156,6 +203,11 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 		r.Kind, r.KeyTyp = "foreign", typ
 		return r, nil
 	}
+	if r.Kind == "rlock" || r.Kind == "rwlock" {
+		if r.WaitingClients, err = waitingClients(ctx, rc, names, r.Kind == "rwlock"); err != nil {
+			return nil, err
+		}
+	}
 	if queued == 1 {
 		if r.Kind != "rwlock" {
 			r.Kind = "fairlock"
@@ -227,6 +279,27 @@ func waitingWriters(ctx context.Context, rc rueidis.Client, name string) ([]Queu
 	for i, z := range zs {
 		owner, _ := keys.IsWriteField(z.Member)
 		ws[i] = QueueEntry{Owner: owner, ExpiresInMs: int64(z.Score) - now}
+	}
+	return ws, nil
+}
+
+// waitingClients reads a lock's wake registry in the order of its scores, which is the
+// order its clients registered and an unlock wakes them, and with readers an rwlock's
+// registry of clients with readers waiting.
+func waitingClients(ctx context.Context, rc rueidis.Client, names keys.Names, readers bool) ([]WaitingClient, error) {
+	registries := []string{names.Wake}
+	if readers {
+		registries = append(registries, names.Readers)
+	}
+	var ws []WaitingClient
+	for _, key := range registries {
+		codes, err := rc.Do(ctx, rc.B().Zrange().Key(key).Min("0").Max("-1").Build()).AsStrSlice()
+		if err != nil {
+			return nil, err
+		}
+		for _, code := range codes {
+			ws = append(ws, WaitingClient{Code: code, Readers: key == names.Readers})
+		}
 	}
 	return ws, nil
 }
@@ -342,27 +415,44 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 			}
 			fmt.Fprintf(w, "  (leases %s)", strings.Join(parts, ", "))
 		}
-		fmt.Fprintln(w)
+		fmt.Fprintf(w, "  %s\n", r.clientText(o.Client))
 	}
 	for i, q := range r.Queue {
 		state := "live, entry expires in " + ms(q.ExpiresInMs)
 		if q.ExpiresInMs <= 0 {
 			state = "dead (entry expired), will be skipped"
 		}
-		fmt.Fprintf(w, "  queue %-2d %-44s %s\n", i+1, shown(q.Owner), state)
+		fmt.Fprintf(w, "  queue %-2d %-44s %s; %s\n", i+1, shown(q.Owner), state, r.clientText(q.Client))
 	}
 	for _, q := range r.Writers {
 		state := "waits (new readers give way), entry expires in " + ms(q.ExpiresInMs)
 		if q.ExpiresInMs <= 0 {
 			state = "dead (entry expired), ignored"
 		}
-		fmt.Fprintf(w, "  writer   %-44s %s\n", shown(q.Owner), state)
+		fmt.Fprintf(w, "  writer   %-44s %s; %s\n", shown(q.Owner), state, r.clientText(q.Client))
 	}
 	if r.Subscribers > 0 {
 		fmt.Fprintf(w, "  waiting clients  %d (subscribed to the lock's wake-up channel)\n", r.Subscribers)
 	}
+	for _, c := range r.WaitingClients {
+		waiters := "waiters"
+		if r.Kind == "rwlock" {
+			waiters = "writers"
+			if c.Readers {
+				waiters = "readers"
+			}
+		}
+		who := "wake code " + shown(c.Code)
+		if c.ClientID != "" {
+			who = "relock client " + shown(c.ClientID) + " (" + who + ")"
+		}
+		fmt.Fprintf(w, "  parked %s of %s; %s\n", waiters, who, r.clientText(c.Client))
+	}
 	if r.Token != nil {
 		fmt.Fprintf(w, "  fencing token  %d (last handed out)\n", *r.Token)
+	}
+	for _, note := range r.clientNotes() {
+		fmt.Fprintf(w, "  %s\n", note)
 	}
 	return nil
 }

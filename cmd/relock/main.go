@@ -1,7 +1,8 @@
 // Command relock shows and operates relock's distributed locks.
 //
 //	relock demo [--redis host:port]        the demo, on an embedded Redis or a real one
-//	relock inspect [flags] NAME             a lock's kind, holders, mode, waiters and leases
+//	relock inspect [flags] NAME             a lock's kind, holders, mode, waiters and leases,
+//	                                        and the connection of each holder's client
 //	relock watch [flags] NAME               the same, refreshed until interrupted
 //	                                        (--interval between views, --count views)
 //	relock unlock --force [-y] [flags] NAME release a lock whoever holds it; wakes waiters
@@ -29,7 +30,8 @@ const usage = `usage: relock <command> [flags]
 commands:
   demo      workers contend for locks on an embedded Redis (no setup), or --redis host:port
   inspect   show a lock: kind, holders and hold counts, mode and readers, fair queue,
-            waiting writers and clients, leases
+            waiting writers and clients, leases, and the address and age of each
+            holder's and queued waiter's connection (CLIENT LIST)
   watch     inspect, refreshed every --interval (1s) until interrupted, or for --count views
   unlock    --force: release a lock whoever holds it, and wake its waiters
 

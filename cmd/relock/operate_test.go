@@ -157,7 +157,7 @@ func TestInspectRLock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err, out)
 		}
-		if !regexp.MustCompile(`^orders: rlock, held, lease .* left\n  ` + id + `:\d+ +holds ×2\n  fencing token  1 \(last handed out\)\n$`).MatchString(out) {
+		if !regexp.MustCompile(`^orders: rlock, held, lease .* left\n  ` + id + `:\d+ +holds ×2` + clientCol + `\n  fencing token  1 \(last handed out\)\n` + clientNotes + `$`).MatchString(out) {
 			t.Errorf("inspect of an rlock:\n%s", out)
 		}
 		r := inspectJSON(t, b.Addr, "orders")
@@ -180,11 +180,12 @@ func TestInspectRLock(t *testing.T) {
 			return c.PubSubStats().Waiting == 1 && b.Server.Subscribers(t, "NUMSUB", "redisson_lock__channel:{orders}") == 1
 		})
 		out, _ = relockCmd(t, b.Addr, "", "inspect", "orders")
-		if !regexp.MustCompile(`^orders: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(holder) + ` +holds ×2\n  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n  fencing token  1 \(last handed out\)\n$`).MatchString(out) {
+		if !regexp.MustCompile(`^orders: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(holder) + ` +holds ×2` + clientCol + `\n  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n` + parked("waiters", c) + `  fencing token  1 \(last handed out\)\n` + clientNotes + `$`).MatchString(out) {
 			t.Errorf("inspect of an rlock with a waiter:\n%s", out)
 		}
 		r = inspectJSON(t, b.Addr, "orders")
-		if len(r.Owners) != 1 || r.Owners[0].Owner != holder || r.Owners[0].Holds != 2 || r.Subscribers != 1 || !r.Locked {
+		if len(r.Owners) != 1 || r.Owners[0].Owner != holder || r.Owners[0].Holds != 2 || r.Subscribers != 1 || !r.Locked ||
+			len(r.WaitingClients) != 1 || r.WaitingClients[0].Readers || r.WaitingClients[0].ClientID != c.ID() {
 			t.Errorf("JSON report with a waiter %+v", r)
 		}
 
@@ -233,11 +234,12 @@ func TestInspectRWLock(t *testing.T) {
 			return c.PubSubStats().Waiting == 1 && b.Server.Subscribers(t, "NUMSUB", "redisson_rwlock:{config}") == 1
 		})
 		out, _ := relockCmd(t, b.Addr, "", "inspect", "config")
-		if !regexp.MustCompile(`^config: rwlock, held \(read mode\), lease .* left\n(  ` + id + `:\d+ +reads ×1  \(leases \d[^,\n]*\)\n){2}  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n$`).MatchString(out) {
+		if !regexp.MustCompile(`^config: rwlock, held \(read mode\), lease .* left\n(  ` + id + `:\d+ +reads ×1  \(leases \d[^,\n)]*\)` + clientCol + `\n){2}  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n` + parked("writers", c) + clientNotes + `$`).MatchString(out) {
 			t.Errorf("inspect of an rwlock with a waiting writer:\n%s", out)
 		}
 		r := inspectJSON(t, b.Addr, "config")
-		if r.Kind != "rwlock" || r.Mode != "read" || !r.Locked || r.TTLMs <= 0 || len(r.Owners) != 2 || r.Subscribers != 1 || len(r.Writers) != 0 || r.Token != nil {
+		if r.Kind != "rwlock" || r.Mode != "read" || !r.Locked || r.TTLMs <= 0 || len(r.Owners) != 2 || r.Subscribers != 1 || len(r.Writers) != 0 || r.Token != nil ||
+			len(r.WaitingClients) != 1 || r.WaitingClients[0].Readers || r.WaitingClients[0].ClientID != c.ID() {
 			t.Errorf("JSON report of an rwlock %+v", r)
 		}
 		for _, o := range r.Owners {
@@ -285,7 +287,7 @@ func TestInspectRWLock(t *testing.T) {
 			t.Errorf("the waiting writer %+v (the reader is %s)", waiting, r.Owners[0].Owner)
 		}
 		out, _ = relockCmd(t, b.Addr, "", "inspect", "prefs")
-		if !regexp.MustCompile(`^prefs: rwlock, held \(read mode\), lease .* left\n  ` + id + `:\d+ +reads ×1  \(leases [^\n]*\)\n  writer   ` + regexp.QuoteMeta(waiting.Owner) + ` +waits \(new readers give way\), entry expires in [^\n]+\n  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n$`).MatchString(out) {
+		if !regexp.MustCompile(`^prefs: rwlock, held \(read mode\), lease .* left\n  ` + id + `:\d+ +reads ×1  \(leases [^\n)]*\)` + clientCol + `\n  writer   ` + regexp.QuoteMeta(waiting.Owner) + ` +waits \(new readers give way\), entry expires in [^\n;]+;` + clientCol[1:] + `\n  waiting clients  1 \(subscribed to the lock's wake-up channel\)\n` + parked("writers", c) + clientNotes + `$`).MatchString(out) {
 			t.Errorf("inspect of an rwlock with a registered writer:\n%s", out)
 		}
 
@@ -308,7 +310,7 @@ func TestInspectRWLock(t *testing.T) {
 			return b.Server.Subscribers(t, "NUMSUB", "redisson_rwlock:{prefs}") == 0
 		})
 		out, _ = relockCmd(t, b.Addr, "", "inspect", "prefs")
-		if !regexp.MustCompile(`^prefs: rwlock, held \(write mode\), lease .* left\n  ` + regexp.QuoteMeta(waiting.Owner) + ` +writes ×1\n$`).MatchString(out) {
+		if !regexp.MustCompile(`^prefs: rwlock, held \(write mode\), lease .* left\n  ` + regexp.QuoteMeta(waiting.Owner) + ` +writes ×1` + clientCol + `\n` + clientNotes + `$`).MatchString(out) {
 			t.Errorf("inspect of a write-held rwlock:\n%s", out)
 		}
 		release <- struct{}{}
@@ -414,7 +416,7 @@ func TestWatch(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		holder := regexp.MustCompile(`\nnightly: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(c.ID()) + `:\d+ +holds ×1\n`)
+		holder := regexp.MustCompile(`\nnightly: rlock, held, lease .* left\n  ` + regexp.QuoteMeta(c.ID()) + `:\d+ +holds ×1` + clientCol + `\n`)
 
 		out, err := relockCmd(t, b.Addr, "", "watch", "--count", "3", "--interval", "10ms", "nightly")
 		if err != nil {

@@ -24,13 +24,16 @@ func keepAlive(ctx context.Context, env *demoEnv, out io.Writer) error {
 		return err
 	}
 	heading(out, "watchdog", "lock %q is taken with a %v lease and kept for %v.", name, lease, hold)
+	step := newSteps(out)
 	mu := c.Lock(name)
 	held, err := mu.Lock(ctx)
 	if err != nil {
 		return err
 	}
+	step.printf("took the lock; its lease runs out in %v unless renewed", lease)
 	lowest := lease
-	for end := time.Now().Add(hold); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+	taken, periods := time.Now(), 0
+	for end := taken.Add(hold); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
 		ms, err := env.side.Do(ctx, env.side.B().Pttl().Key(name).Build()).AsInt64()
 		if err != nil {
 			return err
@@ -39,11 +42,17 @@ func keepAlive(ctx context.Context, env *demoEnv, out io.Writer) error {
 			return fmt.Errorf("the hold of %q lapsed while held (PTTL %d)", name, ms)
 		}
 		lowest = min(lowest, time.Duration(ms)*time.Millisecond)
+		if n := int(time.Since(taken) / lease); n > periods {
+			periods = n
+			step.printf("held %d× the lease; %v of it left, %d renewals so far",
+				n, (time.Duration(ms) * time.Millisecond).Round(time.Millisecond), c.WatchdogStats().Renewed)
+		}
 	}
 	st, live := c.WatchdogStats(), held.Err() == nil
 	if err := mu.Unlock(held); err != nil {
 		return err
 	}
+	step.printf("unlocked")
 	if !live {
 		return fmt.Errorf("the hold's context ended while held: %v", context.Cause(held))
 	}
@@ -68,29 +77,36 @@ func loseLease(ctx context.Context, env *demoEnv, out io.Writer) error {
 	}
 	heading(out, "lease loss and fencing", "worker A holds fenced lock %q; its key is then deleted behind its back.", name)
 	var ledger fencedLedger
+	step := newSteps(out)
 
 	stale, staleToken, err := ledger.lockAndWrite(ctx, a, name, "A: first entry")
 	if err != nil {
 		return err
 	}
+	step.printf("A holds the lock with token %d and writes its first entry", staleToken)
 	deleted := time.Now()
 	if err := env.side.Do(ctx, env.side.B().Del().Key(name).Build()).Error(); err != nil {
 		return err
 	}
+	step.printf("the lock's key is deleted behind A's back; A's watchdog has yet to notice")
 	select {
 	case <-stale.Done():
 	case <-time.After(5 * time.Second):
 		return errors.New("the holder was not told its lease was lost")
 	}
-	fmt.Fprintf(out, "A's context     ended %v after the delete, cause: %v\n",
-		time.Since(deleted).Round(time.Millisecond), context.Cause(stale))
+	noticed := time.Since(deleted)
+	step.printf("A's watchdog found the key gone: A's context ends")
 
 	fresh, freshToken, err := ledger.lockAndWrite(ctx, b, name, "B: second entry")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "B acquired      token %d (A had %d); B's write accepted\n", freshToken, staleToken)
+	step.printf("B takes the free lock with token %d and writes", freshToken)
 	lateErr := ledger.write(staleToken, "A: late entry")
+	step.printf("A, had it not looked at its context, writes late with token %d", staleToken)
+	fmt.Fprintf(out, "A's context     ended %v after the delete, cause: %v\n",
+		noticed.Round(time.Millisecond), context.Cause(stale))
+	fmt.Fprintf(out, "B acquired      token %d (A had %d); B's write accepted\n", freshToken, staleToken)
 	fmt.Fprintf(out, "A writes late   with token %d: %v\n", staleToken, lateErr)
 	fmt.Fprintf(out, "ledger          %q\n", ledger.entries)
 	if err := a.Lock(name).Unlock(stale); !errors.Is(err, relock.ErrNotHeld) {
@@ -141,10 +157,12 @@ func fairOrder(ctx context.Context, env *demoEnv, name string, out io.Writer) er
 		return err
 	}
 	heading(out, "fair lock", "%d workers on 2 clients queue for fair lock %q one after another while it is held.", workers, name)
+	step := newSteps(out)
 	holder, err := clients[0].FairLock(name).Lock(ctx)
 	if err != nil {
 		return err
 	}
+	step.printf("the lock is held; the workers arrive one at a time")
 	queueKey := keys.Of(name).Queue
 	var (
 		mu      sync.Mutex
@@ -163,6 +181,7 @@ func fairOrder(ctx context.Context, env *demoEnv, name string, out io.Writer) er
 			mu.Lock()
 			granted = append(granted, w)
 			mu.Unlock()
+			step.printf("worker %d granted the lock", w)
 			return lock.Unlock(held)
 		})
 		// Let each worker take its place before the next one arrives.
@@ -179,7 +198,9 @@ func fairOrder(ctx context.Context, env *demoEnv, name string, out io.Writer) er
 			}
 		}
 		arrived = append(arrived, w)
+		step.printf("worker %d queued, %d in the queue", w, w+1)
 	}
+	step.printf("the holder unlocks")
 	if err := clients[0].FairLock(name).Unlock(holder); err != nil {
 		return err
 	}
@@ -208,6 +229,7 @@ func readWrite(ctx context.Context, env *demoEnv, out io.Writer) error {
 	var overlapped atomic.Bool
 	var writerInside atomic.Bool
 	release := make(chan struct{})
+	step := newSteps(out)
 	var g errgroup.Group
 	for r := 0; r < readers; r++ {
 		mu := clients[r%2].RWLock(name)
@@ -222,6 +244,7 @@ func readWrite(ctx context.Context, env *demoEnv, out io.Writer) error {
 			if writerInside.Load() {
 				overlapped.Store(true)
 			}
+			step.printf("reader %d in", r)
 			<-release
 			inside.Add(-1)
 			return mu.RUnlock(held)
@@ -232,6 +255,7 @@ func readWrite(ctx context.Context, env *demoEnv, out io.Writer) error {
 			return errors.New("the readers did not all get in")
 		}
 	}
+	step.printf("all %d readers inside at once; the writer asks for the lock", readers)
 	writerDone := make(chan error, 1)
 	var waited time.Duration
 	go func() {
@@ -242,12 +266,14 @@ func readWrite(ctx context.Context, env *demoEnv, out io.Writer) error {
 			if n := inside.Load(); n != 0 {
 				overlapped.Store(true)
 			}
+			step.printf("the writer is in, alone")
 			writerInside.Store(false)
 			return nil
 		})
 		writerDone <- err
 	}()
 	time.Sleep(200 * time.Millisecond) // the writer waits behind the readers meanwhile
+	step.printf("the writer still waits; the readers leave")
 	close(release)
 	if err := g.Wait(); err != nil {
 		return err

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"log/slog"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -19,6 +20,7 @@ import (
 	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/owner"
+	"github.com/relock-go/relock/observe"
 )
 
 // Client is shared by all locks of one relock.Client.
@@ -29,6 +31,8 @@ type Client struct {
 
 	Hub      *hub.Hub
 	Watchdog *leases.Watchdog
+	// Observer hears of acquisitions (the watchdog and the hub of the rest); nil: none.
+	Observer observe.Observer
 
 	// Lease is the lease of a hold taken without an explicit one: the watchdog timeout.
 	Lease time.Duration
@@ -61,19 +65,26 @@ type Config struct {
 	SyncReplicas int
 	SyncTimeout  time.Duration
 	Logger       *slog.Logger // where renewal failures, lost leases and reconnects are logged; nil: nowhere
+	Observer     observe.Observer
+	WakeCode     string // "": a new one (NewWakeCode)
 }
 
 // New returns a core for rc, with its own hub and watchdog; Close stops them.
 func New(rc rueidis.Client, cfg Config) *Client {
-	w := leases.New(rc, cfg.Lease)
+	owners := owner.NewIssuer(cfg.ID)
+	w := leases.New(rc, cfg.Lease, owners, cfg.Observer)
 	w.SetLogger(cfg.Logger)
-	code := newWakeCode()
-	h := hub.New(rc, cfg.Sharded, code, w.Check)
+	owners.OnGone(w.Abandon)
+	code := cfg.WakeCode
+	if code == "" {
+		code = NewWakeCode()
+	}
+	h := hub.New(rc, hub.Config{Sharded: cfg.Sharded, Code: code, Name: ConnName(cfg.ID, code), OnReconnect: w.Check, Observer: cfg.Observer})
 	h.SetLogger(cfg.Logger)
 	return &Client{
 		Redis:  rc,
 		ID:     cfg.ID,
-		Owners: owner.NewIssuer(cfg.ID),
+		Owners: owners,
 		// A subscriber that reconnects means Redis may have restarted and lost every
 		// lock: the watchdog checks every hold at once, not at its next tick.
 		Hub:          h,
@@ -84,6 +95,7 @@ func New(rc rueidis.Client, cfg Config) *Client {
 		WakeCode:     code,
 		SyncReplicas: cfg.SyncReplicas,
 		SyncTimeout:  cfg.SyncTimeout,
+		Observer:     cfg.Observer,
 		leaseMs:      strconv.FormatInt(cfg.Lease.Milliseconds(), 10),
 		deadlines:    newDeadlines(cfg.Timeout),
 	}
@@ -131,10 +143,29 @@ func (c *Client) Closed() bool { return c.closed.Load() }
 // LeaseMs is Lease in milliseconds, as the scripts take it.
 func (c *Client) LeaseMs() string { return c.leaseMs }
 
-// newWakeCode returns a random wake code: at least 1000 (below are the lock messages) and
+// ConnName is the client name that a relock client's connections carry (CLIENT SETNAME):
+// "relock:<id>:<wake code>", so that an operator can find the process behind an owner
+// "<id>:<n>", or behind a wake code in a lock's registry of waiting clients, in CLIENT
+// LIST (relock inspect does).
+func ConnName(id, code string) string { return connPrefix + id + ":" + code }
+
+// ParseConnName returns the client id and wake code of a connection name that ConnName
+// made; ok is false for any other name.
+func ParseConnName(name string) (id, code string, ok bool) {
+	rest, ok := strings.CutPrefix(name, connPrefix)
+	if !ok {
+		return "", "", false
+	}
+	id, code, ok = strings.Cut(rest, ":")
+	return id, code, ok && id != "" && code != ""
+}
+
+const connPrefix = "relock:"
+
+// NewWakeCode returns a random wake code: at least 1000 (below are the lock messages) and
 // below 2^61, a number that Redisson's clients, which read a lock message as a Java long,
 // parse and ignore.
-func newWakeCode() string {
+func NewWakeCode() string {
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
 	return strconv.FormatUint(1000+binary.BigEndian.Uint64(b[:])>>4, 10)

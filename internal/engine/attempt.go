@@ -15,6 +15,7 @@ import (
 	"github.com/relock-go/relock/internal/lockopt"
 	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/internal/script"
+	"github.com/relock-go/relock/observe"
 )
 
 // attempt is one Lock call's acquisition: who asks, for how long, and what it got.
@@ -37,7 +38,12 @@ type attempt struct {
 	parent context.Context // what the hold's context derives from
 	op     string
 	held   context.Context // the hold's context, once acquired
-	bind   owner.Binding   // the owner, as the hold's context will carry it
+	// carried is the owners' list of ctx when it carried the owner; otherwise fresh is the
+	// new owner's binding, which the hold's context will carry (see owner.Own).
+	carried *owner.Binding
+	fresh   owner.Binding
+	hold    leases.Context // the context of a first-level hold: the attempt's, one allocation less
+	woken   observe.Woken  // what ended the last wait
 
 	detached core.Detached // the first try's calls' context: see try
 	tries    int
@@ -205,7 +211,7 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 func (a *attempt) granted(count, third int64, sent time.Time) {
 	l := a.l
 	a.grant = leases.Grant{Name: l.n.Lock, Owner: a.owner, Count: count, Fenced: a.fenced,
-		Sent: sent, Lease: a.lease, Renew: a.renew, Binding: a.bind, Lock: l}
+		Sent: sent, Lease: a.lease, Renew: a.renew, Who: a.who, Kind: l.kind.name, Carried: a.carried, Fresh: a.fresh, Lock: l}
 	if l.kind.hash.tagged {
 		a.grant.Prefix = l.n.Tag
 	}
@@ -220,7 +226,7 @@ func (a *attempt) keep() error {
 	err := a.ctx.Err()
 	if err == nil {
 		var ok bool
-		if a.held, ok = a.l.c.Watchdog.Acquired(a.parent, a.grant); ok {
+		if a.held, ok = a.l.c.Watchdog.Acquired(&a.hold, a.parent, a.grant); ok {
 			return nil
 		}
 		err = lockerr.ErrClosed
@@ -299,6 +305,10 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 		}
 		if err != nil {
 			return err
+		}
+		a.woken = observe.ByMessage
+		if sub.Timed() {
+			a.woken = observe.ByLease
 		}
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
 	"github.com/relock-go/relock/internal/script"
+	"github.com/relock-go/relock/observe"
 )
 
 // Lock is one lock of one kind. Its methods are safe for concurrent use; who holds it is
@@ -86,14 +87,13 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 		return ctx, l.fail(op, err)
 	}
 	// The owner ctx carries, or a new one: the hold's context will carry it.
-	bind, _ := l.c.Owners.Own(ctx)
-	who := bind.Owner()
+	who, carried, fresh := l.c.Owners.Own(ctx)
 	held := ctx
 	if l.kind.parent != nil {
 		held = l.kind.parent(l, held, who)
 	}
 	a := attempt{l: l, s: s, who: who, owner: l.kind.field(who), wait: wait, lease: s.Lease, leaseMs: l.c.LeaseMs(), renew: s.Lease == 0,
-		ctx: ctx, parent: held, op: op, bind: bind}
+		ctx: ctx, parent: held, op: op, carried: carried, fresh: fresh}
 	if a.renew {
 		a.lease = l.c.Lease
 	} else {
@@ -120,19 +120,26 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 	// must be taken before the attempt, not after it fails: an unlock between the two
 	// could be heard, and dropped, while nobody of this client listened.
 	mark := l.c.Hub.Mark()
+	var start time.Time
+	if l.c.Observer != nil {
+		start = time.Now()
+	}
 	ttl, err := a.try(wctx)
 	if err != nil {
 		return ctx, l.fail(op, err)
 	}
-	if ttl == 0 {
-		return a.held, nil
+	if ttl != 0 {
+		if !wait {
+			return ctx, l.fail(op, lockerr.ErrLocked)
+		}
+		if err := a.waitFor(wctx, ttl, mark); err != nil {
+			a.leave(ctx)
+			return ctx, l.fail(op, err)
+		}
 	}
-	if !wait {
-		return ctx, l.fail(op, lockerr.ErrLocked)
-	}
-	if err := a.waitFor(wctx, ttl, mark); err != nil {
-		a.leave(ctx)
-		return ctx, l.fail(op, err)
+	if l.c.Observer != nil {
+		l.c.Observer.Acquired(observe.Acquisition{Lock: l.n.Lock, Kind: observe.Kind(l.kind.name), Owner: who,
+			Count: a.grant.Count, Wait: time.Since(start), Woken: a.woken})
 	}
 	return a.held, nil
 }
@@ -154,7 +161,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	}
 	owner, ok := l.c.Owners.Of(ctx)
 	if !ok {
-		return l.fail("unlock", lockerr.ErrNotHeld)
+		return l.fail("unlock", errNoOwner)
 	}
 	owner = l.kind.field(owner)
 	// The owner's turn: its count as this client knows it is the count the release
@@ -236,6 +243,11 @@ func (l *Lock) ReleaseAll(ctx context.Context, field string) error {
 	}
 	return nil
 }
+
+// errNoOwner is the ErrNotHeld of an Unlock whose context carries no owner of this client:
+// the natural mistake of passing the context Lock was called with, rather than the one it
+// returned, which would leave the lock held (and renewed) until its hold is abandoned.
+var errNoOwner = fmt.Errorf("%w (this context carries no owner: pass the one Lock returned)", lockerr.ErrNotHeld)
 
 // gone is the unlock scripts' reply when the owner holds nothing though the client
 // expected one hold (see expect.lua).

@@ -11,6 +11,7 @@ import (
 // channel of its own, and an unlock wakes exactly the next live waiter. A waiter keeps an
 // entry in the queue that it refreshes every refresh period, and leaves when it gives up.
 var Fair = &layout{
+	name:   "fairlock",
 	hash:   rlockHash,
 	fenced: true,
 	field:  self,

@@ -15,6 +15,8 @@ import (
 // which kind it serves; a new kind is a new layout. Each kind's layout lives in the file
 // that names it: plain.go, fair.go, read.go, write.go.
 type layout struct {
+	// name is the kind's name, as the observer hears it (observe.Kind).
+	name string
 	// hash is the shape of the lock's hash.
 	hash hash
 	// fenced: WithFencing makes a first-level acquisition take a token.

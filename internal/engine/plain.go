@@ -9,6 +9,7 @@ import (
 // the lock's channel, and an unlock wakes one waiter per client, whichever wins the next
 // attempt.
 var Plain = &layout{
+	name:   "lock",
 	hash:   rlockHash,
 	fenced: true,
 	shared: true,

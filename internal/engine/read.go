@@ -13,6 +13,7 @@ import (
 // The owner's read holds are counted under its own field of the hash, and each has a
 // timeout key of its own, {<name>}:<owner>:rwlock_timeout:<k>. Read holds carry no token.
 var Read = &layout{
+	name:   "read",
 	hash:   rwlockHash,
 	shared: true,
 	shares: true,

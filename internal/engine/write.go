@@ -11,6 +11,7 @@ import (
 // with ":write" appended. Under writer preference a waiting writer registers in the
 // writers zset, refreshes its entry and leaves it when it gives up.
 var Write = &layout{
+	name:   "write",
 	hash:   rwlockHash,
 	fenced: true,
 	shared: true,

@@ -36,7 +36,7 @@ func ExampleHub() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	h := hub.New(rc, false, "", nil)
+	h := hub.New(rc, hub.Config{})
 	defer h.Close()
 
 	sub, err := h.Subscribe("redisson_lock__channel:{report}", nil, hub.Registry{})
@@ -67,7 +67,7 @@ func ExampleSub() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	h := hub.New(rc, false, "", nil)
+	h := hub.New(rc, hub.Config{})
 	defer h.Close()
 	ctx := context.Background()
 	const channel = "redisson_rwlock:{config}"
@@ -131,7 +131,7 @@ func Example_stats() {
 	}
 	defer srv.Close()
 	rc := srv.Redis()
-	h := hub.New(rc, false, "", nil)
+	h := hub.New(rc, hub.Config{})
 	defer h.Close()
 	ctx := context.Background()
 	const channel = "redisson_lock__channel:{report}"

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/pubsub"
 )
 
@@ -48,11 +49,13 @@ type Hub struct {
 	rc      rueidis.Client
 	sharded bool   // SSUBSCRIBE per channel (cluster) rather than one SUBSCRIBE connection
 	code    string // this client's wake code (see wake.go)
+	name    string // the subscriber connection's client name; "" for none
 	publish string // the publish command of a pass-on: "publish", or "spublish" sharded
 	// onReconnect, when set, is called (with mu possibly held: it must not block) once
 	// Redis answers again on a connection made after one was lost.
 	onReconnect func()
-	ctx         context.Context // ended by Close; bounds every command on the connection
+	obs         observe.Observer // nil: none
+	ctx         context.Context  // ended by Close; bounds every command on the connection
 	cancel      context.CancelFunc
 	kick        chan struct{} // tells run that subscriptions changed
 	done        chan struct{} // closed when run has returned
@@ -66,8 +69,9 @@ type Hub struct {
 	passes []pass        // wake-ups this client cannot use, for the hub's goroutine to pass on
 	linger time.Duration // Linger, but for tests
 
-	log  atomic.Pointer[slog.Logger] // see SetLogger
-	down atomic.Bool                 // the connection was lost and is not back yet: logged once
+	log       atomic.Pointer[slog.Logger] // see SetLogger
+	down      atomic.Bool                 // the connection was lost and is not back yet: logged once
+	downSince atomic.Int64                // when it was lost, in Unix nanoseconds
 
 	messages   atomic.Uint64
 	woken      atomic.Uint64
@@ -124,24 +128,37 @@ type waiter struct {
 	byTimer bool          // granted by the channel's timer; written before ch is closed
 }
 
+// Config is what a hub is made from.
+type Config struct {
+	// Sharded: a receiver per wanted channel, subscribed with SSUBSCRIBE on the node that
+	// owns its slot (a cluster client); locks must then publish with SPUBLISH.
+	Sharded bool
+	// Code is the client's wake code, which the unlock scripts publish to wake one of its
+	// waiters (see wake.go).
+	Code string
+	// Name is the client name the subscriber connection takes (CLIENT SETNAME), so that an
+	// operator can tell which process holds or waits; "" leaves it unnamed.
+	Name string
+	// OnReconnect, if not nil, is called whenever the subscriber connection (or, sharded,
+	// a channel's) is made again after it was lost and Redis answers on it: a Redis that
+	// restarted may have lost every lock. It must not block.
+	OnReconnect func()
+	// Observer, if not nil, hears when the subscriber connection is back after an outage.
+	Observer observe.Observer
+}
+
 // New starts a hub on rc. Classic: one subscriber connection, made at once and remade
-// whenever it drops, until Close. Sharded (for a cluster client): a receiver per wanted
-// channel, subscribed with SSUBSCRIBE on the node that owns its slot; locks must then
-// publish with SPUBLISH.
-//
-// code is the client's wake code, which the unlock scripts publish to wake one of its
-// waiters (see wake.go).
-//
-// onReconnect, if not nil, is called whenever the subscriber connection (or, sharded, a
-// channel's) is made again after it was lost and Redis answers on it: a Redis that
-// restarted may have lost every lock. It must not block.
-func New(rc rueidis.Client, sharded bool, code string, onReconnect func()) *Hub {
+// whenever it drops, until Close. Sharded: a receiver per wanted channel.
+func New(rc rueidis.Client, cfg Config) *Hub {
 	ctx, cancel := context.WithCancel(context.Background())
+	sharded := cfg.Sharded
 	h := &Hub{
 		rc:          rc,
-		onReconnect: onReconnect,
+		onReconnect: cfg.OnReconnect,
+		obs:         cfg.Observer,
 		sharded:     sharded,
-		code:        code,
+		code:        cfg.Code,
+		name:        cfg.Name,
 		publish:     PublishCommand(sharded),
 		ctx:         ctx,
 		cancel:      cancel,
@@ -204,7 +221,15 @@ type Sub struct {
 	// must pass it on (Release does), or the others could be left with no timer. Guarded
 	// by Hub.mu.
 	owes bool
+	// timed is set when the last Wait that returned nil ended by a time bound (the
+	// channel's timer, or WaitOwn's own) rather than by a message. Only the subscriber's
+	// goroutine touches it.
+	timed bool
 }
+
+// Timed reports whether the last Wait or WaitOwn that returned nil was ended by its time
+// bound (the holder's lease as the waiters saw it) rather than by a wake-up message.
+func (s *Sub) Timed() bool { return s.timed }
 
 // Subscribe registers interest in a channel and returns at once; the subscription is
 // made in the background (use Ready to wait for it). It returns ErrClosed after Close.
@@ -324,7 +349,7 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 	}
 	if c.permits > 0 {
 		c.permits--
-		s.owes = true
+		s.owes, s.timed = true, false
 		h.mu.Unlock()
 		h.woken.Add(1)
 		return nil
@@ -349,6 +374,7 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 	select {
 	case <-w.ch: // granted: owes is set
 		h.count(w)
+		s.timed = w.byTimer
 		return nil
 	case <-expired:
 	case <-ctx.Done():
@@ -366,6 +392,7 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 		// else on this channel.
 		if err == nil {
 			h.count(w)
+			s.timed = w.byTimer
 		} else {
 			s.owes = false
 			h.handOff(c, s.class, true)
@@ -377,6 +404,7 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 	}
 	if err == nil {
 		h.timedOut.Add(1)
+		s.timed = true
 	}
 	return err
 }
@@ -665,7 +693,11 @@ func (h *Hub) confirm(c *channel) {
 // reconnected tells the hub's owner that Redis answers again after the connection was lost.
 func (h *Hub) reconnected() {
 	if h.down.CompareAndSwap(true, false) {
-		h.log.Load().Info("relock: subscriber reconnected; every waiter tries again")
+		down := time.Since(time.Unix(0, h.downSince.Load()))
+		h.log.Load().Info("relock: subscriber reconnected; every waiter tries again", "down_for", down.Round(time.Millisecond))
+		if h.obs != nil {
+			h.obs.Reconnected(down)
+		}
 	}
 	if h.onReconnect != nil {
 		h.onReconnect()
@@ -711,6 +743,7 @@ func (h *Hub) run() {
 func (h *Hub) backOff(ctx context.Context, start time.Time, delay time.Duration) time.Duration {
 	h.reconnects.Add(1)
 	if h.down.CompareAndSwap(false, true) {
+		h.downSince.Store(time.Now().UnixNano())
 		h.log.Load().Warn("relock: subscriber connection down; reconnecting (waiters wait on their leases meanwhile)")
 	}
 	if time.Since(start) > maxBackoff {
@@ -745,6 +778,10 @@ func (h *Hub) subscriber() rueidis.Client {
 func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) {
 	if dc.Do(h.ctx, dc.B().Ping().Build()).Error() != nil {
 		return
+	}
+	if h.name != "" {
+		// Best effort: a server that refuses it (an ACL) still serves the subscriptions.
+		_ = dc.Do(h.ctx, dc.B().ClientSetname().ConnectionName(h.name).Build()).Error()
 	}
 	if again {
 		h.reconnected()

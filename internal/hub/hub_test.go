@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func newHub(t *testing.T, b *redistest.Backend) (*hub.Hub, rueidis.Client) {
 	t.Helper()
 	rc := b.Client(t)
-	h := hub.New(rc, false, "", nil)
+	h := hub.New(rc, hub.Config{})
 	t.Cleanup(h.Close)
 	return h, rc
 }

@@ -38,6 +38,13 @@ func (h *Hub) runSharded() {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	r := newRouter(h.rc)
+	if h.name != "" {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			h.beacon()
+		}()
+	}
 	lingered := time.NewTimer(time.Hour)
 	defer lingered.Stop()
 	for {
@@ -97,6 +104,41 @@ func (h *Hub) runSharded() {
 		case <-h.ctx.Done():
 			return
 		}
+	}
+}
+
+// beaconPing is how often the beacon's connection is checked, and remade when it was lost.
+const beaconPing = 10 * time.Second
+
+// beacon keeps one idle connection named after the client (Config.Name) on one node, made
+// again when it is lost, until the hub closes. Sharded, the receivers use the rueidis
+// client's shared pub/sub connections, which cannot be named, and an operator must still
+// find the process behind an owner or a wake code in CLIENT LIST.
+func (h *Hub) beacon() {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	var dc rueidis.DedicatedClient
+	for {
+		select {
+		case <-t.C:
+		case <-h.ctx.Done():
+			if dc != nil {
+				dc.Close()
+			}
+			return
+		}
+		if dc != nil && dc.Do(h.ctx, dc.B().Ping().Build()).Error() != nil {
+			dc.Close()
+			dc = nil
+		}
+		if dc == nil {
+			dc, _ = h.subscriber().Dedicate()
+			if dc.Do(h.ctx, dc.B().ClientSetname().ConnectionName(h.name).Build()).Error() != nil {
+				dc.Close() // tried again at the next ping
+				dc = nil
+			}
+		}
+		t.Reset(beaconPing)
 	}
 }
 

@@ -112,7 +112,7 @@ func TestQuietSince(t *testing.T) {
 func TestQuietSinceOtherClientsWakeUp(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
-		h := hub.New(rc, false, "5555", nil)
+		h := hub.New(rc, hub.Config{Code: "5555"})
 		t.Cleanup(h.Close)
 		first := subscribe(t, h, "codes")
 		t.Cleanup(first.Release)

@@ -56,12 +56,12 @@ func ExampleWatchdog() {
 	ctx := context.Background()
 
 	const lease = 1500 * time.Millisecond // renewed every 500ms
-	w := leases.New(rc, lease)
+	w := leases.New(rc, lease, nil, nil)
 	defer w.Close()
 
 	g := acquire(rc, "orders", "client-a:1", lease, false)
 	g.Renew = true
-	held, _ := w.Acquired(ctx, g)
+	held, _ := w.Acquired(new(leases.Context), ctx, g)
 
 	waitUntil("a renewal", func() bool { return w.Stats().Renewed > 0 })
 	fmt.Println("renewed, still held:", held.Err() == nil)
@@ -94,11 +94,11 @@ func ExampleGrant() {
 	defer srv.Close()
 	rc := srv.Redis()
 
-	w := leases.New(rc, 30*time.Second)
+	w := leases.New(rc, 30*time.Second, nil, nil)
 	defer w.Close()
 
 	g := acquire(rc, "ledger", "client-a:1", 300*time.Millisecond, true)
-	held, _ := w.Acquired(context.Background(), g)
+	held, _ := w.Acquired(new(leases.Context), context.Background(), g)
 	token, ok := w.Token("ledger", "client-a:1")
 	fmt.Println("token:", token, ok)
 
@@ -130,12 +130,12 @@ func ExampleHold() {
 	ctx := context.Background()
 	const owner = "client-a:1"
 
-	w := leases.New(rc, 30*time.Second)
+	w := leases.New(rc, 30*time.Second, nil, nil)
 	defer w.Close()
 	lock := func(parent context.Context) context.Context {
 		g := acquire(rc, "orders", owner, 30*time.Second, false)
 		g.Renew = true
-		held, _ := w.Acquired(parent, g)
+		held, _ := w.Acquired(new(leases.Context), parent, g)
 		return held
 	}
 	// An unlock runs in the owner's turn, so that the count it expects stays the count
@@ -194,11 +194,11 @@ func Example_stats() {
 		log.Fatal(err)
 	}
 	const lease = 3 * time.Second // renewed every second
-	w := leases.New(rc, lease)
+	w := leases.New(rc, lease, nil, nil)
 	for i := range 150 {
 		g := acquire(rc, "job:"+strconv.Itoa(i), "client-a:1", lease, false)
 		g.Renew = true
-		_, _ = w.Acquired(ctx, g)
+		_, _ = w.Acquired(new(leases.Context), ctx, g)
 	}
 	waitUntil("a round of renewals", func() bool { return w.Stats().Renewed >= 150 })
 	holds := w.Stats().Holds

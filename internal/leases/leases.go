@@ -7,11 +7,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/redis/rueidis"
 
@@ -19,6 +21,7 @@ import (
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/internal/script"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/watchdog"
 )
 
@@ -41,19 +44,24 @@ type Watchdog struct {
 
 	base time.Time // the origin of Hold.due, with its monotonic clock reading
 
+	owners *owner.Issuer    // the client's, which tells Abandon of owners gone
+	obs    observe.Observer // nil: none
+
 	mu      sync.Mutex
 	holds   map[holdKey]*Hold
-	closing bool          // Closing was called: a new hold is refused
-	flight  chan struct{} // closed when the renewal in flight is done; nil when none is
-	wakeAt  time.Time     // when run looks at the holds next
+	byOwner map[string]int // holds per owner, so that an owner gone with none costs a lookup
+	closing bool           // Closing was called: a new hold is refused
+	flight  chan struct{}  // closed when the renewal in flight is done; nil when none is
+	wakeAt  time.Time      // when run looks at the holds next
 
 	log atomic.Pointer[slog.Logger] // see SetLogger
 
-	ticks   atomic.Uint64
-	calls   atomic.Uint64
-	batches atomic.Uint64
-	renewed atomic.Uint64
-	lost    atomic.Uint64
+	ticks     atomic.Uint64
+	calls     atomic.Uint64
+	batches   atomic.Uint64
+	renewed   atomic.Uint64
+	lost      atomic.Uint64
+	abandoned atomic.Uint64
 }
 
 // holdKey names a hold: the lock and the hash field that counts it (the owner, or for a
@@ -69,18 +77,24 @@ type Hold struct {
 	count    int64  // the hold count as this client last learned it from Redis
 	token    int64
 	fenced   bool
-	parent   context.Context // what ctx derives from
-	ctx      holdContext     // part of the hold, so that a hold costs one allocation less
-	cancel   context.CancelCauseFunc
 	deadline time.Time
 	// due mirrors deadline as nanoseconds since the watchdog's base time, so that the hold's
 	// context can check it without the watchdog's mutex.
 	due     atomic.Int64
 	sending bool // in the renewal batch in flight
-	extra   []context.CancelCauseFunc
 
-	bind owner.Binding // the owner, as the hold's context carries it
-	lock Releaser      // the lock it is a hold of, which can release it (Closing)
+	who   string    // the owner, "<id>:<n>" (key.owner is its hash field)
+	kind  string    // the kind of lock, as the observer hears it
+	since time.Time // when the acquisition that started the hold was sent
+	lock  Releaser  // the lock it is a hold of, which can release it (Closing)
+
+	// The hold's contexts are not the table's to keep reachable: they name the owner, and
+	// a hold is abandoned when nothing that names its owner is left (Abandon). The table
+	// keeps what ends them instead: the end of the hold's context, and of each re-entry's
+	// that did not derive from it (see Context).
+	ended atomic.Pointer[ending] // set once the hold has ended
+	e     end
+	joins []*end
 
 	// op is held by the call that is changing this hold's count in Redis (an unlock, a
 	// re-entry) from before it sends until the client has recorded the result: see Begin.
@@ -88,15 +102,21 @@ type Hold struct {
 }
 
 // New starts the watchdog of a client whose default lease is lease; renewals run every
-// lease/3 until Close.
-func New(rc rueidis.Client, lease time.Duration) *Watchdog {
-	return newWatchdog(rc, lease, rc.Mode() == rueidis.ClientModeCluster)
+// lease/3 until Close. owners is the client's issuer: the watchdog hears from it of owners
+// that nothing names any more, and abandons their holds (Abandon). obs, if not nil, hears
+// of releases, losses, abandoned holds, and renewals failing and recovering.
+func New(rc rueidis.Client, lease time.Duration, owners *owner.Issuer, obs observe.Observer) *Watchdog {
+	w := newWatchdog(rc, lease, rc.Mode() == rueidis.ClientModeCluster, owners)
+	w.obs = obs
+	return w
 }
 
 // newWatchdog is New with the grouping by cluster slot on or off.
-func newWatchdog(rc rueidis.Client, lease time.Duration, cluster bool) *Watchdog {
+func newWatchdog(rc rueidis.Client, lease time.Duration, cluster bool, owners *owner.Issuer) *Watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watchdog{
+		owners:  owners,
+		byOwner: make(map[string]int),
 		base:    time.Now(),
 		rc:      rc,
 		lease:   lease,
@@ -155,10 +175,15 @@ type Grant struct {
 	// KeepsWrite is set for a read hold taken beside its owner's write hold of the lock:
 	// the write field lives as long as the hash, whose expiry this hold raised.
 	KeepsWrite bool
-	// Binding is the owner as the hold's context carries it, so that a lock taken with a
-	// context that carried no owner returns one that does, with no context of its own for
-	// the owner.
-	Binding owner.Binding
+	// Who is the owner, "<id>:<n>"; Owner is its hash field.
+	Who string
+	// Kind is the kind of lock, as the observer hears it.
+	Kind string
+	// Carried is the owners' list of the context the lock was taken with, when it carried
+	// the owner; nil when the owner is new, and Fresh is then its binding, which the hold's
+	// context carries (and so is the owner's anchor: see owner.Own).
+	Carried *owner.Binding
+	Fresh   owner.Binding
 	// Lock is the lock the hold is of, which releases it when the client closes.
 	Lock Releaser
 }
@@ -193,13 +218,14 @@ func (w *Watchdog) Closing() []Known {
 }
 
 // Acquired records a successful acquisition and returns the context for the hold, derived
-// from parent. A first-level acquisition starts a hold; a re-entry joins the owner's hold
-// and returns parent itself when it already derives from the hold's context.
+// from parent. A first-level acquisition starts a hold, whose context is made in dst (part
+// of something the caller allocates anyway); a re-entry joins the owner's hold and returns
+// parent itself when it already derives from the hold's context.
 //
 // After Closing or Close a new hold is refused: ok is false, the context has ended with
 // cause ErrClosed, and the caller must release the hold it took, which nobody would renew
 // or release otherwise.
-func (w *Watchdog) Acquired(parent context.Context, g Grant) (ctx context.Context, ok bool) {
+func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx context.Context, ok bool) {
 	k := holdKey{g.Name, g.Owner}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -220,7 +246,7 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) (ctx context.Contex
 		// (its key expired or was deleted) even if we had not noticed yet. The new hold
 		// must not derive from the old one's context, which ends now.
 		w.drop(h, lockerr.ErrLeaseLost)
-		parent = h.outside(parent)
+		parent = outside(parent, h)
 	}
 	if w.closing || w.ctx.Err() != nil {
 		// Closing or closed meanwhile: nobody will renew, watch or release this hold.
@@ -228,10 +254,18 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) (ctx context.Contex
 		cancel(lockerr.ErrClosed)
 		return ctx, false
 	}
-	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1, bind: g.Binding, lock: g.Lock}
-	ctx, cancel := context.WithCancelCause(parent)
-	h.parent, h.ctx, h.cancel = parent, holdContext{Context: ctx, w: w, h: h}, cancel
+	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1,
+		who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock}
+	*dst = Context{parent: parent, w: w, h: h, e: &h.e}
+	if g.Carried != nil {
+		dst.bind = g.Carried
+	} else {
+		dst.own = g.Fresh
+		dst.bind = &dst.own
+		owner.Watch(w.owners, dst, g.Who)
+	}
 	w.holds[k] = h
+	w.byOwner[g.Who]++
 	w.setDeadline(h, g.Sent.Add(g.Lease))
 	if g.KeepsWrite {
 		w.keepWrite(h)
@@ -243,7 +277,7 @@ func (w *Watchdog) Acquired(parent context.Context, g Grant) (ctx context.Contex
 		default:
 		}
 	}
-	return &h.ctx, true
+	return dst, true
 }
 
 func later(a, b time.Time) time.Time {
@@ -285,12 +319,24 @@ const writeSuffix = ":write"
 // w.mu must be held.
 func (w *Watchdog) drop(h *Hold, cause error) {
 	delete(w.holds, h.key)
-	h.end(cause)
+	if n := w.byOwner[h.who] - 1; n > 0 {
+		w.byOwner[h.who] = n
+	} else {
+		delete(w.byOwner, h.who)
+	}
+	// The observer hears of the end before the holder's context says it.
 	lost := cause == lockerr.ErrLeaseLost
-	if lost {
+	switch {
+	case lost:
 		w.lost.Add(1)
 		w.log.Load().Warn("relock: lease lost; the hold's context ends", "lock", h.key.name, "owner", h.key.owner)
+		if w.obs != nil {
+			w.obs.LeaseLost(h.event())
+		}
+	case w.obs != nil && (cause == nil || cause == lockerr.ErrClosed):
+		w.obs.Released(h.event()) // by Unlock, or by Close (ReleasedAtClose)
 	}
+	h.end(cause)
 	if wh := w.writeHold(h); wh != nil && lost {
 		// The read hold is gone, and maybe the hash with it (deleted, or a restart): look
 		// at the write hold, which the read hold's expiry may have been keeping, at once.
@@ -302,42 +348,268 @@ func (w *Watchdog) drop(h *Hold, cause error) {
 	}
 }
 
-// holdContext is a hold's context. Its Err looks at the hold's local deadline itself: after
-// the process was paused (SIGSTOP, a long stop of the world), the goroutine that runs
-// first may be the holder's, and it must not find its context live while the watchdog's
-// goroutine has not yet run to end the hold. Contexts derived from it learn of the end
-// when the watchdog (or this Err) ends the hold.
-type holdContext struct {
-	context.Context // the hold's cancelable context
-	w               *Watchdog
-	h               *Hold
+// Context is a hold's context, or a re-entry's that does not derive from it. It ends
+// when the hold does (the holder released it, it was lost or abandoned, or the client
+// closed), with context.Canceled and the hold's cause; and when what it derives from ends,
+// with that context's error and cause.
+//
+// It is relock's own implementation of context.Context, so that the watchdog's table never
+// keeps it reachable (it names the owner: see Abandon) and yet always ends it. The table
+// keeps the context's end, which holds no reference to the context: its Done channel, made
+// on first need, and how it ended. What else must run at the end (the contexts derived
+// from it, the cause that context.Cause reads) is the context's own, which the end reaches
+// through a weak pointer: if the context is gone, so is everything that could look.
+//
+// A holder that only unlocks never calls Done, and the hold costs no channel, no
+// registration with its parent and no cause context.
+//
+// Its Err also looks at the hold's local deadline itself: after the process was paused
+// (SIGSTOP, a long stop of the world), the goroutine that runs first may be the holder's,
+// and it must not find its context live while the watchdog's goroutine has not yet run to
+// end the hold.
+type Context struct {
+	parent context.Context
+	w      *Watchdog
+	h      *Hold
+	e      *end           // the hold's own end for the hold's context, a re-entry's own
+	bind   *owner.Binding // what it answers the owners' key with (&own, or the carried list); nil: its parent's
+	own    owner.Binding
+
+	hooked atomic.Bool // the end can reach the context: set by hook
+	mu     sync.Mutex  // guards the rest
+	funcs  []*func()   // AfterFunc's: the contexts derived from this one
+	stop   func() bool // ends the registration with parent
+	cause  context.Context
+	cancel context.CancelCauseFunc
 }
 
-func (c *holdContext) Err() error { return c.w.err(c.Context, c.h) }
+// end is what the watchdog's table keeps of a hold's context: no reference to the context
+// or to what it derives from, only what it needs to end it.
+type end struct {
+	over atomic.Pointer[ending] // how the context ended, first come: the hold's end or its parent's
+	ctx  atomic.Pointer[weak.Pointer[Context]]
 
-// err is the Err of a context that ends with h: ctx's own, or, when h's deadline has
-// passed and the watchdog's goroutine has not yet ended it, the end it gets now.
-func (w *Watchdog) err(ctx context.Context, h *Hold) error {
-	if err := ctx.Err(); err != nil {
-		return err
+	mu     sync.Mutex
+	done   chan struct{} // made by the first Done
+	closed bool
+}
+
+// ending is how a hold, or a hold's context, ended: the error its Err returns and the
+// cause that context.Cause returns. A hold ends with context.Canceled and a cause: nil for a
+// release.
+type ending struct{ err, cause error }
+
+// The endings of every cause the watchdog ends holds with, made once: a hold's end costs
+// no allocation.
+var endings = []*ending{{context.Canceled, nil}, {context.Canceled, lockerr.ErrLeaseLost},
+	{context.Canceled, lockerr.ErrClosed}, {context.Canceled, errAbandoned}}
+
+func endingOf(cause error) *ending {
+	for _, e := range endings {
+		if e.cause == cause {
+			return e
+		}
 	}
-	if time.Since(w.base).Nanoseconds() >= h.due.Load() {
-		w.lapse(h)
-		return ctx.Err()
+	return &ending{context.Canceled, cause}
+}
+
+// finish ends the context with how, unless it has ended already: its Done channel closes,
+// and what the context itself must run at its end runs, if the context is still there.
+func (e *end) finish(how *ending) {
+	if !e.over.CompareAndSwap(nil, how) {
+		return
+	}
+	e.mu.Lock()
+	if e.done != nil && !e.closed {
+		e.closed = true
+		close(e.done)
+	}
+	e.mu.Unlock()
+	if wp := e.ctx.Load(); wp != nil {
+		if c := wp.Value(); c != nil {
+			c.ended(how)
+		}
+	}
+}
+
+// hook lets the end reach the context (by a weak pointer), and makes the context end with
+// its parent: it is called the first time the context must be able to end on its own
+// (Done, a derived context, a cause). If the end came before, the context's part runs now.
+func (c *Context) hook() {
+	if c.hooked.Load() {
+		return
+	}
+	c.mu.Lock()
+	if c.hooked.Load() {
+		c.mu.Unlock()
+		return
+	}
+	wp := weak.Make(c)
+	c.e.ctx.Store(&wp)
+	if c.parent.Done() != nil {
+		// The registration refers to the end and the parent, never to c: a parent that
+		// lives long must not keep an abandoned hold's context, and its owner, reachable.
+		e, parent := c.e, c.parent
+		c.stop = context.AfterFunc(parent, func() { e.finish(&ending{parent.Err(), context.Cause(parent)}) })
+	}
+	c.hooked.Store(true)
+	c.mu.Unlock()
+	// finish stores over before it looks for the context; this stored the context before it
+	// looks at over: one of the two sees the other.
+	if how := c.e.over.Load(); how != nil {
+		c.ended(how)
+	}
+}
+
+// ended runs the context's part of its end: its cause, its registration with its parent,
+// and the contexts derived from it. It may run more than once; only the first does
+// anything.
+func (c *Context) ended(how *ending) {
+	c.mu.Lock()
+	funcs, stop := c.funcs, c.stop
+	c.funcs, c.stop = nil, nil
+	if c.cancel != nil {
+		c.cancel(how.cause)
+	}
+	c.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	// At once, as a cancelCtx cancels its children: the standard library's functions only
+	// cancel a derived context (context.AfterFunc's run the caller's function in a
+	// goroutine of their own), asking this context's Err and cause, which take no lock of
+	// the watchdog's.
+	for _, f := range funcs {
+		(*f)()
+	}
+}
+
+func (c *Context) Deadline() (time.Time, bool) { return c.parent.Deadline() }
+
+func (c *Context) Done() <-chan struct{} {
+	e := c.e
+	e.mu.Lock()
+	if e.done == nil {
+		e.done = make(chan struct{})
+		if e.over.Load() != nil {
+			e.closed = true
+			close(e.done)
+		}
+	}
+	done := e.done
+	e.mu.Unlock()
+	c.hook()
+	return done
+}
+
+func (c *Context) Err() error {
+	if how := c.e.over.Load(); how != nil {
+		return how.err
+	}
+	if err := c.parent.Err(); err != nil {
+		c.e.finish(&ending{err, context.Cause(c.parent)}) // before the registration ran, or with none
+		return c.e.over.Load().err
+	}
+	if c.w.lapsed(c.h) {
+		if how := c.e.over.Load(); how != nil { // a renewal may have moved the deadline on
+			return how.err
+		}
 	}
 	return nil
 }
 
-// Value answers the hold itself for the key h, which tells join that a context derives
-// from this hold's, and the owner for the owners' key.
-func (c *holdContext) Value(key any) any {
+// Value answers the context itself for the key h, which tells join and outside that a
+// context derives from this one; the owner for the owners' key; and for the key that
+// context.Cause asks, a context.Context that carries the cause. Other keys are its
+// parent's.
+func (c *Context) Value(key any) any {
 	if h, ok := key.(*Hold); ok && h == c.h {
-		return h
+		return c
 	}
-	if v, ok := c.h.bind.Answer(key); ok {
+	if v, ok := owner.Answer(c.bind, key); ok {
 		return v
 	}
-	return c.Context.Value(key)
+	if key == cancelCtxKey {
+		return c.causeContext().Value(key)
+	}
+	return c.parent.Value(key)
+}
+
+// causeContext returns the context, made on first need, whose cancellation carries c's
+// cause for context.Cause. Its Done is not c's, so that a context derived from c is not
+// taken for one derived from it: it registers with c through AfterFunc.
+func (c *Context) causeContext() context.Context {
+	c.hook()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cause == nil {
+		c.cause, c.cancel = context.WithCancelCause(context.Background())
+		if how := c.e.over.Load(); how != nil {
+			c.cancel(how.cause)
+		}
+	}
+	return c.cause
+}
+
+// AfterFunc arranges for f to run once c has ended: the standard library calls it for
+// every context derived from c, with a function that cancels that context (and
+// context.AfterFunc with one that starts the caller's function in a goroutine). stop
+// unregisters f, and reports whether it did so before f was started.
+func (c *Context) AfterFunc(f func()) (stop func() bool) {
+	c.hook()
+	c.mu.Lock()
+	if c.e.over.Load() != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	fp := &f
+	c.funcs = append(c.funcs, fp)
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		i := slices.Index(c.funcs, fp)
+		if i < 0 {
+			return false
+		}
+		c.funcs = slices.Delete(c.funcs, i, i+1)
+		return true
+	}
+}
+
+func (c *Context) String() string { return "relock hold of " + c.h.key.name }
+
+// cancelCtxKey is the key for which context.Cause asks a context's Value for the context
+// that carries its cause. The standard library keeps it unexported: Cause asks a probe for
+// it once. Should Cause stop asking, every key goes to the parent and Cause falls back to
+// Err; the tests of hold contexts' causes would say so.
+var cancelCtxKey = func() any {
+	var p probe
+	_ = context.Cause(&p)
+	return p.key
+}()
+
+// probe is a context that records the key its Value is first asked for.
+type probe struct{ key any }
+
+func (*probe) Deadline() (time.Time, bool) { return time.Time{}, false }
+func (*probe) Done() <-chan struct{}       { return nil }
+func (*probe) Err() error                  { return context.Canceled } // Cause asks Value only of an ended context
+func (p *probe) Value(key any) any {
+	if p.key == nil {
+		p.key = key
+	}
+	return nil
+}
+
+// lapsed reports whether h's local deadline has passed, and if so ends it (lapse).
+func (w *Watchdog) lapsed(h *Hold) bool {
+	if time.Since(w.base).Nanoseconds() < h.due.Load() {
+		return false
+	}
+	w.lapse(h)
+	return true
 }
 
 // lapse ends a hold whose deadline has passed, unless a renewal moved the deadline on
@@ -351,49 +623,38 @@ func (w *Watchdog) lapse(h *Hold) {
 }
 
 // join returns a context for a re-entry. One that derives from the hold's context already
-// ends with it; another gets a child that the hold ends too, and that counts as deriving
-// from the hold.
+// ends with it; another gets a context of its own, which the hold ends too, and which
+// counts as deriving from the hold. w.mu must be held.
 func (h *Hold) join(w *Watchdog, parent context.Context) context.Context {
-	if parent.Value(h) == h {
+	if parent.Value(h) != nil {
 		return parent
 	}
-	ctx, cancel := context.WithCancelCause(parent)
-	h.extra = append(h.extra, cancel)
-	return &joined{Context: ctx, w: w, h: h}
-}
-
-// joined is the context of a re-entry that did not derive from its hold's context. Like
-// the hold's own context, its Err looks at the hold's deadline itself.
-type joined struct {
-	context.Context
-	w *Watchdog
-	h *Hold
-}
-
-func (c *joined) Err() error { return c.w.err(c.Context, c.h) }
-
-// Value answers the hold for the key h, as the hold's own context does.
-func (c *joined) Value(key any) any {
-	if h, ok := key.(*Hold); ok && h == c.h {
-		return h
+	j := &Context{parent: parent, w: w, h: h, e: new(end)}
+	if how := h.ended.Load(); how != nil {
+		j.e.finish(how)
 	}
-	return c.Context.Value(key)
+	h.joins = append(h.joins, j.e)
+	return j
 }
 
-// outside returns what the hold's context derives from when ctx ends with the hold (it is
-// the hold's context, a re-entry's, or derives from one), and ctx otherwise.
-func (h *Hold) outside(ctx context.Context) context.Context {
-	if ctx.Value(h) == h {
-		return h.parent
+// outside returns what a context that ends with h derives from, when ctx is one (the
+// hold's context, a re-entry's, or derives from one), and ctx otherwise.
+func outside(ctx context.Context, h *Hold) context.Context {
+	if c, ok := ctx.Value(h).(*Context); ok {
+		return c.parent
 	}
 	return ctx
 }
 
-// end cancels the hold's contexts with cause.
+// end ends the hold's contexts with cause. w.mu must be held.
 func (h *Hold) end(cause error) {
-	h.cancel(cause)
-	for _, c := range h.extra {
-		c(cause)
+	how := endingOf(cause)
+	if !h.ended.CompareAndSwap(nil, how) {
+		return
+	}
+	h.e.finish(how)
+	for _, e := range h.joins {
+		e.finish(how)
 	}
 }
 
@@ -404,7 +665,7 @@ func (w *Watchdog) Outside(ctx context.Context, name, owner string) context.Cont
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if h := w.holds[holdKey{name, owner}]; h != nil {
-		return h.outside(ctx)
+		return outside(ctx, h)
 	}
 	return ctx
 }
@@ -481,6 +742,45 @@ func (t Turn) End() {
 	}
 }
 
+// event is the hold as the observer hears of it, ending now.
+func (h *Hold) event() observe.Hold {
+	return observe.Hold{Lock: h.key.name, Kind: observe.Kind(h.kind), Owner: h.who, Held: time.Since(h.since)}
+}
+
+// Abandon stops renewing every hold of owner, which nothing can name any more: every
+// context that carried the owner became unreachable without an Unlock, so nobody can
+// release the holds, and renewing them would keep their locks for the life of the
+// process. Their locks free when their leases run out. The owner's issuer calls it (see
+// owner.Watch), after a garbage collection found the owner's anchor unreachable.
+func (w *Watchdog) Abandon(owner string) {
+	w.mu.Lock()
+	if w.byOwner[owner] == 0 {
+		w.mu.Unlock()
+		return // released, as nearly every owner's holds are
+	}
+	var gone []*Hold
+	for _, h := range w.holds {
+		if h.who == owner {
+			gone = append(gone, h)
+		}
+	}
+	for _, h := range gone {
+		w.drop(h, errAbandoned)
+		w.abandoned.Add(1)
+	}
+	w.mu.Unlock()
+	for _, h := range gone {
+		w.log.Load().Warn("relock: hold abandoned: no context can unlock it any more; it is no longer renewed and frees when its lease runs out",
+			"lock", h.key.name, "owner", h.who)
+		if w.obs != nil {
+			w.obs.Abandoned(h.event())
+		}
+	}
+}
+
+// errAbandoned ends an abandoned hold's contexts, which nobody can reach.
+var errAbandoned = errors.New("relock: hold abandoned")
+
 // Released records that the owner released the lock. It returns once no renewal of the
 // hold can be sent any more, so a renewal never outlives the release.
 func (w *Watchdog) Released(name, owner string) { w.forget(name, owner, nil) }
@@ -532,7 +832,7 @@ func (w *Watchdog) Stats() watchdog.Stats {
 	n := len(w.holds)
 	w.mu.Unlock()
 	return watchdog.Stats{Holds: n, Ticks: w.ticks.Load(), Calls: w.calls.Load(), Batches: w.batches.Load(),
-		Renewed: w.renewed.Load(), Lost: w.lost.Load()}
+		Renewed: w.renewed.Load(), Lost: w.lost.Load(), Abandoned: w.abandoned.Load()}
 }
 
 // run renews every period and ends holds whose deadline passed, waking early for a fixed
@@ -567,8 +867,15 @@ func (w *Watchdog) run() {
 			case failed && failing.IsZero():
 				failing = now
 				w.log.Load().Warn("relock: lease renewal failed; the holds are kept and tried again", "err", err)
+				if w.obs != nil {
+					w.obs.RenewalFailed(err)
+				}
 			case !failed && !failing.IsZero():
-				w.log.Load().Info("relock: lease renewal recovered", "failing_for", time.Since(failing).Round(time.Millisecond))
+				down := time.Since(failing)
+				w.log.Load().Info("relock: lease renewal recovered", "failing_for", down.Round(time.Millisecond))
+				if w.obs != nil {
+					w.obs.RenewalRecovered(down)
+				}
 				failing = time.Time{}
 			}
 			next = now.Add(w.period)

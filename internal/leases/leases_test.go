@@ -29,7 +29,7 @@ func hold(t *testing.T, w *Watchdog, rc rueidis.Client, name, owner string) cont
 	if err != nil || v[0] != 1 {
 		t.Fatalf("acquire %s: %v %v", name, v, err)
 	}
-	held, _ := w.Acquired(context.Background(), Grant{Name: name, Owner: owner, Count: v[1], Sent: sent, Lease: w.lease, Renew: true})
+	held, _ := w.Acquired(new(Context), context.Background(), Grant{Name: name, Owner: owner, Count: v[1], Sent: sent, Lease: w.lease, Renew: true})
 	return held
 }
 
@@ -52,7 +52,7 @@ func TestGroupsBySlot(t *testing.T) {
 		// A lease long enough that 255 acquisitions on miniredis under -race (a
 		// millisecond or more each) cannot outlast it before the first round: the
 		// test counts calls, and a hold lost to a slow machine would skew the count.
-		w := newWatchdog(rc, 3*time.Second, true)
+		w := newWatchdog(rc, 3*time.Second, true, nil)
 		defer w.Close()
 		var ctxs []context.Context
 		for i := 0; i < 250; i++ {
@@ -86,7 +86,7 @@ func TestFailedRoundKeepsHolds(t *testing.T) {
 	t.Run("miniredis errors", func(t *testing.T) {
 		b := redistest.Mini(t)
 		rc := b.Client(t)
-		w := newWatchdog(rc, 900*time.Millisecond, false)
+		w := newWatchdog(rc, 900*time.Millisecond, false, nil)
 		defer w.Close()
 		ctx := hold(t, w, rc, "flaky", "o:1")
 		waitRounds(t, w, 1)
@@ -104,7 +104,7 @@ func TestFailedRoundKeepsHolds(t *testing.T) {
 	})
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
-		w := newWatchdog(rc, 1500*time.Millisecond, false)
+		w := newWatchdog(rc, 1500*time.Millisecond, false, nil)
 		defer w.Close()
 		ctx := hold(t, w, rc, "flaky", "o:1")
 		waitRounds(t, w, 1)
@@ -127,7 +127,7 @@ func TestFailedRoundKeepsHolds(t *testing.T) {
 func TestForeignKeyInBatch(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
-		w := newWatchdog(rc, 600*time.Millisecond, b.Cluster != nil)
+		w := newWatchdog(rc, 600*time.Millisecond, b.Cluster != nil, nil)
 		defer w.Close()
 		good := hold(t, w, rc, "{batch}:good", "o:1")
 		bad := hold(t, w, rc, "{batch}:overwritten", "o:1")

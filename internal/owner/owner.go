@@ -5,10 +5,17 @@
 // A context may carry owners of several clients at once (a goroutine that holds locks
 // through two clients is one owner on each of them), so the value is a short immutable
 // list of bindings, one per client, looked up by the client's Issuer.
+//
+// An owner lives as long as something can name it: a context that carries it. When the
+// last such context is gone, the owner's issuer hears of it (Issuer.OnGone), so that the
+// holds nobody can release any more are not kept alive for ever. The object whose life
+// is the owner's, its anchor, is the hold's context that made it (Watch), or the Token of
+// a context made by Fresh.
 package owner
 
 import (
 	"context"
+	"runtime"
 	"strconv"
 	"sync"
 )
@@ -20,7 +27,29 @@ type Issuer struct {
 	mu    sync.Mutex
 	n     uint64   // the last owner's number
 	batch []string // owners made ahead, in order
+	gone  func(owner string)
 }
+
+// OnGone sets the function called, on a goroutine of the runtime's, some time after the
+// last context that names one of this issuer's owners became unreachable. It must be set
+// before any owner is issued, and must not block.
+func (is *Issuer) OnGone(f func(owner string)) { is.gone = f }
+
+// Watch makes the issuer hear (OnGone) when anchor, the object that every context naming
+// owner keeps reachable, is gone. It is called once per owner.
+func Watch[T any](is *Issuer, anchor *T, owner string) {
+	if is != nil && is.gone != nil {
+		runtime.AddCleanup(anchor, gone, goneOwner{is, owner})
+	}
+}
+
+// goneOwner is what a cleanup needs: never the anchor itself.
+type goneOwner struct {
+	is    *Issuer
+	owner string
+}
+
+func gone(g goneOwner) { g.is.gone(g.owner) }
 
 // NewIssuer returns an Issuer whose owners are "<id>:<n>" with n = 1, 2, ...
 func NewIssuer(id string) *Issuer {
@@ -60,23 +89,32 @@ func (is *Issuer) issue() string {
 type key struct{}
 
 // Binding is one client's owner as a context carries it: the owner, and behind it the
-// bindings of other clients that the context already carried. A context carries a binding
-// when its Value answers the owners' key with it (see Answer). Bindings are never mutated,
-// so a context can be shared by goroutines freely.
+// bindings of other clients that the context already carried; or, for a context made by
+// Fresh, a Token that stands for one owner on every client. A context carries a list when
+// its Value answers the owners' key with its head (see Answer). Bindings are never
+// mutated, so a context can be shared by goroutines freely.
 type Binding struct {
 	issuer *Issuer
 	owner  string
 	next   *Binding
+	tok    *Token
+}
+
+// Token is the owner a context made by Fresh carries: one owner per client, made on the
+// client's first lock through the context, and the same for every lock after it.
+type Token struct {
+	mu     sync.Mutex
+	owners []Binding // one per issuer that made an owner for it; tok set to the token
 }
 
 // Owner returns the owner, "<client uuid>:<n>".
 func (b *Binding) Owner() string { return b.owner }
 
-// Answer is how the Value of a context that carries b answers k: with b for the owners'
-// key (ok true), and not at all for any other key (ok false: the context asks its parent).
-// The zero Binding answers nothing.
-func (b *Binding) Answer(k any) (v any, ok bool) {
-	if k == (key{}) && b.issuer != nil {
+// Answer is how the Value of a context that carries the list headed by b answers k: with
+// b for the owners' key (ok true), and not at all for any other key (ok false: the
+// context asks its parent).
+func Answer(b *Binding, k any) (v any, ok bool) {
+	if k == (key{}) && b != nil {
 		return b, true
 	}
 	return nil, false
@@ -86,6 +124,41 @@ func (b *Binding) Answer(k any) (v any, ok bool) {
 func (is *Issuer) Of(ctx context.Context) (string, bool) {
 	b, _ := ctx.Value(key{}).(*Binding)
 	for ; b != nil; b = b.next {
+		switch {
+		case b.issuer == is:
+			return b.owner, true
+		case b.tok != nil:
+			return b.tok.of(is)
+		}
+	}
+	return "", false
+}
+
+// Own returns the owner of a hold taken with ctx. When ctx carries one for this issuer's
+// client, carried is the list ctx carries, which the hold's context answers with too (it
+// keeps the owner's anchor reachable). Otherwise the owner is new, and fresh is the
+// binding that the hold's context must carry, with ctx's list behind it; the hold's
+// context is then the owner's anchor (see Watch). The caller makes that context as part of
+// something it allocates anyway: a binding costs no allocation of its own.
+func (is *Issuer) Own(ctx context.Context) (owner string, carried *Binding, fresh Binding) {
+	head, _ := ctx.Value(key{}).(*Binding)
+	for o := head; o != nil; o = o.next {
+		switch {
+		case o.issuer == is:
+			return o.owner, head, Binding{}
+		case o.tok != nil:
+			return o.tok.own(is), head, Binding{}
+		}
+	}
+	b := Binding{issuer: is, owner: is.issue(), next: head}
+	return b.owner, nil, b
+}
+
+// of returns the token's owner for is, if it has made one.
+func (t *Token) of(is *Issuer) (string, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, b := range t.owners {
 		if b.issuer == is {
 			return b.owner, true
 		}
@@ -93,23 +166,25 @@ func (is *Issuer) Of(ctx context.Context) (string, bool) {
 	return "", false
 }
 
-// Own returns the binding that a context derived from ctx carries for this issuer's
-// client: the owner ctx carries (carried is then true), or a new owner, with ctx's
-// bindings of other clients behind it. The caller makes the context that carries it,
-// typically as part of something it allocates anyway (a hold's context): a binding costs
-// no allocation of its own.
-func (is *Issuer) Own(ctx context.Context) (b Binding, carried bool) {
-	head, _ := ctx.Value(key{}).(*Binding)
-	for o := head; o != nil; o = o.next {
-		if o.issuer == is {
-			return *o, true
+// own returns the token's owner for is, made on first use; the token is its anchor.
+func (t *Token) own(is *Issuer) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for _, b := range t.owners {
+		if b.issuer == is {
+			return b.owner
 		}
 	}
-	return Binding{issuer: is, owner: is.issue(), next: head}, false
+	o := is.issue()
+	t.owners = append(t.owners, Binding{issuer: is, owner: o})
+	Watch(is, t, o)
+	return o
 }
 
-// Fresh returns a context that carries no owner for any client, whatever ctx carries: the
-// next acquisition through it starts a new owner.
+// Fresh returns a context that carries a new owner for every client, whatever ctx
+// carries: each client makes its owner on the first lock taken through the context (or
+// one derived from it), and every later lock through it is taken by that same owner. The
+// owner lives as long as the returned context, or one derived from it, is reachable.
 func Fresh(ctx context.Context) context.Context {
-	return context.WithValue(ctx, key{}, (*Binding)(nil))
+	return context.WithValue(ctx, key{}, &Binding{tok: &Token{}})
 }

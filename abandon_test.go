@@ -1,0 +1,174 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// abandonLease is the watchdog timeout of the clients that abandon holds: short enough
+// that a test waits a few of them, long enough that a loaded machine renews in time.
+const abandonLease = 3 * time.Second
+
+// collect runs the garbage collector until cond holds, at most 10s: an abandoned hold is
+// found when a collection finds its owner unreachable.
+func collect(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	redistest.Eventually(t, 10*time.Second, what, func() bool {
+		runtime.GC()
+		return cond()
+	})
+}
+
+// The natural mistake of a redsync or redislock user, Unlock with the context Lock was
+// called with, must not keep the lock for the life of the process. The Unlock says which
+// context it wanted; and once the context Lock returned is unreachable, the hold is
+// abandoned: no longer renewed, reported, and another client gets the lock within one
+// lease.
+func TestAbandonedHoldFreesWithinALease(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(abandonLease))
+		other := relocktest.New(t, b)
+		ctx := context.Background()
+		mu := c.Lock("abandon:mistake")
+
+		func() {
+			if _, err := mu.Lock(ctx); err != nil { // the hold's context dropped
+				t.Fatal(err)
+			}
+		}()
+		err := mu.Unlock(ctx)
+		if !errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("Unlock with the context Lock was called with: %v; want ErrNotHeld", err)
+		}
+		if want := "pass the one Lock returned"; !strings.Contains(err.Error(), want) {
+			t.Errorf("Unlock's error %q does not say %q", err, want)
+		}
+
+		// A hold taken with a NewOwner context, both dropped, is abandoned too.
+		func() {
+			if _, err := c.Lock("abandon:worker").Lock(relock.NewOwner(ctx)); err != nil {
+				t.Fatal(err)
+			}
+		}()
+
+		collect(t, "the holds whose contexts are unreachable were never abandoned", func() bool {
+			return c.WatchdogStats().Abandoned == 2
+		})
+		if n := c.WatchdogStats().Holds; n != 0 {
+			t.Errorf("the watchdog still knows %d holds after abandoning both", n)
+		}
+		// Within one lease of its abandonment (plus a margin for a loaded machine), the
+		// lock frees by expiry, and a waiter elsewhere gets it.
+		wctx, cancel := context.WithTimeout(ctx, abandonLease+2*time.Second)
+		defer cancel()
+		start := time.Now()
+		held, err := other.Lock("abandon:mistake").Lock(wctx)
+		if err != nil {
+			t.Fatalf("another client waited %v for the abandoned lock: %v", time.Since(start).Round(time.Millisecond), err)
+		}
+		if err := other.Lock("abandon:mistake").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A hold is abandoned only when nothing can name its owner. An owner that lives on in a
+// context the caller still has is not: one made by NewOwner, or another hold's context
+// that the lock was taken with. Their holds are renewed past their lease, and that context
+// unlocks them.
+func TestHoldWithLiveOwnerIsNotAbandoned(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(abandonLease))
+		ctx := context.Background()
+
+		worker := relock.NewOwner(ctx)
+		if _, err := c.Lock("abandon:worker").Lock(worker); err != nil { // result dropped
+			t.Fatal(err)
+		}
+		outer, err := c.Lock("abandon:outer").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Lock("abandon:inner").Lock(outer); err != nil { // result dropped
+			t.Fatal(err)
+		}
+
+		// Past more than a lease, with collections all along: still held, still renewed.
+		until := time.Now().Add(abandonLease + abandonLease/2)
+		for time.Now().Before(until) {
+			runtime.GC()
+			time.Sleep(50 * time.Millisecond)
+		}
+		if n := c.WatchdogStats().Abandoned; n != 0 {
+			t.Fatalf("%d holds abandoned though contexts naming their owners are alive", n)
+		}
+		for _, name := range []string{"abandon:worker", "abandon:outer", "abandon:inner"} {
+			if locked, err := c.Lock(name).IsLocked(ctx); err != nil || !locked {
+				t.Fatalf("%s after %v: locked %v, %v; want still held", name, abandonLease+abandonLease/2, locked, err)
+			}
+		}
+		if err := c.Lock("abandon:worker").Unlock(worker); err != nil {
+			t.Errorf("the NewOwner context does not unlock the hold taken with it: %v", err)
+		}
+		if err := c.Lock("abandon:inner").Unlock(outer); err != nil {
+			t.Errorf("the outer hold's context does not unlock the inner hold taken with it: %v", err)
+		}
+		if err := c.Lock("abandon:outer").Unlock(outer); err != nil {
+			t.Error(err)
+		}
+		runtime.KeepAlive(worker)
+		runtime.KeepAlive(outer)
+	})
+}
+
+// A goroutine that keeps only a hold's Done channel, not its context, is still told when
+// the hold ends: when it is lost while its owner lives on elsewhere, and when it is
+// abandoned because nothing names its owner any more. Garbage collections run all along.
+func TestDoneWithoutItsContext(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(abandonLease))
+		ctx := context.Background()
+		closed := func(ch <-chan struct{}) func() bool {
+			return func() bool {
+				select {
+				case <-ch:
+					return true
+				default:
+					return false
+				}
+			}
+		}
+
+		worker := relock.NewOwner(ctx) // kept: the owner lives on
+		lost := func() <-chan struct{} {
+			held, err := c.Lock("done:lost").Lock(worker)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return held.Done()
+		}()
+		redistest.MustDo(t, b.Client(t), "DEL", "done:lost")
+		collect(t, "the Done channel of a lost hold whose context was dropped never closed", closed(lost))
+
+		abandoned := func() <-chan struct{} {
+			held, err := c.Lock("done:abandoned").Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return held.Done()
+		}()
+		collect(t, "the Done channel of an abandoned hold never closed", closed(abandoned))
+		if n := c.WatchdogStats().Abandoned; n != 1 {
+			t.Errorf("%d holds abandoned; want 1", n)
+		}
+		runtime.KeepAlive(worker)
+	})
+}

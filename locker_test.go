@@ -1,0 +1,154 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// A Locker is a sync.Locker: goroutines that share one, and goroutines of another client
+// with their own, exclude each other; it is not reentrant, even when made from a context
+// that carries an owner, and it leaves nothing behind.
+func TestLockerExcludes(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		base, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		ctx := relock.NewOwner(base)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
+		kinds := map[string]func(c *relock.Client) (sync.Locker, error){
+			"lock":     func(c *relock.Client) (sync.Locker, error) { return c.Lock("locker:lock").Locker(ctx) },
+			"fairlock": func(c *relock.Client) (sync.Locker, error) { return c.FairLock("locker:fair").Locker(ctx) },
+			"rwlock":   func(c *relock.Client) (sync.Locker, error) { return c.RWLock("locker:rw").Locker(ctx) },
+		}
+		for kind, make := range kinds {
+			t.Run(kind, func(t *testing.T) {
+				l1, err := make(c1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				l2, err := make(c2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var inside, most atomic.Int32
+				count := 0 // guarded by the lock alone
+				var wg sync.WaitGroup
+				for i := range 4 {
+					l := []sync.Locker{l1, l2}[i%2] // two goroutines per Locker
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						for range 5 {
+							l.Lock()
+							n := inside.Add(1)
+							if n > most.Load() {
+								most.Store(n)
+							}
+							v := count
+							time.Sleep(time.Millisecond)
+							count = v + 1
+							inside.Add(-1)
+							l.Unlock()
+						}
+					}()
+				}
+				wg.Wait()
+				if most.Load() != 1 || count != 20 {
+					t.Fatalf("at most %d inside at once, count %d; want 1 and 20", most.Load(), count)
+				}
+			})
+		}
+		if n := redistest.Do(t, b.Client(t), "DBSIZE"); n.Error() != nil {
+			t.Fatal(n.Error())
+		} else if v, _ := n.AsInt64(); v != 0 {
+			t.Errorf("%d keys left behind", v)
+		}
+	})
+}
+
+// An RLocker's goroutines read together; the write Locker excludes them.
+func TestRLockerShares(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rw := relocktest.New(t, b).RWLock("locker:read")
+		rl, err := rw.RLocker(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wl, err := rw.Locker(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rl.Lock()
+		both := make(chan struct{})
+		go func() { rl.Lock(); close(both) }() // a second reader through the same RLocker
+		redistest.Recv(t, both, 10*time.Second, "a second read lock while one is held")
+
+		wrote := make(chan struct{})
+		go func() { wl.Lock(); close(wrote) }()
+		select {
+		case <-wrote:
+			t.Fatal("the write Locker locked while two readers held the lock")
+		case <-time.After(300 * time.Millisecond):
+		}
+		rl.Unlock()
+		rl.Unlock()
+		redistest.Recv(t, wrote, 10*time.Second, "the write lock after the readers left")
+		wl.Unlock()
+	})
+}
+
+// Misuse is reported as sync.Mutex reports it, or as an error: an invalid name is an error
+// at once; Unlock of a Locker that holds nothing panics naming the lock; a Lock that
+// cannot take the lock (its context ended) panics with the *Error, which errors.Is finds.
+func TestLockerMisuse(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		if _, err := c.Lock("").Locker(context.Background()); !errors.Is(err, relock.ErrInvalidName) {
+			t.Errorf("Locker of an empty name: %v; want ErrInvalidName", err)
+		}
+		l, err := c.Lock("locker:misuse").Locker(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := recovered(l.Unlock); !strings.Contains(fmt.Sprint(got), `"locker:misuse"`) {
+			t.Errorf("Unlock of an unlocked Locker: panic %v; want one naming the lock", got)
+		}
+
+		held, err := c.Lock("locker:misuse").Lock(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		waiting, err := c.Lock("locker:misuse").Locker(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := recovered(waiting.Lock)
+		var e *relock.Error
+		if err, _ := got.(error); !errors.As(err, &e) || e.Name != "locker:misuse" || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Lock whose context ended: panic %v; want the *Error of the deadline", got)
+		}
+		if err := c.Lock("locker:misuse").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// recovered calls f and returns what it panicked with, or nil.
+func recovered(f func()) (v any) {
+	defer func() { v = recover() }()
+	f()
+	return nil
+}

@@ -1,0 +1,283 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/observe"
+	"github.com/relock-go/relock/rlock"
+)
+
+// recorder is an observer that keeps every event.
+type recorder struct {
+	mu          sync.Mutex
+	acquired    []observe.Acquisition
+	released    []observe.Hold
+	lost        []observe.Hold
+	abandoned   []observe.Hold
+	failed      []error
+	recovered   []time.Duration
+	reconnected []time.Duration
+}
+
+func (r *recorder) Acquired(e observe.Acquisition) {
+	r.mu.Lock()
+	r.acquired = append(r.acquired, e)
+	r.mu.Unlock()
+}
+func (r *recorder) Released(e observe.Hold) {
+	r.mu.Lock()
+	r.released = append(r.released, e)
+	r.mu.Unlock()
+}
+func (r *recorder) LeaseLost(e observe.Hold) { r.mu.Lock(); r.lost = append(r.lost, e); r.mu.Unlock() }
+func (r *recorder) Abandoned(e observe.Hold) {
+	r.mu.Lock()
+	r.abandoned = append(r.abandoned, e)
+	r.mu.Unlock()
+}
+func (r *recorder) RenewalFailed(err error) {
+	r.mu.Lock()
+	r.failed = append(r.failed, err)
+	r.mu.Unlock()
+}
+func (r *recorder) RenewalRecovered(d time.Duration) {
+	r.mu.Lock()
+	r.recovered = append(r.recovered, d)
+	r.mu.Unlock()
+}
+func (r *recorder) Reconnected(d time.Duration) {
+	r.mu.Lock()
+	r.reconnected = append(r.reconnected, d)
+	r.mu.Unlock()
+}
+
+// snapshot returns a copy of the recorder under its lock.
+func (r *recorder) snapshot() recorder {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return recorder{acquired: append([]observe.Acquisition(nil), r.acquired...), released: append([]observe.Hold(nil), r.released...),
+		lost: append([]observe.Hold(nil), r.lost...), abandoned: append([]observe.Hold(nil), r.abandoned...),
+		failed: append([]error(nil), r.failed...), recovered: append([]time.Duration(nil), r.recovered...),
+		reconnected: append([]time.Duration(nil), r.reconnected...)}
+}
+
+// within fails t unless lo <= d <= hi.
+func within(t *testing.T, what string, d, lo, hi time.Duration) {
+	t.Helper()
+	if d < lo || d > hi {
+		t.Errorf("%s = %v; want between %v and %v", what, d, lo, hi)
+	}
+}
+
+// The observer hears each acquisition with the time its caller was blocked and what ended
+// the wait, and each release with the time the lock was held: the values match what the
+// callers saw, measured around their calls.
+func TestObserverWaitAndHoldTimes(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rec := &recorder{}
+		c := relocktest.New(t, b, relock.WithObserver(rec))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		mu := c.Lock("observe:times")
+
+		holdStart := time.Now()
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		firstCall := time.Since(holdStart)
+
+		const blocked = 300 * time.Millisecond
+		type result struct {
+			took time.Duration
+			err  error
+		}
+		done := make(chan result, 1)
+		waitStart := time.Now()
+		go func() {
+			w, err := mu.Lock(relock.NewOwner(ctx))
+			took := time.Since(waitStart)
+			if err == nil {
+				err = mu.Unlock(w)
+			}
+			done <- result{took, err}
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return relocktest.Waiting(c) == 1 })
+		time.Sleep(blocked) // the waiter was blocked at least this long
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		holdEnd := time.Since(holdStart)
+		res := redistest.Recv(t, done, 20*time.Second, "the waiter's Lock")
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+
+		ev := rec.snapshot()
+		if len(ev.acquired) != 2 || len(ev.released) != 2 {
+			t.Fatalf("heard %d acquisitions and %d releases; want 2 and 2", len(ev.acquired), len(ev.released))
+		}
+		first, second := ev.acquired[0], ev.acquired[1]
+		for _, a := range ev.acquired {
+			if a.Lock != "observe:times" || a.Kind != observe.Lock || a.Count != 1 || !strings.HasPrefix(a.Owner, c.ID()+":") {
+				t.Errorf("acquisition %+v: want lock observe:times, kind lock, count 1, an owner of client %s", a, c.ID())
+			}
+		}
+		if first.Woken != observe.NotWaited {
+			t.Errorf("the uncontended acquisition was %v; want not waited", first.Woken)
+		}
+		within(t, "the uncontended acquisition's wait", first.Wait, 0, firstCall)
+		if second.Woken != observe.ByMessage {
+			t.Errorf("the waiter woken by the unlock heard %v; want message", second.Woken)
+		}
+		within(t, "the waiter's wait", second.Wait, blocked, res.took)
+		if first.Owner == second.Owner {
+			t.Errorf("holder and waiter reported the same owner %s", first.Owner)
+		}
+		rel := ev.released[0]
+		if rel.Lock != "observe:times" || rel.Kind != observe.Lock || rel.Owner != first.Owner {
+			t.Errorf("release %+v; want the holder's (%s)", rel, first.Owner)
+		}
+		within(t, "the holder's hold time", rel.Held, blocked, holdEnd)
+	})
+}
+
+// A waiter whose wait ends because the holder's fixed lease ran out, with no unlock
+// message, is reported woken by the lease.
+func TestObserverWokenByLease(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rec := &recorder{}
+		c := relocktest.New(t, b, relock.WithObserver(rec))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := c.Lock("observe:lease", rlock.WithLease(time.Second)).Lock(ctx); err != nil { // never unlocked
+			t.Fatal(err)
+		}
+		start := time.Now()
+		w, err := c.Lock("observe:lease").Lock(relock.NewOwner(ctx))
+		took := time.Since(start)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Lock("observe:lease").Unlock(w)
+		ev := rec.snapshot()
+		if len(ev.acquired) != 2 {
+			t.Fatalf("heard %d acquisitions; want 2", len(ev.acquired))
+		}
+		if got := ev.acquired[1]; got.Woken != observe.ByLease {
+			t.Errorf("the waiter after a lease ran out heard %v; want lease", got.Woken)
+		}
+		within(t, "its wait", ev.acquired[1].Wait, 0, took)
+	})
+}
+
+// A hold found lost is reported with its lock and how long it was held; so is an
+// abandoned one.
+func TestObserverLostAndAbandoned(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rec := &recorder{}
+		c := relocktest.New(t, b, relock.WithObserver(rec), relock.WithWatchdogTimeout(abandonLease))
+		ctx := context.Background()
+		start := time.Now()
+		held, err := c.Lock("observe:lost").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		redistest.MustDo(t, b.Client(t), "DEL", "observe:lost")
+		select {
+		case <-held.Done():
+		case <-time.After(2 * abandonLease):
+			t.Fatal("the hold's context did not end after its key was deleted")
+		}
+		took := time.Since(start)
+		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+			t.Errorf("cause %v; want ErrLeaseLost", context.Cause(held))
+		}
+		ev := rec.snapshot()
+		if len(ev.lost) != 1 || ev.lost[0].Lock != "observe:lost" || ev.lost[0].Kind != observe.Lock {
+			t.Fatalf("heard lost %+v; want the one hold of observe:lost", ev.lost)
+		}
+		within(t, "the lost hold's time", ev.lost[0].Held, 0, took)
+		if len(ev.released) != 0 {
+			t.Errorf("a lost hold was also reported released: %+v", ev.released)
+		}
+
+		func() {
+			if _, err := c.RWLock("observe:abandoned").Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		collect(t, "the dropped hold was never reported abandoned", func() bool { return len(rec.snapshot().abandoned) == 1 })
+		if got := rec.snapshot().abandoned[0]; got.Lock != "observe:abandoned" || got.Kind != observe.Write {
+			t.Errorf("abandoned %+v; want the write hold of observe:abandoned", got)
+		}
+		if got := rec.snapshot().released; len(got) != 0 {
+			t.Errorf("a lost or abandoned hold was reported released: %+v", got)
+		}
+	})
+}
+
+// Renewals failing, and their recovery with how long they failed, and the subscriber
+// connection coming back with how long it was down, are heard once each per episode.
+func TestObserverRenewalsAndReconnects(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rec := &recorder{}
+		c := relocktest.New(t, b, relock.WithObserver(rec), relock.WithWatchdogTimeout(6*time.Second))
+		ctx := context.Background()
+		held, err := c.Lock("observe:renew").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Paused for more than a renewal period (2s) and less than the lease: a round fails.
+		pause := time.Now()
+		b.Server.Pause(t)
+		redistest.Eventually(t, 10*time.Second, "no renewal failure heard while Redis was paused", func() bool {
+			return len(rec.snapshot().failed) > 0
+		})
+		b.Server.Resume(t)
+		redistest.Eventually(t, 10*time.Second, "no recovery heard after Redis came back", func() bool {
+			return len(rec.snapshot().recovered) > 0
+		})
+		ev := rec.snapshot()
+		if len(ev.failed) != 1 || len(ev.recovered) != 1 {
+			t.Errorf("heard %d failures and %d recoveries; want one of each for one outage", len(ev.failed), len(ev.recovered))
+		}
+		within(t, "the renewals' time down", ev.recovered[0], time.Millisecond, time.Since(pause))
+		if err := held.Err(); err != nil {
+			t.Fatalf("the hold ended over a pause shorter than its lease: %v", context.Cause(held))
+		}
+
+		// The subscriber connection: wait for it (a parked waiter uses it), then cut it.
+		waiting := make(chan error, 1)
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		go func() {
+			w, err := c.Lock("observe:renew").Lock(relock.NewOwner(wctx))
+			if err == nil {
+				err = c.Lock("observe:renew").Unlock(w)
+			}
+			waiting <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return relocktest.Waiting(c) == 1 })
+		cut := time.Now()
+		redistest.MustDo(t, b.Client(t), "CLIENT", "KILL", "TYPE", "pubsub")
+		redistest.Eventually(t, 10*time.Second, "no reconnect heard after the subscriber connection was cut", func() bool {
+			return len(rec.snapshot().reconnected) > 0
+		})
+		within(t, "the subscriber's time down", rec.snapshot().reconnected[0], 0, time.Since(cut))
+		if err := c.Lock("observe:renew").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, waiting, 20*time.Second, "the waiter"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
