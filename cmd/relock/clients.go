@@ -196,13 +196,11 @@ func (r *Report) clientNotes() []string {
 	case !missing:
 		return nil
 	case r.cluster:
-		// Under sharded pub/sub, a cluster's default on Redis 7 and newer, a client made
-		// by relock.New on the application's rueidis client names no connection.
 		return []string{
 			"not found: no connection on any node is named relock:<client id>:<wake code>; a relock",
 			"  process that is gone (its holds run out with their lease, its wake registry entries with",
-			"  the registry), a client that is not relock's (Redisson),",
-			"  or a relock client made by relock.New with sharded pub/sub, whose connections carry no name",
+			"  the registry), a client that is not relock's (Redisson), or a node that the cluster's",
+			"  slot map did not list when inspect asked",
 		}
 	default:
 		return []string{
