@@ -52,7 +52,11 @@ func (m *Mutex) Name() string { return m.l().Name() }
 // timeout) rather than abandoned, and if it took the lock, the hold is released again:
 // a lock is never left behind unknown to the caller.
 //
-// Without WithLease the lease is the client's watchdog timeout, renewed until Unlock.
+// Without WithLease the lease is the client's watchdog timeout, renewed until Unlock, or
+// until the hold is abandoned: once no reachable context carries its owner (the hold's
+// context, one derived from it, the ctx that carried the owner, a relock.NewOwner context),
+// nobody can unlock it, so a garbage collection that finds this stops its renewal, and the
+// lock frees within one lease. Keep the hold's context until Unlock.
 func (m *Mutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
 	return engine.LockWith(m.l(), ctx, opts)
 }
@@ -66,8 +70,8 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, e
 // Unlock releases one hold of the owner ctx carries; the lock is free when the hold count
 // reaches zero, and then one waiter is woken, the hold's context ends, and no renewal of
 // it is sent any more. It returns an error for which errors.Is(err, ErrNotHeld) holds when
-// that owner does not hold the lock, including when ctx carries no owner and when the
-// hold's lease ran out.
+// that owner does not hold the lock, including when ctx carries no owner (then the error
+// says to pass the context Lock returned) and when the hold's lease ran out.
 //
 // The client's view of a lease errs early: a hold's context may end at its local deadline
 // a little before the lease runs out in Redis, and an Unlock in that gap still finds the
