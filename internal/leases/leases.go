@@ -544,9 +544,11 @@ func (c *Context) causeContext() context.Context {
 	defer c.mu.Unlock()
 	if c.cause == nil {
 		c.cause, c.cancel = context.WithCancelCause(context.Background())
-		if how := c.e.over.Load(); how != nil {
-			c.cancel(how.cause)
-		}
+	}
+	// Whether made now or before: an end that a caller has seen (Cause asks Err first)
+	// may not have reached ended yet, and the cause must be there when Cause looks.
+	if how := c.e.over.Load(); how != nil {
+		c.cancel(how.cause)
 	}
 	return c.cause
 }

@@ -1,0 +1,45 @@
+package leases
+
+import (
+	"context"
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/lockerr"
+)
+
+// A hold's context that reports its end (Err) tells why at once (context.Cause), also while
+// the end is published and the context's own part of it has not run yet, and also when a
+// context derived from it before the end made its cause holder. The state between the two is made here by hand: the
+// race that reaches it is too narrow to meet on purpose.
+func TestCauseAsSoonAsErr(t *testing.T) {
+	w := &Watchdog{base: time.Now()}
+	h := &Hold{}
+	h.due.Store(math.MaxInt64)
+	c := &Context{parent: context.Background(), w: w, h: h, e: &h.e}
+	if err := context.Cause(c); err != nil {
+		t.Fatalf("cause of a live hold's context: %v", err)
+	}
+	// A derived context, made before the end, makes the context's cause holder.
+	d, cancel := context.WithCancel(c)
+	defer cancel()
+	h.e.over.Store(endingOf(lockerr.ErrLeaseLost)) // published; ended not run
+	if err := c.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err after the end: %v", err)
+	}
+	if err := context.Cause(c); !errors.Is(err, lockerr.ErrLeaseLost) {
+		t.Errorf("cause as soon as Err said the hold ended: %v; want ErrLeaseLost", err)
+	}
+	// The derived context learns it once the end runs.
+	c.ended(h.e.over.Load())
+	select {
+	case <-d.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("a context derived from the hold's did not end with it")
+	}
+	if err := context.Cause(d); !errors.Is(err, lockerr.ErrLeaseLost) {
+		t.Errorf("cause of the derived context: %v; want ErrLeaseLost", err)
+	}
+}
