@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"os"
 	"testing"
 	"time"
 
@@ -17,9 +18,18 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/observe"
 	relockotel "github.com/relock-go/relock/otel"
 )
+
+// The tests run on the repository's test harness: miniredis and redis-servers of their own
+// on free loopback ports (redistest), with relock clients on them (relocktest) that log
+// nowhere. redistest.Main also checks that no goroutine is left after them.
+func TestMain(m *testing.M) {
+	os.Exit(redistest.Main(m))
+}
 
 // telemetry is an Observer on in-memory SDK providers.
 type telemetry struct {
@@ -167,16 +177,6 @@ func within(t *testing.T, what string, got float64, lo, hi time.Duration) {
 	}
 }
 
-// waitUntil polls cond until it holds, failing the test after timeout.
-func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(timeout); !cond(); time.Sleep(2 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %v: %s", timeout, what)
-		}
-	}
-}
-
 // locker is one side of a lock of some kind, as the tests use it.
 type locker struct {
 	lock   func(context.Context) (context.Context, error)
@@ -221,12 +221,12 @@ const holdFor = 200 * time.Millisecond
 // A waiter parked behind a holder that unlocks after a known delay: the waiter's wait, its
 // wake-up and its span, and the holder's wait and hold, with the values they must have.
 func TestWaitAndHold(t *testing.T) {
-	backends(t, func(t *testing.T, b backend) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		for _, k := range kinds {
 			t.Run(string(k.name), func(t *testing.T) {
 				holderTel, waiterTel := newTelemetry(t), newTelemetry(t)
-				holderC := b.newClient(t, relock.WithObserver(holderTel.obs))
-				waiterC := b.newClient(t, relock.WithObserver(waiterTel.obs))
+				holderC := relocktest.New(t, b, relock.WithLogger(nil), relock.WithObserver(holderTel.obs))
+				waiterC := relocktest.New(t, b, relock.WithLogger(nil), relock.WithObserver(waiterTel.obs))
 				name := "otel:" + string(k.name)
 				holder, waiter := k.holder(holderC, name), k.waiter(waiterC, name)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -252,7 +252,7 @@ func TestWaitAndHold(t *testing.T) {
 				}()
 				// The waiter's wait began before it is seen parked, and ends after the
 				// unlock is sent: it lasts at least from one to the other.
-				waitUntil(t, 10*time.Second, "the waiter parks", func() bool { return waiterC.PubSubStats().Waiting > 0 })
+				redistest.Eventually(t, 10*time.Second, "the waiter parks", func() bool { return relocktest.Waiting(waiterC) > 0 })
 				parked := time.Now()
 				time.Sleep(holdFor)
 				hUnlocking := time.Now()
@@ -260,12 +260,7 @@ func TestWaitAndHold(t *testing.T) {
 					t.Fatal(err)
 				}
 				hUnlocked := time.Now()
-				var w result
-				select {
-				case w = <-done:
-				case <-time.After(20 * time.Second):
-					t.Fatal("the waiter did not get the lock within 20s of the unlock")
-				}
+				w := redistest.Recv(t, done, 20*time.Second, "the waiter gets the lock after the unlock")
 				if w.err != nil {
 					t.Fatal(w.err)
 				}
@@ -349,7 +344,7 @@ func TestWaitAndHold(t *testing.T) {
 // A hold whose key is deleted by hand is found lost at the next renewal: the lost counter
 // and the hold's duration, under its kind.
 func TestLeaseLost(t *testing.T) {
-	backends(t, func(t *testing.T, b backend) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		for _, k := range []struct {
 			name observe.Kind
 			lock func(c *relock.Client, name string) locker
@@ -358,7 +353,8 @@ func TestLeaseLost(t *testing.T) {
 				t.Parallel()
 				tel := newTelemetry(t)
 				// Renewals every second: the loss is found within about one.
-				c := b.newClient(t, relock.WithObserver(tel.obs), relock.WithWatchdogTimeout(3*time.Second))
+				c := relocktest.New(t, b, relock.WithLogger(nil), relock.WithObserver(tel.obs), relock.WithWatchdogTimeout(3*time.Second))
+				rc := b.Client(t)
 				name := "otel:lost:" + string(k.name)
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
@@ -368,22 +364,16 @@ func TestLeaseLost(t *testing.T) {
 					t.Fatal(err)
 				}
 				locked := time.Now()
-				if err := b.rc.Do(ctx, b.rc.B().Del().Key(name).Build()).Error(); err != nil {
-					t.Fatal(err)
-				}
+				redistest.MustDo(t, rc, "DEL", name)
 				deleted := time.Now()
-				select {
-				case <-held.Done():
-				case <-time.After(20 * time.Second):
-					t.Fatal("the hold's context did not end within 20s of its key's deletion")
-				}
+				redistest.Recv(t, held.Done(), 20*time.Second, "the hold's context ends after its key's deletion")
 				if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
 					t.Fatalf("the hold's context ended with %v, want ErrLeaseLost", cause)
 				}
 				// The observer hears of the loss just after the context ends, on the
 				// watchdog's goroutine.
 				var ms map[string]metricdata.Metrics
-				waitUntil(t, 10*time.Second, "the loss is counted", func() bool {
+				redistest.Eventually(t, 10*time.Second, "the loss is counted", func() bool {
 					ms = tel.collect(t)
 					return counter(t, ms, "relock.lease.lost", kind(k.name)) > 0 &&
 						recorded(ms, "relock.lock.hold.duration", kind(k.name), ended("lost"))
@@ -408,66 +398,53 @@ func TestLeaseLost(t *testing.T) {
 }
 
 // The subscriber connection killed under a parked waiter comes back: one reconnect, with
-// an outage no longer than the time from the kill to its being seen.
+// an outage no longer than the time from the kill to its being seen. On a real
+// redis-server only: miniredis has no CLIENT KILL.
 func TestReconnected(t *testing.T) {
-	addr := startRedis(t)
-	b := backend{rc: newRedisClient(t, addr)}
-	tel := newTelemetry(t)
-	holderC, err := relock.New(newRedisClient(t, addr), relock.WithLogger(nil))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { holderC.Close() })
-	waiterC, err := relock.New(newRedisClient(t, addr), relock.WithLogger(nil), relock.WithObserver(tel.obs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { waiterC.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	held, err := holderC.Lock("otel:reconnect").Lock(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	done := make(chan error, 1)
-	go func() {
-		held, err := waiterC.Lock("otel:reconnect").Lock(ctx)
-		if err == nil {
-			err = waiterC.Lock("otel:reconnect").Unlock(held)
-		}
-		done <- err
-	}()
-	waitUntil(t, 10*time.Second, "the waiter parks", func() bool { return waiterC.PubSubStats().Waiting > 0 })
-	killed := time.Now()
-	if err := b.rc.Do(ctx, b.rc.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
-		t.Fatal(err)
-	}
-	var ms map[string]metricdata.Metrics
-	waitUntil(t, 15*time.Second, "the subscriber connection is back", func() bool {
-		ms = tel.collect(t)
-		return counter(t, ms, "relock.pubsub.reconnects") > 0
-	})
-	seen := time.Now()
-	if n := counter(t, ms, "relock.pubsub.reconnects"); n != 1 {
-		t.Errorf("reconnects %d, want 1", n)
-	}
-	dp := histogram(t, ms, "relock.pubsub.outage.duration")
-	if dp.Count != 1 {
-		t.Errorf("outages: count %d, want 1", dp.Count)
-	}
-	within(t, "outage", dp.Sum, 0, seen.Sub(killed))
-	t.Logf("outage %.4fs, seen after %v", dp.Sum, seen.Sub(killed))
-	if err := holderC.Lock("otel:reconnect").Unlock(held); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-done:
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		tel := newTelemetry(t)
+		holderC := relocktest.New(t, b, relock.WithLogger(nil))
+		waiterC := relocktest.New(t, b, relock.WithLogger(nil), relock.WithObserver(tel.obs))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		held, err := holderC.Lock("otel:reconnect").Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("the waiter did not get the lock within 20s of the unlock")
-	}
+		done := make(chan error, 1)
+		go func() {
+			held, err := waiterC.Lock("otel:reconnect").Lock(ctx)
+			if err == nil {
+				err = waiterC.Lock("otel:reconnect").Unlock(held)
+			}
+			done <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter parks", func() bool { return relocktest.Waiting(waiterC) > 0 })
+		killed := time.Now()
+		redistest.MustDo(t, rc, "CLIENT", "KILL", "TYPE", "pubsub")
+		var ms map[string]metricdata.Metrics
+		redistest.Eventually(t, 15*time.Second, "the subscriber connection is back", func() bool {
+			ms = tel.collect(t)
+			return counter(t, ms, "relock.pubsub.reconnects") > 0
+		})
+		seen := time.Now()
+		if n := counter(t, ms, "relock.pubsub.reconnects"); n != 1 {
+			t.Errorf("reconnects %d, want 1", n)
+		}
+		dp := histogram(t, ms, "relock.pubsub.outage.duration")
+		if dp.Count != 1 {
+			t.Errorf("outages: count %d, want 1", dp.Count)
+		}
+		within(t, "outage", dp.Sum, 0, seen.Sub(killed))
+		t.Logf("outage %.4fs, seen after %v", dp.Sum, seen.Sub(killed))
+		if err := holderC.Lock("otel:reconnect").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, done, 20*time.Second, "the waiter gets the lock after the unlock"); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
 // The events that the tests above cannot bring about on demand, called directly: each
