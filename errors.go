@@ -34,6 +34,10 @@ var (
 	// ErrInvalidOption: another option out of its range, such as a fair lock's refresh
 	// period under 10ms.
 	ErrInvalidOption = lockerr.ErrInvalidOption
+	// ErrInvalidCount: a semaphore's or a count-down latch's count out of its range:
+	// acquiring or releasing fewer than one permit, setting fewer than zero, setting a
+	// latch's count below one.
+	ErrInvalidCount = lockerr.ErrInvalidCount
 )
 
 // Error is the type of the errors relock's locks return: the operation, the lock's name

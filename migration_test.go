@@ -19,10 +19,13 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/countdown"
 	"github.com/relock-go/relock/embedded"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
+	"github.com/relock-go/relock/semaphore"
+	"github.com/relock-go/relock/spinlock"
 )
 
 // migrationDoc is the migration guide whose tables TestMigrationDocAPI checks.
@@ -33,27 +36,52 @@ const migrationDoc = "docs/migration-from-redisson.md"
 // "package.Func", "package.Var" or "package.Type.Method". The values make the list a
 // compile-time check: a name that no longer exists stops this file from compiling.
 var migrationAPI = map[string]any{
-	"relock.New":                 relock.New,
-	"relock.Dial":                relock.Dial,
-	"relock.WithReleaseOnClose":  relock.WithReleaseOnClose,
-	"relock.WithLogger":          relock.WithLogger,
-	"relock.WithObserver":        relock.WithObserver,
-	"rlock.Mutex.Locker":         (*rlock.Mutex).Locker,
-	"relock.NewOwner":            relock.NewOwner,
-	"relock.WithWatchdogTimeout": relock.WithWatchdogTimeout,
-	"relock.WithTimeout":         relock.WithTimeout,
-	"relock.WithShardedPubSub":   relock.WithShardedPubSub,
-	"relock.WithSyncReplicas":    relock.WithSyncReplicas,
-	"relock.Client.Lock":         (*relock.Client).Lock,
-	"relock.Client.FairLock":     (*relock.Client).FairLock,
-	"relock.Client.RWLock":       (*relock.Client).RWLock,
-	"relock.Client.Close":        (*relock.Client).Close,
-	"relock.Client.ID":           (*relock.Client).ID,
-	"relock.ErrNotHeld":          relock.ErrNotHeld,
-	"relock.ErrLocked":           relock.ErrLocked,
-	"relock.ErrUpgrade":          relock.ErrUpgrade,
-	"relock.ErrNotSynced":        relock.ErrNotSynced,
-	"relock.ErrClosed":           relock.ErrClosed,
+	"relock.New":                          relock.New,
+	"relock.Dial":                         relock.Dial,
+	"relock.WithReleaseOnClose":           relock.WithReleaseOnClose,
+	"relock.WithLogger":                   relock.WithLogger,
+	"relock.WithObserver":                 relock.WithObserver,
+	"rlock.Mutex.Locker":                  (*rlock.Mutex).Locker,
+	"relock.NewOwner":                     relock.NewOwner,
+	"relock.WithWatchdogTimeout":          relock.WithWatchdogTimeout,
+	"relock.WithTimeout":                  relock.WithTimeout,
+	"relock.WithShardedPubSub":            relock.WithShardedPubSub,
+	"relock.WithSyncReplicas":             relock.WithSyncReplicas,
+	"relock.Client.Lock":                  (*relock.Client).Lock,
+	"relock.Client.FairLock":              (*relock.Client).FairLock,
+	"relock.Client.RWLock":                (*relock.Client).RWLock,
+	"relock.Client.Semaphore":             (*relock.Client).Semaphore,
+	"relock.Client.SpinLock":              (*relock.Client).SpinLock,
+	"spinlock.WithBackOff":                spinlock.WithBackOff,
+	"spinlock.DefaultFirstBackOff":        spinlock.DefaultFirstBackOff,
+	"spinlock.DefaultMostBackOff":         spinlock.DefaultMostBackOff,
+	"spinlock.Mutex.Lock":                 (*spinlock.Mutex).Lock,
+	"spinlock.Mutex.TryLock":              (*spinlock.Mutex).TryLock,
+	"spinlock.Mutex.Unlock":               (*spinlock.Mutex).Unlock,
+	"spinlock.Mutex.ForceUnlock":          (*spinlock.Mutex).ForceUnlock,
+	"relock.Client.CountDownLatch":        (*relock.Client).CountDownLatch,
+	"relock.ErrInvalidCount":              relock.ErrInvalidCount,
+	"relock.ErrWrongType":                 relock.ErrWrongType,
+	"semaphore.Weighted.TrySetPermits":    (*semaphore.Weighted).TrySetPermits,
+	"semaphore.Weighted.Acquire":          (*semaphore.Weighted).Acquire,
+	"semaphore.Weighted.TryAcquire":       (*semaphore.Weighted).TryAcquire,
+	"semaphore.Weighted.Release":          (*semaphore.Weighted).Release,
+	"semaphore.Weighted.AddPermits":       (*semaphore.Weighted).AddPermits,
+	"semaphore.Weighted.AvailablePermits": (*semaphore.Weighted).AvailablePermits,
+	"semaphore.Weighted.Drain":            (*semaphore.Weighted).Drain,
+	"semaphore.Weighted.Name":             (*semaphore.Weighted).Name,
+	"countdown.Latch.TrySetCount":         (*countdown.Latch).TrySetCount,
+	"countdown.Latch.CountDown":           (*countdown.Latch).CountDown,
+	"countdown.Latch.Count":               (*countdown.Latch).Count,
+	"countdown.Latch.Await":               (*countdown.Latch).Await,
+	"countdown.Latch.Name":                (*countdown.Latch).Name,
+	"relock.Client.Close":                 (*relock.Client).Close,
+	"relock.Client.ID":                    (*relock.Client).ID,
+	"relock.ErrNotHeld":                   relock.ErrNotHeld,
+	"relock.ErrLocked":                    relock.ErrLocked,
+	"relock.ErrUpgrade":                   relock.ErrUpgrade,
+	"relock.ErrNotSynced":                 relock.ErrNotSynced,
+	"relock.ErrClosed":                    relock.ErrClosed,
 
 	"rlock.WithLease":         rlock.WithLease,
 	"rlock.WithWaitTimeout":   rlock.WithWaitTimeout,
@@ -104,11 +132,11 @@ var migrationAPI = map[string]any{
 
 var (
 	migrationCode = regexp.MustCompile("`([^`]*)`")
-	migrationName = regexp.MustCompile(`^(relock|rlock|fairlock|rwlock)\.[A-Z][A-Za-z]*(\.[A-Z][A-Za-z]*)?$`)
+	migrationName = regexp.MustCompile(`^(relock|rlock|fairlock|rwlock|semaphore|countdown|spinlock)\.[A-Z][A-Za-z]*(\.[A-Z][A-Za-z]*)?$`)
 	// migrationCall finds a call of an exported function or method: "mu.TryLock(".
 	migrationCall = regexp.MustCompile(`\b([A-Za-z_]\w*)\.([A-Z]\w*)\(`)
 	// migrationQualified finds a relock name used as a value: "relock.ErrLocked".
-	migrationQualified = regexp.MustCompile(`\b(relock|rlock|fairlock|rwlock)\.([A-Z]\w*)\b`)
+	migrationQualified = regexp.MustCompile(`\b(relock|rlock|fairlock|rwlock|semaphore|countdown|spinlock)\.([A-Z]\w*)\b`)
 )
 
 // migrationReceivers maps what the tables' code calls methods on to the type or package
@@ -117,18 +145,24 @@ var (
 // are not relock APIs. A receiver missing here fails the test, so that a new one is
 // classified rather than skipped.
 var migrationReceivers = map[string]string{
-	"c":        "relock.Client",
-	"mu":       "rlock.Mutex",
-	"fm":       "fairlock.Mutex",
-	"rw":       "rwlock.RWMutex",
-	"relock":   "relock",
-	"rlock":    "rlock",
-	"fairlock": "fairlock",
-	"rwlock":   "rwlock",
-	"context":  "",
-	"errors":   "",
-	"time":     "",
-	"held":     "", // a hold's context: Done, Err
+	"c":         "relock.Client",
+	"mu":        "rlock.Mutex",
+	"fm":        "fairlock.Mutex",
+	"rw":        "rwlock.RWMutex",
+	"relock":    "relock",
+	"rlock":     "rlock",
+	"fairlock":  "fairlock",
+	"rwlock":    "rwlock",
+	"context":   "",
+	"errors":    "",
+	"time":      "",
+	"held":      "", // a hold's context: Done, Err
+	"s":         "semaphore.Weighted",
+	"sl":        "spinlock.Mutex",
+	"spinlock":  "spinlock",
+	"cdl":       "countdown.Latch",
+	"semaphore": "semaphore",
+	"countdown": "countdown",
 }
 
 // migrationRow is one mapping row of the guide's tables.

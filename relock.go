@@ -25,16 +25,21 @@ import (
 	"github.com/google/uuid"
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/countdown"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/core"
+	icountdown "github.com/relock-go/relock/internal/countdown"
 	"github.com/relock-go/relock/internal/engine"
 	"github.com/relock-go/relock/internal/lockopt"
 	"github.com/relock-go/relock/internal/owner"
+	"github.com/relock-go/relock/internal/permits"
 	"github.com/relock-go/relock/internal/redisurl"
 	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
+	"github.com/relock-go/relock/semaphore"
+	"github.com/relock-go/relock/spinlock"
 	"github.com/relock-go/relock/watchdog"
 )
 
@@ -51,6 +56,7 @@ type Client struct {
 	core        *core.Client
 	keepOnClose bool
 	own         rueidis.Client // the rueidis client Dial made, which Close closes; nil after New
+	gates       *permits.Gates // the semaphores' waiters and held permits
 }
 
 // Option configures a Client.
@@ -181,7 +187,7 @@ func newClient(rc rueidis.Client, id, code string, opts []Option) (*Client, erro
 	} else if rc.Mode() == rueidis.ClientModeCluster {
 		sharded = shardedPubSubSupported(rc, cfg.timeout)
 	}
-	return &Client{keepOnClose: cfg.keepOnClose, core: core.New(rc, core.Config{
+	return &Client{keepOnClose: cfg.keepOnClose, gates: permits.NewGates(), core: core.New(rc, core.Config{
 		ID:           id,
 		Lease:        cfg.lease,
 		Timeout:      cfg.timeout,
@@ -282,6 +288,26 @@ func (c *Client) FairLock(name string, opts ...fairlock.Option) *fairlock.Mutex 
 // layout. Options are those of package rwlock and package rlock.
 func (c *Client) RWLock(name string, opts ...rwlock.Option) *rwlock.RWMutex {
 	return (*rwlock.RWMutex)(engine.NewRW(c.core, name, lockopt.Merge(&lockopt.Settings{}, opts)))
+}
+
+// SpinLock returns the reentrant spin lock named name: rlock's data (Redisson's RSpinLock),
+// whose waiters try again after a back-off instead of subscribing to a channel. Options
+// are those of package spinlock and package rlock.
+func (c *Client) SpinLock(name string, opts ...spinlock.Option) *spinlock.Mutex {
+	return (*spinlock.Mutex)(engine.New(c.core, engine.Spin, name, lockopt.Merge(&lockopt.Settings{}, opts)))
+}
+
+// Semaphore returns the semaphore named name, with Redisson's RSemaphore layout. The name is
+// its Redis key. An invalid name is reported by the semaphore's methods (ErrInvalidName).
+func (c *Client) Semaphore(name string) *semaphore.Weighted {
+	return (*semaphore.Weighted)(permits.New(c.core, c.gates, name))
+}
+
+// CountDownLatch returns the count-down latch named name, with Redisson's RCountDownLatch
+// layout. The name is its Redis key. An invalid name is reported by the latch's methods
+// (ErrInvalidName).
+func (c *Client) CountDownLatch(name string) *countdown.Latch {
+	return (*countdown.Latch)(icountdown.New(c.core, name))
 }
 
 // PubSubStats returns a snapshot of the client's waiting activity: subscriptions, parked

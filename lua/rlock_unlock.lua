@@ -4,7 +4,8 @@
 -- KEYS[1] the lock hash
 -- KEYS[2] the lock's channel
 -- KEYS[3] the lock's wake registry (see wake.lua, prepended)
--- ARGV[1] the message to publish on release ("0")
+-- ARGV[1] the message to publish on release ("0"); "" publishes nothing and wakes nobody (a
+--         spin lock, whose waiters look by themselves, as Redisson's RSpinLock)
 -- ARGV[2] owner field
 -- ARGV[3] the owner's hold count as the client knows it before this release; "" when the
 --         client knows of no hold (then one hold is released whatever the count)
@@ -24,5 +25,7 @@ if count > 1 then
   return 0
 end
 redis.call('del', KEYS[1])
-wake(KEYS[3], KEYS[2], ARGV[4], ARGV[1])
+if ARGV[1] ~= '' then
+  wake(KEYS[3], KEYS[2], ARGV[4], ARGV[1])
+end
 return 1

@@ -52,6 +52,9 @@ const (
 	// ByLease: the waiter woke when the holder's lease was due to run out, and then got
 	// the lock.
 	ByLease
+	// ByBackOff: the waiter of a spin lock tried again after its back-off, and then got
+	// the lock.
+	ByBackOff
 )
 
 func (w Woken) String() string {
@@ -62,6 +65,8 @@ func (w Woken) String() string {
 		return "message"
 	case ByLease:
 		return "lease"
+	case ByBackOff:
+		return "back-off"
 	}
 	return "unknown"
 }
@@ -73,6 +78,7 @@ type Kind string
 const (
 	Lock     Kind = "lock"     // relock.Client.Lock
 	FairLock Kind = "fairlock" // relock.Client.FairLock
+	SpinLock Kind = "spinlock" // relock.Client.SpinLock
 	Read     Kind = "read"     // the read side of relock.Client.RWLock
 	Write    Kind = "write"    // the write side of relock.Client.RWLock
 )

@@ -24,7 +24,8 @@
 //
 // relock.lock.kind is the kind of lock (observe.Kind: "lock", "fairlock", "read",
 // "write"). relock.lock.woken is what ended the wait: "message" (a release's wake-up),
-// "lease" (the holder's lease was due to run out) or "not_waited" (the lock was got
+// "lease" (the holder's lease was due to run out), "back_off" (a spin lock's waiter tried
+// again after its back-off) or "not_waited" (the lock was got
 // without parking). relock.wakeups counts the acquisitions that parked, by what woke them:
 // it is relock.lock.wait.duration's count without "not_waited". relock.hold.end is how a
 // hold ended: "released", "lost" or "abandoned".
@@ -155,7 +156,7 @@ type kindAttrs struct {
 	woken [nWoken]attribute.KeyValue
 }
 
-const nWoken = 3 // observe.NotWaited, ByMessage, ByLease
+const nWoken = 4 // observe.NotWaited, ByMessage, ByLease, ByBackOff
 
 type holdEnd int
 
@@ -177,6 +178,8 @@ func wokenValue(w observe.Woken) string {
 		return "message"
 	case observe.ByLease:
 		return "lease"
+	case observe.ByBackOff:
+		return "back_off"
 	}
 	return "unknown"
 }

@@ -31,7 +31,7 @@ func (r *Report) findClients(ctx context.Context, rc rueidis.Client) {
 	for i := range r.Owners {
 		entries = append(entries, entry{r.Owners[i].Owner, &r.Owners[i].Client})
 	}
-	for _, qs := range [][]QueueEntry{r.Queue, r.Writers} {
+	for _, qs := range [][]QueueEntry{r.Queue, r.Writers, r.PermitWaiters} {
 		for i := range qs {
 			entries = append(entries, entry{qs[i].Owner, &qs[i].Client})
 		}
@@ -67,10 +67,11 @@ func (r *Report) findClients(ctx context.Context, rc rueidis.Client) {
 	}
 }
 
-// clientID is the client id of an owner "<client id>:<n>", when it has one.
+// clientID is the client id of an owner "<client id>:<n>", or of a semaphore's waiting
+// client, which is its id alone, when it has one.
 func clientID(owner string) (string, bool) {
-	id, _, ok := strings.Cut(owner, ":")
-	return id, ok && keys.IsUUID(id)
+	id, _, _ := strings.Cut(owner, ":")
+	return id, keys.IsUUID(id)
 }
 
 // clientConns are the relock clients' connections that clientList found.

@@ -58,6 +58,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		func() error { return loseLease(ctx, env, stdout) },
 		func() error { return fairOrder(ctx, env, "relock-demo:jobs", stdout) },
 		func() error { return readWrite(ctx, env, stdout) },
+		func() error { return permitsScene(ctx, env, stdout) },
 	}
 	for _, scene := range scenes {
 		if err := scene(); err != nil {

@@ -18,8 +18,11 @@ import (
 
 // Report is what inspect finds about one lock, read straight from its keys.
 type Report struct {
-	Name   string `json:"name"`
-	Kind   string `json:"kind"`              // "rlock", "rwlock", "fairlock", "none", or "foreign" (not a lock)
+	Name string `json:"name"`
+	// Kind is "rlock", "rwlock", "fairlock", "semaphore", "latch", "count" (a whole number
+	// that a semaphore or a latch may hold, with no waiter to tell which), "none", or
+	// "foreign" (not relock's data).
+	Kind   string `json:"kind"`
 	KeyTyp string `json:"keyType,omitempty"` // the key's Redis type when it is not a lock
 	// Fields are the field names of a hash that is not a lock (it lacks a lock's shape).
 	Fields []string     `json:"fields,omitempty"`
@@ -41,6 +44,12 @@ type Report struct {
 	// order an unlock wakes their clients, then the rwlock's readers.
 	WaitingClients []WaitingClient `json:"waitingClients,omitempty"`
 	Token          *int64          `json:"fencingToken,omitempty"`
+	// Count is the number a semaphore's key (its available permits) or a latch's key (its
+	// count) holds; nil for the other kinds.
+	Count *int64 `json:"count,omitempty"`
+	// PermitWaiters is a semaphore's queue of waiting relock clients, first in line
+	// first (each client's other waiters queue behind its first, in its memory).
+	PermitWaiters []QueueEntry `json:"permitWaiters,omitempty"`
 	// ClientsUnknown says why the clients behind the owners and waiters could not be
 	// looked up (CLIENT LIST failed on every node); empty when they were.
 	ClientsUnknown string `json:"clientsUnknown,omitempty"`
@@ -156,7 +165,16 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 		}
 		if len(r.Writers) > 0 {
 			r.Kind = "rwlock"
+			break
 		}
+		// A semaphore with no count yet can have clients queued for permits.
+		if err := counted(ctx, rc, r); err != nil {
+			return nil, err
+		}
+		if r.Kind == "semaphore" {
+			return r, nil
+		}
+		r.Kind, r.Count, r.Subscribers = "none", nil, 0
 	case "hash":
 		r.Locked = true
 		fields, err := do(rc.B().Hgetall().Key(name).Build()).AsStrMap()
@@ -199,6 +217,18 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 		if r.Subscribers, err = subscribers(ctx, rc, channel); err != nil {
 			return nil, err
 		}
+	case "string":
+		v, err := do(rc.B().Get().Key(name).Build()).ToString()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return nil, err
+		}
+		n, perr := strconv.ParseInt(v, 10, 64)
+		if err != nil || perr != nil {
+			r.Kind, r.KeyTyp = "foreign", typ
+			return r, nil
+		}
+		r.Count = &n
+		return r, counted(ctx, rc, r)
 	default:
 		r.Kind, r.KeyTyp = "foreign", typ
 		return r, nil
@@ -229,6 +259,49 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 		}
 	}
 	return r, nil
+}
+
+// counted completes the report of a key that holds a whole number, or of no key: a
+// semaphore when clients queue for its permits or wait on its channel, a latch when
+// clients wait on its channel, else "count" (either, with nobody waiting).
+func counted(ctx context.Context, rc rueidis.Client, r *Report) error {
+	sem := keys.SemaphoreOf(r.Name)
+	zs, err := rc.Do(ctx, rc.B().Zrange().Key(sem.Queue).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil {
+		return err
+	}
+	if len(zs) > 0 {
+		now, err := redisNowMs(ctx, rc)
+		if err != nil {
+			return err
+		}
+		for _, client := range zs {
+			score, err := rc.Do(ctx, rc.B().Zscore().Key(sem.Deadlines).Member(client).Build()).AsFloat64()
+			if err != nil && !rueidis.IsRedisNil(err) {
+				return err
+			}
+			r.PermitWaiters = append(r.PermitWaiters, QueueEntry{Owner: client, ExpiresInMs: int64(score) - now})
+		}
+	}
+	semSubs, err := subscribers(ctx, rc, sem.Channel)
+	if err != nil {
+		return err
+	}
+	var latchSubs int64
+	if keys.CheckLatch(r.Name) == nil {
+		if latchSubs, err = subscribers(ctx, rc, keys.LatchOf(r.Name).Channel); err != nil {
+			return err
+		}
+	}
+	switch {
+	case len(r.PermitWaiters) > 0 || semSubs > 0:
+		r.Kind, r.Subscribers = "semaphore", semSubs
+	case latchSubs > 0:
+		r.Kind, r.Subscribers = "latch", latchSubs
+	default:
+		r.Kind = "count"
+	}
+	return nil
 }
 
 // shape tells a lock's hash from other data: "rlock" when every field is an owner
@@ -383,6 +456,17 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 		return nil
 	case r.Kind == "none":
 		fmt.Fprintf(w, "%s: free: no such key\n", shown(r.Name))
+	case r.Kind == "count":
+		fmt.Fprintf(w, "%s: %d (a semaphore's available permits or a count-down latch's count; nobody waits)\n", shown(r.Name), *r.Count)
+		return nil
+	case r.Kind == "semaphore":
+		n := int64(0)
+		if r.Count != nil {
+			n = *r.Count
+		}
+		fmt.Fprintf(w, "%s: semaphore, %d permits available\n", shown(r.Name), n)
+	case r.Kind == "latch":
+		fmt.Fprintf(w, "%s: count-down latch, count %d\n", shown(r.Name), *r.Count)
 	case !r.Locked && len(r.Queue) == 0 && len(r.Writers) == 0:
 		fmt.Fprintf(w, "%s: free\n", shown(r.Name))
 	default:
@@ -431,8 +515,22 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 		}
 		fmt.Fprintf(w, "  writer   %-44s %s; %s\n", shown(q.Owner), state, r.clientText(q.Client))
 	}
+	for i, q := range r.PermitWaiters {
+		state := "live, entry expires in " + ms(q.ExpiresInMs)
+		if q.ExpiresInMs <= 0 {
+			state = "dead (entry expired), will be skipped"
+		}
+		fmt.Fprintf(w, "  queue %-2d relock client %-30s %s; %s\n", i+1, shown(q.Owner), state, r.clientText(q.Client))
+	}
 	if r.Subscribers > 0 {
-		fmt.Fprintf(w, "  waiting clients  %d (subscribed to the lock's wake-up channel)\n", r.Subscribers)
+		what := "the lock's wake-up channel"
+		switch r.Kind {
+		case "semaphore":
+			what = "the semaphore's channel"
+		case "latch":
+			what = "the latch's channel"
+		}
+		fmt.Fprintf(w, "  waiting clients  %d (subscribed to %s)\n", r.Subscribers, what)
 	}
 	for _, c := range r.WaitingClients {
 		waiters := "waiters"

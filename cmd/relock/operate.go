@@ -229,6 +229,10 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 		}
 		return fmt.Errorf("%s is not a lock (the key holds %s); nothing was changed", name, what)
 	}
+	switch r.Kind {
+	case "semaphore", "latch", "count":
+		return fmt.Errorf("%s is not a lock (it is a semaphore or a count-down latch, which nobody holds; see relock inspect); nothing was changed", name)
+	}
 	if !r.Locked {
 		fmt.Fprintf(stdout, "%s is not held; nothing to do\n", name)
 		return nil

@@ -64,6 +64,7 @@ func TestDemoShowsEverySceneProgress(t *testing.T) {
 		"lease loss and fencing": regexp.MustCompile(`the lock's key is deleted behind A's back`),
 		"fair lock":              regexp.MustCompile(`worker 5 queued, 6 in the queue`),
 		"read-write lock":        regexp.MustCompile(`the writer is in, alone`),
+		"semaphore":              regexp.MustCompile(`the request for 3 permits was served`),
 	}
 	if len(scenes) != len(want) {
 		t.Errorf("%d scenes show progress; want all %d:\n%s", len(scenes), len(want), stdout)

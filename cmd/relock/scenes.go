@@ -289,3 +289,81 @@ func readWrite(ctx context.Context, env *demoEnv, out io.Writer) error {
 	}
 	return nil
 }
+
+// permitsScene shows the semaphore: workers on two clients share a few permits, never
+// more of them inside at once than there are permits, and a request for every permit,
+// made while small requests keep coming, is served in its turn rather than starved.
+func permitsScene(ctx context.Context, env *demoEnv, out io.Writer) error {
+	const name, permits, workers, rounds = "relock-demo:builds", 3, 6, 4
+	clients, err := env.pair()
+	if err != nil {
+		return err
+	}
+	defer env.side.Do(context.WithoutCancel(ctx), env.side.B().Del().Key(name).Build())
+	heading(out, "semaphore", "%d workers on 2 clients share semaphore %q of %d permits; then one asks for all %d.", workers, name, permits, permits)
+	if _, err := clients[0].Semaphore(name).TrySetPermits(ctx, permits); err != nil {
+		return err
+	}
+	step := newSteps(out)
+	step.printf("%d permits set; %d workers start taking one at a time", permits, workers)
+	var inside, most atomic.Int32
+	var bigDone atomic.Bool
+	var after atomic.Int32 // small acquisitions that began after the large request and finished before it
+	var bigAsked atomic.Bool
+	use := func(s interface {
+		Acquire(context.Context, int64) error
+		Release(context.Context, int64) error
+	}, n int64) error {
+		if err := s.Acquire(ctx, n); err != nil {
+			return err
+		}
+		now := inside.Add(int32(n))
+		for m := most.Load(); now > m && !most.CompareAndSwap(m, now); m = most.Load() {
+		}
+		time.Sleep(20 * time.Millisecond)
+		inside.Add(-int32(n))
+		return s.Release(ctx, n)
+	}
+	var g errgroup.Group
+	for w := 0; w < workers; w++ {
+		s := clients[w%2].Semaphore(name)
+		g.Go(func() error {
+			for r := 0; r < rounds; r++ {
+				asked := bigAsked.Load()
+				if err := use(s, 1); err != nil {
+					return err
+				}
+				if asked && !bigDone.Load() {
+					after.Add(1)
+				}
+			}
+			return nil
+		})
+	}
+	time.Sleep(30 * time.Millisecond)
+	step.printf("the small requests are flowing; a request for all %d permits joins them", permits)
+	bigAsked.Store(true)
+	start := time.Now()
+	if err := use(clients[1].Semaphore(name), permits); err != nil {
+		return err
+	}
+	bigDone.Store(true)
+	waited := time.Since(start)
+	step.printf("the request for %d permits was served", permits)
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	left, err := clients[0].Semaphore(name).AvailablePermits(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "permits         at most %d of %d in use at once; %d available at the end\n", most.Load(), permits, left)
+	fmt.Fprintf(out, "large request   served in its turn, after %v; %d small requests made after it got in before it\n", waited.Round(time.Millisecond), after.Load())
+	switch {
+	case most.Load() > permits:
+		return fmt.Errorf("%d permits were in use at once, of %d", most.Load(), permits)
+	case left != permits:
+		return fmt.Errorf("%d permits available at the end, want %d", left, permits)
+	}
+	return nil
+}

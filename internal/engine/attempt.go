@@ -249,6 +249,9 @@ func (a *attempt) keep() error {
 // lease as they saw it runs out.
 func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark) error {
 	l := a.l
+	if l.kind.spins {
+		return a.spinFor(ctx, ttl)
+	}
 	bound := func(ttl time.Duration) time.Duration {
 		if a.queued {
 			return min(ttl, a.s.RefreshPeriod())
@@ -262,14 +265,14 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 		// Its waiters register their client (lua/wake.lua), which an unlock picks only
 		// while the client listens on its presence channel.
 		reg = hub.Registry{Wake: l.n.Wake, Readers: l.n.Readers}
-		here, err := l.c.Hub.Subscribe(l.n.Presence(l.c.WakeCode), nil, hub.Registry{})
+		here, err := l.c.Hub.Subscribe(l.n.Presence(l.c.WakeCode), hub.LockMessages, nil, hub.Registry{})
 		if err != nil {
 			return err
 		}
 		defer here.Release()
 		listening = here.QuietSince(mark)
 	}
-	sub, err := l.c.Hub.Subscribe(l.kind.channel(l, a.owner), l.kind, reg)
+	sub, err := l.c.Hub.Subscribe(l.kind.channel(l, a.owner), hub.LockMessages, l.kind, reg)
 	if err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -439,9 +438,5 @@ func (l *Lock) check(optErr error) error {
 // fail wraps err with the operation and the lock's name, and turns Redis's WRONGTYPE
 // into ErrWrongType.
 func (l *Lock) fail(op string, err error) error {
-	// Redis puts WRONGTYPE first; miniredis wraps script errors, so look anywhere.
-	if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "WRONGTYPE") {
-		err = lockerr.ErrWrongType
-	}
-	return lockerr.New(op, l.n.Lock, err)
+	return lockerr.Redis(op, l.n.Lock, err)
 }

@@ -28,6 +28,9 @@ type layout struct {
 	// shares: holds of different owners coexist (readers), so a waiter that gets the lock
 	// also wakes the next parked one of its kind, which may get it too.
 	shares bool
+	// spins: waiters subscribe to nothing and are never woken; they try again after a
+	// back-off that grows (see spin.go).
+	spins bool
 	// field is the hash field that counts owner's holds.
 	field func(owner string) string
 	// acquire is the acquire call of a, and marks a as queued when its waiter keeps an

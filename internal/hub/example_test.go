@@ -39,7 +39,7 @@ func ExampleHub() {
 	h := hub.New(rc, hub.Config{})
 	defer h.Close()
 
-	sub, err := h.Subscribe("redisson_lock__channel:{report}", nil, hub.Registry{})
+	sub, err := h.Subscribe("redisson_lock__channel:{report}", hub.LockMessages, nil, hub.Registry{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -72,11 +72,11 @@ func ExampleSub() {
 	ctx := context.Background()
 	const channel = "redisson_rwlock:{config}"
 
-	a, err := h.Subscribe(channel, nil, hub.Registry{})
+	a, err := h.Subscribe(channel, hub.LockMessages, nil, hub.Registry{})
 	if err != nil {
 		log.Fatal(err)
 	}
-	b, err := h.Subscribe(channel, nil, hub.Registry{})
+	b, err := h.Subscribe(channel, hub.LockMessages, nil, hub.Registry{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func Example_stats() {
 	ctx := context.Background()
 	const channel = "redisson_lock__channel:{report}"
 
-	sub, err := h.Subscribe(channel, nil, hub.Registry{})
+	sub, err := h.Subscribe(channel, hub.LockMessages, nil, hub.Registry{})
 	if err != nil {
 		log.Fatal(err)
 	}

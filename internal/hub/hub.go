@@ -81,7 +81,8 @@ type Hub struct {
 
 // channel is the hub's state for one channel. All fields are guarded by Hub.mu.
 type channel struct {
-	refs int // subscribers holding it
+	refs    int     // subscribers holding it
+	reading Reading // how its messages wake its waiters
 
 	reg  Registry // the lock's wake registries, if its waiters register (see wake.go)
 	skip int      // messages to ignore: each follows a wake code (see wake.go)
@@ -234,6 +235,9 @@ func (s *Sub) Timed() bool { return s.timed }
 // Subscribe registers interest in a channel and returns at once; the subscription is
 // made in the background (use Ready to wait for it). It returns ErrClosed after Close.
 //
+// r says how the channel's messages wake its waiters; every subscriber of a channel passes
+// the same one, since a channel's name says its kind.
+//
 // class groups the channel's subscribers that are interchangeable: one attempt by any of
 // them tells whether the others' would succeed (a lock's waiters of one kind; a reader
 // and a writer of a read-write lock are not). It is compared with ==; nil is a class like
@@ -241,14 +245,14 @@ func (s *Sub) Timed() bool { return s.timed }
 //
 // reg names the lock's wake registries when its waiters register their client in them
 // (see wake.go), and is zero when they do not.
-func (h *Hub) Subscribe(name string, class any, reg Registry) (*Sub, error) {
+func (h *Hub) Subscribe(name string, r Reading, class any, reg Registry) (*Sub, error) {
 	if h.ctx.Err() != nil {
 		return nil, lockerr.ErrClosed
 	}
 	h.mu.Lock()
 	c := h.chans[name]
 	if c == nil {
-		c = &channel{ready: make(chan struct{})}
+		c = &channel{ready: make(chan struct{}), reading: r}
 		h.chans[name] = c
 	}
 	if reg != (Registry{}) {
@@ -625,29 +629,7 @@ func (h *Hub) onMessage(m rueidis.PubSubMessage) {
 	h.messages.Add(1)
 	h.mu.Lock()
 	if c := h.chans[m.Channel]; c != nil {
-		// A wake-up is heard even with nobody subscribed (a lingering channel): the next
-		// subscriber must not take the channel for quiet. A wake-up for another client
-		// is not one for this client's waiters, nor is a new hold's lease (see
-		// QuietSince).
-		switch {
-		case isCode(m.Message):
-			if m.Message == h.code {
-				c.heard = h.clock.Add(1)
-			}
-			h.onCode(m.Channel, c, m.Message)
-		case isLease(m.Message):
-			h.onLease(c, m.Message)
-		case c.skip > 0:
-			c.skip-- // the message of an unlock that woke one client by its code
-		case c.refs > 0 && m.Message == WakeAll:
-			c.heard = h.clock.Add(1)
-			h.grantAll(c)
-		default:
-			c.heard = h.clock.Add(1)
-			if c.refs > 0 {
-				h.grantOne(c)
-			}
-		}
+		c.reading.on(h, m.Channel, c, m.Message)
 	}
 	h.mu.Unlock()
 }

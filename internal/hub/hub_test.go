@@ -33,7 +33,7 @@ func publish(t *testing.T, rc rueidis.Client, channel, msg string) {
 
 func subscribe(t *testing.T, h *hub.Hub, channel string) *hub.Sub {
 	t.Helper()
-	s, err := h.Subscribe(channel, nil, hub.Registry{})
+	s, err := h.Subscribe(channel, hub.LockMessages, nil, hub.Registry{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,11 +133,11 @@ func TestReferenceCounting(t *testing.T) {
 			n, _ := v[1].AsInt64()
 			return n
 		}
-		s1, err := h.Subscribe("counted", nil, hub.Registry{})
+		s1, err := h.Subscribe("counted", hub.LockMessages, nil, hub.Registry{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s2, err := h.Subscribe("counted", nil, hub.Registry{})
+		s2, err := h.Subscribe("counted", hub.LockMessages, nil, hub.Registry{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -168,7 +168,7 @@ func TestResubscribeAfterRelease(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		h, rc := newHub(t, b)
 		for i := 0; i < 20; i++ {
-			s, err := h.Subscribe("churn", nil, hub.Registry{})
+			s, err := h.Subscribe("churn", hub.LockMessages, nil, hub.Registry{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -247,7 +247,7 @@ func TestClose(t *testing.T) {
 		if err := redistest.Recv(t, done, 10*time.Second, "the parked Wait's return at Close"); !errors.Is(err, lockerr.ErrClosed) {
 			t.Errorf("parked Wait at Close: %v; want ErrClosed", err)
 		}
-		if _, err := h.Subscribe("closing", nil, hub.Registry{}); !errors.Is(err, lockerr.ErrClosed) {
+		if _, err := h.Subscribe("closing", hub.LockMessages, nil, hub.Registry{}); !errors.Is(err, lockerr.ErrClosed) {
 			t.Errorf("Subscribe after Close: %v; want ErrClosed", err)
 		}
 		if err := s.Wait(context.Background(), time.Minute); !errors.Is(err, lockerr.ErrClosed) {

@@ -284,7 +284,7 @@ func TestOnePerClass(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		h, _ := newHub(t, b)
 		join := func(class string) *hub.Sub {
-			s, err := h.Subscribe("classes", class, hub.Registry{})
+			s, err := h.Subscribe("classes", hub.LockMessages, class, hub.Registry{})
 			if err != nil {
 				t.Fatal(err)
 			}

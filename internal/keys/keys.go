@@ -28,7 +28,11 @@ const (
 	writers       = "relock_rwlock_writers"  // a read-write lock's waiting writers
 	waking        = "relock_wake"            // a lock's wake registry: clients with waiters on its shared channel
 	readers       = "relock_wake_readers"    // a read-write lock's clients with readers waiting
-	readTimeout   = ":rwlock_timeout:"       // within a read hold's timeout key, after the owner
+	semChannel    = "redisson_sc"            // a semaphore's channel: a release publishes the permits available
+	semQueue      = "relock_semaphore_queue" // a semaphore's queue of waiting clients
+	semDeadlines  = "relock_semaphore_timeout"
+	latchChannel  = "redisson_countdownlatch__channel__" // followed by "{<name>}", without ':'
+	readTimeout   = ":rwlock_timeout:"                   // within a read hold's timeout key, after the owner
 	readTimeoutOf = "rwlock_timeout"
 	writeSuffix   = ":write" // a read-write lock's writer field is its owner followed by this
 )
@@ -44,6 +48,8 @@ var reserved = [...]struct{ prefix, what string }{
 	{writers, "a read-write lock's waiting writers"},
 	{waking, "a lock's wake registry"},
 	{readers, "a read-write lock's registry of waiting readers"},
+	{semQueue, "a semaphore's queue of waiting clients"},
+	{semDeadlines, "a semaphore's waiting clients' deadlines"},
 }
 
 // Check returns nil when name can be a lock name, and otherwise an error that says why,
@@ -200,6 +206,46 @@ func Of(name string) Names {
 		Wake:        prefixed(waking, name),
 		Tag:         tagged(name),
 	}
+}
+
+// Semaphore is the layout of a semaphore named name: Redisson's RSemaphore, a string key
+// of available permits whose releases publish the new count on its channel, and relock's
+// queue of waiting clients beside it.
+type Semaphore struct {
+	Permits   string // the available permits: the bare name
+	Channel   string // redisson_sc:{<name>}: a release publishes the permits available
+	Queue     string // relock_semaphore_queue:{<name>}: waiting clients in arrival order
+	Deadlines string // relock_semaphore_timeout:{<name>}: by when each must come back
+}
+
+// SemaphoreOf returns the names of the semaphore name. It does not check name: see Check.
+func SemaphoreOf(name string) Semaphore {
+	return Semaphore{Permits: name, Channel: prefixed(semChannel, name), Queue: prefixed(semQueue, name), Deadlines: prefixed(semDeadlines, name)}
+}
+
+// Latch is the layout of a count-down latch named name: Redisson's RCountDownLatch, a
+// string key with the count, and its channel.
+type Latch struct {
+	Count   string // the count: the bare name
+	Channel string // redisson_countdownlatch__channel__{<name>}: "0" when the count reaches zero
+}
+
+// LatchOf returns the names of the latch name. It does not check name: see CheckLatch.
+func LatchOf(name string) Latch {
+	return Latch{Count: name, Channel: latchChannel + "{" + name + "}"}
+}
+
+// CheckLatch is Check for a count-down latch, which refuses names with braces as well:
+// Redisson wraps the whole name in braces to name a latch's channel, so a name with a
+// hash tag of its own would put its channel in another cluster slot than its count.
+func CheckLatch(name string) error {
+	if err := Check(name); err != nil {
+		return err
+	}
+	if i := strings.IndexAny(name, "{}"); i >= 0 {
+		return invalid(fmt.Sprintf("a brace at %d: a count-down latch's channel wraps the whole name in a hash tag, as Redisson names it, so a name with braces would put the channel in another cluster slot than the count", i))
+	}
+	return nil
 }
 
 // Waiter is the private channel of a fair lock's waiter: redisson_lock__channel:{<name>}:<owner>.

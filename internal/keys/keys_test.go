@@ -142,3 +142,44 @@ func TestNoSharedKeys(t *testing.T) {
 		t.Fatalf("only %d valid names were compared", valid)
 	}
 }
+
+// A semaphore's and a count-down latch's names are Redisson's (RedissonSemaphore,
+// RedissonCountDownLatch): the channel "redisson_sc:{<name>}", or with the name's own tag
+// "redisson_sc:<name>", and the latch's "redisson_countdownlatch__channel__{<name>}"; the
+// semaphore's queue keys are relock's, in the name's slot. A latch's name with braces is
+// refused, since Redisson's channel for it would leave the count's slot; the semaphore's
+// queue prefixes are reserved. Guards against a channel that Redisson's clients do not
+// listen on, and against queue keys in another slot.
+func TestCountingNames(t *testing.T) {
+	s := SemaphoreOf("builds")
+	if s.Permits != "builds" || s.Channel != "redisson_sc:{builds}" || s.Queue != "relock_semaphore_queue:{builds}" || s.Deadlines != "relock_semaphore_timeout:{builds}" {
+		t.Errorf("SemaphoreOf(builds) = %+v", s)
+	}
+	if s := SemaphoreOf("ci{7}:builds"); s.Channel != "redisson_sc:ci{7}:builds" || s.Queue != "relock_semaphore_queue:ci{7}:builds" {
+		t.Errorf("SemaphoreOf with a tag = %+v", s)
+	}
+	for _, name := range []string{"builds", "ci{7}:builds"} {
+		s := SemaphoreOf(name)
+		for _, k := range []string{s.Channel, s.Queue, s.Deadlines} {
+			if Slot(k) != Slot(name) {
+				t.Errorf("%q of semaphore %q is in slot %d, the permits in %d", k, name, Slot(k), Slot(name))
+			}
+		}
+	}
+	if l := LatchOf("ready"); l.Count != "ready" || l.Channel != "redisson_countdownlatch__channel__{ready}" {
+		t.Errorf("LatchOf(ready) = %+v", l)
+	}
+	if err := CheckLatch("ready"); err != nil {
+		t.Errorf("CheckLatch(ready) = %v", err)
+	}
+	for _, name := range []string{"a{b}", "x{y}z", "", "relock_semaphore_queue:x"} {
+		if err := CheckLatch(name); !errors.Is(err, lockerr.ErrInvalidName) {
+			t.Errorf("CheckLatch(%q) = %v; want ErrInvalidName", name, err)
+		}
+	}
+	for _, name := range []string{"relock_semaphore_queue:x", "relock_semaphore_timeout:{x}"} {
+		if err := Check(name); !errors.Is(err, lockerr.ErrInvalidName) {
+			t.Errorf("Check(%q) = %v; want ErrInvalidName", name, err)
+		}
+	}
+}

@@ -7,6 +7,9 @@ package lockerr
 import (
 	"errors"
 	"strconv"
+	"strings"
+
+	"github.com/redis/rueidis"
 )
 
 // The sentinel errors. Their texts are short because *Error adds the operation and the
@@ -22,6 +25,7 @@ var (
 	ErrInvalidLease  = errors.New("invalid lease")
 	ErrInvalidOption = errors.New("invalid option")
 	ErrNotSynced     = errors.New("no replica confirmed the acquisition")
+	ErrInvalidCount  = errors.New("invalid count")
 )
 
 // Error is the error a lock method returns: the operation, the lock's name and the cause.
@@ -37,6 +41,16 @@ func New(op, name string, err error) error {
 		return nil
 	}
 	return &Error{Op: op, Name: name, Err: err}
+}
+
+// Redis wraps err as New does, and first turns a WRONGTYPE reply from Redis (the key holds
+// data of another kind, which the scripts refuse to touch) into ErrWrongType.
+func Redis(op, name string, err error) error {
+	// Redis puts WRONGTYPE first; miniredis wraps script errors, so look anywhere.
+	if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "WRONGTYPE") {
+		err = ErrWrongType
+	}
+	return New(op, name, err)
 }
 
 func (e *Error) Error() string {

@@ -9,6 +9,7 @@
 package lockopt
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/relock-go/relock/internal/lockerr"
@@ -27,7 +28,28 @@ type Settings struct {
 	WriterPreference bool
 	// Wait bounds how long Lock waits, without bounding the hold; 0: only ctx bounds it.
 	Wait time.Duration
-	Err  error // the first invalid option
+	// SpinFirst and SpinMost are a spin lock's back-off between tries: the first, and the
+	// most it grows to; 0: DefaultSpinFirst, DefaultSpinMost.
+	SpinFirst, SpinMost time.Duration
+	Err                 error // the first invalid option
+}
+
+// A spin lock's back-off by default: Redisson's RSpinLock's (1ms, doubling, up to 128ms).
+const (
+	DefaultSpinFirst = time.Millisecond
+	DefaultSpinMost  = 128 * time.Millisecond
+)
+
+// SpinBackOff is a spin lock's back-off in force: the first and the most.
+func (s *Settings) SpinBackOff() (first, most time.Duration) {
+	first, most = s.SpinFirst, s.SpinMost
+	if first == 0 {
+		first = DefaultSpinFirst
+	}
+	if most == 0 {
+		most = max(DefaultSpinMost, first)
+	}
+	return first, most
 }
 
 // RefreshPeriod is the refresh period in force.
@@ -58,6 +80,15 @@ type Fair func(*Settings)
 // RW is an option of read-write locks only.
 type RW func(*Settings)
 
+// Spin is an option of spin locks only.
+type Spin func(*Settings)
+
+// ForSpin is what a spin lock takes: Shared or Spin.
+type ForSpin interface {
+	Option
+	spin()
+}
+
 // ForFair is what a fair lock takes: Shared or Fair.
 type ForFair interface {
 	Option
@@ -77,6 +108,9 @@ func (Shared) fair()               {}
 func (Shared) rw()                 {}
 func (Fair) fair()                 {}
 func (RW) rw()                     {}
+func (f Spin) apply(s *Settings)   { call(f, s) }
+func (Shared) spin()               {}
+func (Spin) spin()                 {}
 
 // call applies f; a nil option changes nothing.
 func call(f func(*Settings), s *Settings) {
@@ -108,5 +142,17 @@ func Refresh(d time.Duration) func(*Settings) {
 			return
 		}
 		s.Refresh = d
+	}
+}
+
+// BackOff sets a spin lock's back-off: first at least a millisecond, most at least first
+// (else ErrInvalidOption).
+func BackOff(first, most time.Duration) func(*Settings) {
+	return func(s *Settings) {
+		if first < time.Millisecond || most < first {
+			s.Invalid(fmt.Errorf("%w: a spin back-off from %v to %v; the first must be at least 1ms, the most at least the first", lockerr.ErrInvalidOption, first, most))
+			return
+		}
+		s.SpinFirst, s.SpinMost = first, most
 	}
 }

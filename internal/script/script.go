@@ -33,8 +33,8 @@ func (s *Script) Exec(ctx context.Context, rc rueidis.Client, keys, args []strin
 }
 
 // with prepends preludes to a script's source: shape.lua (the lock-shape guard), expect.lua
-// (the compare of a release's expected hold count), wake.lua (the wake registry), as the
-// script uses them. Redis scripts cannot include one another.
+// (the compare of a release's expected hold count), wake.lua (the wake registry), count.lua
+// (the guard of a counting kind's key), as the script uses them. Redis scripts cannot include one another.
 func with(src string, preludes ...string) string {
 	return strings.Join(preludes, "") + src
 }
@@ -58,6 +58,7 @@ var (
 	shape  = source("shape.lua")
 	expect = source("expect.lua")
 	wake   = source("wake.lua")
+	count  = source("count.lua")
 )
 
 // Scripts are immutable once made, so one set serves every client in the process.
@@ -74,6 +75,12 @@ var (
 	rwlockUnlockScript       = newScript(with(source("rwlock_unlock.lua"), expect, wake))
 	rwlockRenewScript        = newScript(source("rwlock_renew.lua"))
 	passScript               = newScript(with(source("pass.lua"), wake))
+	semaphoreAcquireScript   = newScript(with(source("semaphore_acquire.lua"), count))
+	semaphoreLeaveScript     = newScript(source("semaphore_leave.lua"))
+	semaphoreReleaseScript   = newScript(with(source("semaphore_release.lua"), count))
+	semaphoreDrainScript     = newScript(with(source("semaphore_drain.lua"), count))
+	latchSetScript           = newScript(with(source("latch_set.lua"), count))
+	latchCountDownScript     = newScript(with(source("latch_count_down.lua"), count))
 )
 
 // RLockAcquire acquires or re-enters a reentrant lock (rlock_acquire.lua).
@@ -114,3 +121,21 @@ func RWLockRenew() *Script { return rwlockRenewScript }
 
 // Pass passes a wake-up on to the next client registered to be woken for a lock (pass.lua).
 func Pass() *Script { return passScript }
+
+// SemaphoreAcquire takes permits, or queues the client for them (semaphore_acquire.lua).
+func SemaphoreAcquire() *Script { return semaphoreAcquireScript }
+
+// SemaphoreLeave takes a client that stops waiting out of the queue (semaphore_leave.lua).
+func SemaphoreLeave() *Script { return semaphoreLeaveScript }
+
+// SemaphoreRelease adds permits and publishes the count (semaphore_release.lua).
+func SemaphoreRelease() *Script { return semaphoreReleaseScript }
+
+// SemaphoreDrain takes every available permit (semaphore_drain.lua).
+func SemaphoreDrain() *Script { return semaphoreDrainScript }
+
+// LatchSet sets a count-down latch's count if it has none (latch_set.lua).
+func LatchSet() *Script { return latchSetScript }
+
+// LatchCountDown counts a latch down, opening it at zero (latch_count_down.lua).
+func LatchCountDown() *Script { return latchCountDownScript }

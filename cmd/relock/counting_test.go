@@ -1,0 +1,89 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// inspect shows a semaphore (its available permits and the relock clients queued for
+// permits, with their processes) and a count-down latch (its count and its waiting
+// clients), and unlock --force refuses both and changes nothing. Guards against a
+// semaphore's or a latch's key passing for "not a lock (the key holds a string)" with its
+// waiters unseen, against the queue showing clients that are not queued, and against the
+// operator's tool deleting a semaphore's permits as if they were a lock.
+func TestInspectSemaphoreAndLatch(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rc := b.Client(t)
+		holder := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		waiter := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+
+		sem := holder.Semaphore("builds")
+		if ok, err := sem.TrySetPermits(ctx, 1); !ok || err != nil {
+			t.Fatalf("TrySetPermits: %v, %v", ok, err)
+		}
+		if err := sem.Acquire(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		waited := async(func() error { return waiter.Semaphore("builds").Acquire(wctx, 1) })
+		redistest.Eventually(t, 10*time.Second, "the waiter queued", func() bool {
+			return len(inspectJSON(t, b.Addr, "builds").PermitWaiters) == 1
+		})
+		r := inspectJSON(t, b.Addr, "builds")
+		if r.Kind != "semaphore" || r.Count == nil || *r.Count != 0 || len(r.PermitWaiters) != 1 ||
+			r.PermitWaiters[0].Owner != waiter.ID() || r.PermitWaiters[0].ExpiresInMs <= 0 ||
+			(r.PermitWaiters[0].Client == nil) != (b.Mini != nil) { // miniredis has no CLIENT LIST
+			t.Errorf("inspect --json builds: %+v; want a semaphore with 0 permits and %s queued, live, with its process", r, waiter.ID())
+		}
+		out, err := relockCmd(t, b.Addr, "", "inspect", "builds")
+		if err != nil || !strings.Contains(out, "builds: semaphore, 0 permits available") || !strings.Contains(out, "queue 1  relock client "+waiter.ID()) {
+			t.Errorf("inspect builds: %v\n%s", err, out)
+		}
+		before := redistest.Snapshot(t, rc, "builds")
+		out, err = relockCmd(t, b.Addr, "", "unlock", "--force", "-y", "builds")
+		if err == nil || !strings.Contains(err.Error(), "not a lock") || !strings.Contains(err.Error(), "nothing was changed") {
+			t.Errorf("unlock --force -y builds: %v; want a refusal\n%s", err, out)
+		}
+		if after := redistest.Snapshot(t, rc, "builds"); after != before {
+			t.Errorf("unlock --force changed the semaphore:\nbefore %s\nafter  %s", before, after)
+		}
+		if err := sem.Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		await(t, "the waiter's Acquire", waited)
+		if r := inspectJSON(t, b.Addr, "builds"); len(r.PermitWaiters) != 0 || r.Count == nil || *r.Count != 0 {
+			t.Errorf("after the waiter got its permit, inspect: %+v; want no queue and 0 permits", r)
+		}
+
+		latch := holder.CountDownLatch("ready")
+		if ok, err := latch.TrySetCount(ctx, 2); !ok || err != nil {
+			t.Fatalf("TrySetCount: %v, %v", ok, err)
+		}
+		if r := inspectJSON(t, b.Addr, "ready"); r.Kind != "count" || r.Count == nil || *r.Count != 2 {
+			t.Errorf("inspect --json ready with nobody waiting: %+v; want kind count, 2", r)
+		}
+		awaited := async(func() error { return waiter.CountDownLatch("ready").Await(wctx) })
+		redistest.Eventually(t, 10*time.Second, "the latch's waiter subscribed", func() bool {
+			return inspectJSON(t, b.Addr, "ready").Subscribers == 1
+		})
+		out, err = relockCmd(t, b.Addr, "", "inspect", "ready")
+		if err != nil || !strings.Contains(out, "ready: count-down latch, count 2") || !strings.Contains(out, "waiting clients  1 (subscribed to the latch's channel)") {
+			t.Errorf("inspect ready: %v\n%s", err, out)
+		}
+		for range 2 {
+			if err := latch.CountDown(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		await(t, "the latch's Await", awaited)
+	})
+}

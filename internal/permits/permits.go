@@ -1,0 +1,388 @@
+// Package permits is the mechanism behind relock's semaphore (package semaphore, which
+// documents the contract): Redisson's RSemaphore data, a string of available permits whose
+// releases publish the new count on redisson_sc:{<name>}, and relock's order of waiters
+// beside it.
+//
+// The order has two levels. In a process, a client's waiters for one semaphore queue in
+// memory, first come first served, and only the first of them waits in Redis. In Redis,
+// the waiting clients queue in arrival order (lua/semaphore_acquire.lua), and none of
+// relock's clients takes permits while a live client waits ahead of it. So a large request
+// is served before smaller ones that came after it, and a release wakes at most one waiter
+// per process. A waiting client's entry lives one lease (the client's watchdog timeout) and
+// is refreshed every third of one, so a client that died is skipped within a lease.
+package permits
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/core"
+	"github.com/relock-go/relock/internal/hub"
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/script"
+)
+
+// Gates is a client's in-memory state of the semaphores it uses: for each name, its
+// waiters in arrival order and the permits it holds. A name's entry lives while it has
+// either.
+type Gates struct {
+	mu    sync.Mutex
+	names map[string]*gate
+}
+
+// NewGates returns the gates of one client.
+func NewGates() *Gates { return &Gates{names: make(map[string]*gate)} }
+
+// gate is one semaphore's state in a client. Guarded by Gates.mu.
+type gate struct {
+	refs  int     // calls using it
+	held  int64   // permits taken through this client and not released
+	queue []*turn // waiters in arrival order; the first one waits in Redis
+}
+
+// turn is a waiter's place in its gate's queue; up is closed when it comes first.
+type turn struct{ up chan struct{} }
+
+func (gs *Gates) get(name string) *gate {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	g := gs.names[name]
+	if g == nil {
+		g = &gate{}
+		gs.names[name] = g
+	}
+	g.refs++
+	return g
+}
+
+func (gs *Gates) put(name string, g *gate) {
+	gs.mu.Lock()
+	defer gs.mu.Unlock()
+	if g.refs--; g.refs == 0 && g.held == 0 && len(g.queue) == 0 {
+		delete(gs.names, name)
+	}
+}
+
+// Semaphore is one semaphore of one client. Its methods are safe for concurrent use.
+type Semaphore struct {
+	c     *core.Client
+	gates *Gates
+	n     keys.Semaphore
+	err   error // ErrInvalidName with the reason, or nil
+}
+
+// New returns the semaphore named name on c, whose in-memory state lives in gates.
+func New(c *core.Client, gates *Gates, name string) *Semaphore {
+	return &Semaphore{c: c, gates: gates, n: keys.SemaphoreOf(name), err: keys.Check(name)}
+}
+
+// Name returns the semaphore's name, which is also its Redis key.
+func (s *Semaphore) Name() string { return s.n.Permits }
+
+func (s *Semaphore) fail(op string, err error) error { return lockerr.Redis(op, s.n.Permits, err) }
+
+// check returns the error of a call asking for n permits, or nil.
+func (s *Semaphore) check(ctx context.Context, n int64, least int64) error {
+	switch {
+	case s.err != nil:
+		return s.err
+	case n < least:
+		return fmt.Errorf("%w: %d permits; at least %d", lockerr.ErrInvalidCount, n, least)
+	case s.c.Closed():
+		return lockerr.ErrClosed
+	}
+	return ctx.Err()
+}
+
+// Acquire takes n permits, waiting until they are available and it is this client's turn,
+// or until ctx ends. The package semaphore documents the contract.
+func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
+	if err := s.check(ctx, n, 1); err != nil {
+		return s.fail("acquire", err)
+	}
+	g := s.gates.get(s.n.Permits)
+	defer s.gates.put(s.n.Permits, g)
+
+	me := &turn{up: make(chan struct{})}
+	s.gates.mu.Lock()
+	g.queue = append(g.queue, me)
+	first := len(g.queue) == 1
+	s.gates.mu.Unlock()
+	if !first {
+		select {
+		case <-me.up:
+		case <-ctx.Done():
+			if !s.leaveQueue(g, me) {
+				// It came first as ctx ended: it must pass its turn on.
+				s.next(g, me)
+			}
+			return s.fail("acquire", ctx.Err())
+		}
+	}
+	err := s.wait(ctx, n)
+	s.gates.mu.Lock()
+	if err == nil {
+		g.held += n
+	}
+	s.gates.mu.Unlock()
+	s.next(g, me)
+	if err != nil {
+		return s.fail("acquire", err)
+	}
+	return nil
+}
+
+// leaveQueue takes a waiter that was not first out of g's queue; false if it came first
+// meanwhile.
+func (s *Semaphore) leaveQueue(g *gate, me *turn) bool {
+	s.gates.mu.Lock()
+	defer s.gates.mu.Unlock()
+	for i, t := range g.queue {
+		if t == me {
+			if i == 0 {
+				return false
+			}
+			g.queue = append(g.queue[:i], g.queue[i+1:]...)
+			return true
+		}
+	}
+	return true
+}
+
+// next takes the first waiter me out of g's queue and lets the one behind it wait in Redis.
+func (s *Semaphore) next(g *gate, me *turn) {
+	s.gates.mu.Lock()
+	defer s.gates.mu.Unlock()
+	if len(g.queue) > 0 && g.queue[0] == me {
+		g.queue[0] = nil
+		g.queue = g.queue[1:]
+		if len(g.queue) > 0 {
+			close(g.queue[0].up)
+		}
+	}
+}
+
+// wait is the first waiter's part: it tries, and while the permits cannot be taken it
+// keeps the client's entry in Redis's queue and waits for a release's message, coming
+// back every refresh period to refresh the entry. A waiter that gives up leaves the queue.
+func (s *Semaphore) wait(ctx context.Context, n int64) error {
+	c := s.c
+	refresh := c.Lease / 3
+	call := s.acquire(n, true)
+	mark := c.Hub.Mark()
+	ok, err := s.try(ctx, call)
+	if err != nil || ok {
+		return err
+	}
+	sub, err := c.Hub.Subscribe(s.n.Channel, hub.CountMessages, nil, hub.Registry{})
+	if err != nil {
+		s.leave(ctx)
+		return err
+	}
+	defer sub.Release()
+	again := !sub.QuietSince(mark)
+	if again {
+		if err := sub.Ready(ctx, refresh); err != nil {
+			s.leave(ctx)
+			return err
+		}
+	}
+	for {
+		if again {
+			if ok, err := s.try(ctx, call); err != nil || ok {
+				if err != nil {
+					s.leave(ctx)
+				}
+				return err
+			}
+		}
+		again = true
+		if err := sub.WaitOwn(ctx, refresh); err != nil {
+			s.leave(ctx)
+			return err
+		}
+	}
+}
+
+// acquire is the acquire call for n permits; queue: join or stay in the queue on failure.
+func (s *Semaphore) acquire(n int64, queue bool) func(context.Context) rueidis.RedisResult {
+	c := s.c
+	keys := []string{s.n.Permits, s.n.Queue, s.n.Deadlines, s.n.Channel}
+	join := "0"
+	if queue {
+		join = "1"
+	}
+	args := []string{strconv.FormatInt(n, 10), c.ID, join, strconv.FormatInt(c.Lease.Milliseconds(), 10), c.Publish}
+	return func(ctx context.Context) rueidis.RedisResult {
+		return script.SemaphoreAcquire().Exec(ctx, c.Redis, keys, args)
+	}
+}
+
+// try makes one attempt. It is finished whatever happens to ctx (bounded by the client's
+// timeout), so that permits it took are never left unknown to the caller: an attempt that
+// took them reports it, even if ctx ended meanwhile.
+func (s *Semaphore) try(ctx context.Context, call func(context.Context) rueidis.RedisResult) (bool, error) {
+	dctx := s.c.Detached(ctx)
+	reply, err := call(dctx).ToArray()
+	if err != nil {
+		return false, err
+	}
+	if len(reply) != 2 {
+		return false, fmt.Errorf("relock: unexpected reply of %d values from the semaphore script", len(reply))
+	}
+	ok, err := reply[0].AsInt64()
+	if err != nil || ok == 0 {
+		return false, err
+	}
+	return true, nil
+}
+
+// leave takes the client out of Redis's queue: best effort, an entry left behind runs out
+// within a lease.
+func (s *Semaphore) leave(ctx context.Context) {
+	dctx := s.c.Detached(ctx)
+	_ = script.SemaphoreLeave().Exec(dctx, s.c.Redis, []string{s.n.Permits, s.n.Queue, s.n.Deadlines, s.n.Channel},
+		[]string{s.c.ID, s.c.Publish}).Error()
+}
+
+// TryAcquire makes one attempt to take n permits and reports whether it did.
+func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
+	if err := s.check(ctx, n, 1); err != nil {
+		return false, s.fail("tryacquire", err)
+	}
+	g := s.gates.get(s.n.Permits)
+	defer s.gates.put(s.n.Permits, g)
+	s.gates.mu.Lock()
+	waiting := len(g.queue) > 0
+	s.gates.mu.Unlock()
+	if waiting {
+		return false, nil
+	}
+	ok, err := s.try(ctx, s.acquire(n, false))
+	if err != nil {
+		return false, s.fail("tryacquire", err)
+	}
+	if ok {
+		s.gates.mu.Lock()
+		g.held += n
+		s.gates.mu.Unlock()
+	}
+	return ok, nil
+}
+
+// Release gives back n of the permits this client took.
+func (s *Semaphore) Release(ctx context.Context, n int64) error {
+	if err := s.check(context.WithoutCancel(ctx), n, 1); err != nil {
+		return s.fail("release", err)
+	}
+	g := s.gates.get(s.n.Permits)
+	defer s.gates.put(s.n.Permits, g)
+	s.gates.mu.Lock()
+	held := g.held
+	if held >= n {
+		g.held -= n
+	}
+	s.gates.mu.Unlock()
+	if held < n {
+		return s.fail("release", fmt.Errorf("%w: releasing %d permits, this client holds %d (AddPermits adds permits that were not taken)", lockerr.ErrNotHeld, n, held))
+	}
+	_, err := s.add(s.c.Detached(ctx), n, false)
+	if err != nil {
+		if _, answered := rueidis.IsRedisErr(err); answered {
+			// Redis refused the script before it wrote: the permits are still held.
+			s.gates.mu.Lock()
+			g.held += n
+			s.gates.mu.Unlock()
+		}
+		return s.fail("release", err)
+	}
+	return nil
+}
+
+// add adds n permits (below zero: takes them away) and publishes the count; with ifNone,
+// only when the semaphore has no permits key. It returns the count now, or -1 when ifNone
+// found a key.
+func (s *Semaphore) add(ctx context.Context, n int64, ifNone bool) (int64, error) {
+	only := "0"
+	if ifNone {
+		only = "1"
+	}
+	return script.SemaphoreRelease().Exec(ctx, s.c.Redis, []string{s.n.Permits, s.n.Channel},
+		[]string{strconv.FormatInt(n, 10), s.c.Publish, only}).AsInt64()
+}
+
+// TrySetPermits sets the available permits to n if the semaphore has none set.
+func (s *Semaphore) TrySetPermits(ctx context.Context, n int64) (bool, error) {
+	if err := s.check(ctx, n, 0); err != nil {
+		return false, s.fail("trysetpermits", err)
+	}
+	v, err := s.add(ctx, n, true)
+	if err != nil {
+		return false, s.fail("trysetpermits", err)
+	}
+	return v >= 0, nil
+}
+
+// AddPermits adds n permits, or takes -n away when n is negative.
+func (s *Semaphore) AddPermits(ctx context.Context, n int64) error {
+	var err error
+	switch {
+	case s.err != nil:
+		err = s.err
+	case n == 0:
+		err = fmt.Errorf("%w: adding 0 permits", lockerr.ErrInvalidCount)
+	case s.c.Closed():
+		err = lockerr.ErrClosed
+	default:
+		_, err = s.add(ctx, n, false)
+	}
+	return s.fail("addpermits", err)
+}
+
+// AvailablePermits returns the permits available now.
+func (s *Semaphore) AvailablePermits(ctx context.Context) (int64, error) {
+	if err := s.check(ctx, 0, 0); err != nil {
+		return 0, s.fail("availablepermits", err)
+	}
+	v, err := Count(ctx, s.c.Redis, s.n.Permits)
+	return v, s.fail("availablepermits", err)
+}
+
+// Drain takes every available permit and returns how many it took. They are not this
+// client's to release: they are gone until permits are added.
+func (s *Semaphore) Drain(ctx context.Context) (int64, error) {
+	if err := s.check(ctx, 0, 0); err != nil {
+		return 0, s.fail("drain", err)
+	}
+	v, err := script.SemaphoreDrain().Exec(ctx, s.c.Redis, []string{s.n.Permits}, nil).AsInt64()
+	return v, s.fail("drain", err)
+}
+
+// Count reads a counting kind's key: the number it holds, 0 when there is none, and
+// ErrWrongType when it holds anything but a whole number.
+func Count(ctx context.Context, rc rueidis.Client, key string) (int64, error) {
+	v, err := rc.Do(ctx, rc.B().Get().Key(key).Build()).ToString()
+	if rueidis.IsRedisNil(err) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	n, perr := strconv.ParseInt(v, 10, 64)
+	if perr != nil {
+		return 0, fmt.Errorf("%w: the key holds %q, not a count", lockerr.ErrWrongType, clip(v))
+	}
+	return n, nil
+}
+
+func clip(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "..."
+	}
+	return s
+}

@@ -1,0 +1,14 @@
+-- Prepended by package lua to the scripts of the counting kinds (semaphore, count-down
+-- latch), whose key is a string holding a whole number, as Redisson's RSemaphore and
+-- RCountDownLatch keep it. KEYS, ARGV: none of its own. It defines one function:
+--
+-- count(key) returns the number the key holds, or 0 when there is no key, or nil and the
+-- WRONGTYPE error to return when it holds anything else: another type (GET's own error),
+-- or a string that is not a whole number. Nothing is written before it is called.
+local function count(key)
+  local v = redis.pcall('get', key)
+  if type(v) == 'table' and v.err then return nil, redis.error_reply('WRONGTYPE the key holds data that is not a count') end
+  if v == false then return 0 end
+  if not string.find(v, '^%-?%d+$') then return nil, redis.error_reply('WRONGTYPE the key holds a string that is not a count') end
+  return tonumber(v)
+end

@@ -1,0 +1,55 @@
+-- Take permits from a semaphore (Redisson's RSemaphore: a string of available permits), in
+-- the order relock's clients came: a client that cannot take what it asks for joins a
+-- queue, and nobody else of relock takes permits while a live client waits ahead of it,
+-- so a large request is never starved by a stream of small ones. Each client keeps one
+-- entry (its own waiters queue in the process); the entry must be refreshed (every call
+-- with ARGV[3] = "1" does) before its deadline, or the client is taken for dead and
+-- skipped. Times come from Redis (TIME).
+-- KEYS[1] the permits, a string
+-- KEYS[2] the queue, a zset client -> arrival number
+-- KEYS[3] the deadlines, a zset client -> Redis time (ms) by which it must come back
+-- KEYS[4] the channel, redisson_sc:{<name>}
+-- ARGV[1] permits asked for, at least 1
+-- ARGV[2] the client
+-- ARGV[3] "1" to join the queue (or stay in it) when the permits cannot be taken, "0" for a
+--         single attempt (TryAcquire), which also fails while a live client waits
+-- ARGV[4] how long an entry lives without a refresh, in milliseconds
+-- ARGV[5] the publish command
+-- Returns {1, permits left} when the permits were taken, or {0, permits available}.
+-- When the permits are taken and some are left while others wait, the count left is
+-- published, so that the next in line looks.
+-- A key that is not a whole number is refused with WRONGTYPE before anything is written.
+
+local avail, err = count(KEYS[1])
+if err then return err end
+local n, me = tonumber(ARGV[1]), ARGV[2]
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+for _, dead in ipairs(redis.call('zrangebyscore', KEYS[3], '-inf', '(' .. now)) do
+  redis.call('zrem', KEYS[2], dead)
+  redis.call('zrem', KEYS[3], dead)
+end
+local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+if avail >= n and (head == nil or head == me) then
+  redis.call('decrby', KEYS[1], n)
+  if head then
+    redis.call('zrem', KEYS[2], me)
+    redis.call('zrem', KEYS[3], me)
+    if avail > n and redis.call('zcard', KEYS[2]) > 0 then
+      redis.call(ARGV[5], KEYS[4], avail - n)
+    end
+  end
+  return {1, avail - n}
+end
+if ARGV[3] == '1' then
+  if not redis.call('zscore', KEYS[2], me) then
+    local last = redis.call('zrange', KEYS[2], -1, -1, 'withscores')
+    redis.call('zadd', KEYS[2], (tonumber(last[2]) or 0) + 1, me)
+  end
+  redis.call('zadd', KEYS[3], now + tonumber(ARGV[4]), me)
+  local latest = redis.call('zrange', KEYS[3], -1, -1, 'withscores')
+  local life = tonumber(latest[2]) - now
+  redis.call('pexpire', KEYS[2], life)
+  redis.call('pexpire', KEYS[3], life)
+end
+return {0, avail}

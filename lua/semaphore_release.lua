@@ -1,0 +1,21 @@
+-- Add permits to a semaphore and publish the count now available, as Redisson's release
+-- and addPermits do: its clients and relock's wake waiters by that message.
+-- KEYS[1] the permits, a string
+-- KEYS[2] the channel, redisson_sc:{<name>}
+-- ARGV[1] permits to add; below 0 takes them away (AddPermits)
+-- ARGV[2] the publish command
+-- ARGV[3] "1": only if the semaphore has no permits key yet (TrySetPermits), else "0"
+-- Nothing is published when no permit is available: Redisson's clients wake as many
+-- waiters as the message says, and a count below one wakes none.
+-- Returns the count now available, or -1 when ARGV[3] is "1" and the key exists. The
+-- key's expiry, if any, is kept. A key that is not a whole number is refused with
+-- WRONGTYPE before anything is written.
+
+local avail, err = count(KEYS[1])
+if err then return err end
+if ARGV[3] == '1' and redis.call('exists', KEYS[1]) == 1 then return -1 end
+local now = redis.call('incrby', KEYS[1], ARGV[1])
+if now > 0 then
+  redis.call(ARGV[2], KEYS[2], now)
+end
+return now

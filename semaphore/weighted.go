@@ -1,0 +1,93 @@
+// Package semaphore is relock's distributed semaphore, with Redisson's RSemaphore data: the
+// semaphore is a string key holding the available permits, and a release publishes the new
+// count on redisson_sc:{name}, which wakes waiters of relock and of Redisson alike. A Go
+// service and a Java service share one semaphore by its name.
+//
+// Its shape follows golang.org/x/sync/semaphore: a context first and a number of permits,
+// waits that end with the context, and first come, first served among waiters. Semaphores
+// are made by relock.Client.Semaphore.
+//
+// # Order
+//
+// relock's waiters are served in the order they came, so that a large request is never
+// starved by a stream of small ones (Redisson's clients take any permits they find, and a
+// request for many can wait forever behind requests for few). In a process, a client's
+// waiters queue in memory; the first of them queues in Redis with the other clients'
+// first waiters (relock_semaphore_queue:{name}, relock_semaphore_timeout:{name}). While a
+// live waiter is ahead, nobody of relock takes permits, even permits enough for a smaller
+// request: as with x/sync's semaphore, a request for more permits than there will ever be
+// blocks those behind it until its context ends. A waiting client refreshes its entry every
+// third of its watchdog timeout, and one that died is skipped once its entry runs out,
+// within one watchdog timeout. Redisson's clients do not see the queue.
+//
+// # Permits held
+//
+// A client counts the permits it took, and Release gives back only those: releasing more
+// is refused with ErrNotHeld. To put in permits that nobody took (Redisson's release
+// without an acquire), use AddPermits. A process that dies with permits loses them, as
+// with Redisson's RSemaphore; set the count again with AddPermits.
+package semaphore
+
+import (
+	"context"
+
+	"github.com/relock-go/relock/internal/permits"
+)
+
+// Weighted is a distributed semaphore, made by relock.Client.Semaphore. Its methods are safe
+// for concurrent use. Errors name the semaphore and match relock's error values with
+// errors.Is: ErrInvalidCount for a count out of range, ErrNotHeld for a release of permits
+// the client does not hold, ErrWrongType when the key holds anything but a whole number
+// (it is left untouched), ErrInvalidName, ErrClosed.
+//
+// A Weighted with an invalid name is still returned by relock.Client.Semaphore, so that the
+// constructor needs no error; every method then fails with ErrInvalidName.
+type Weighted permits.Semaphore
+
+func (s *Weighted) s() *permits.Semaphore { return (*permits.Semaphore)(s) }
+
+// Name returns the semaphore's name, which is also its Redis key.
+func (s *Weighted) Name() string { return s.s().Name() }
+
+// Acquire takes n permits (n at least 1), waiting until they are available and every waiter
+// that came before has been served, or until ctx ends. While waiting it sends nothing to
+// Redis but a refresh of its client's queue entry every third of the watchdog timeout: it
+// is woken by the release that makes permits available. When ctx ends first (or has ended
+// before the call), Acquire takes nothing and returns an error for which errors.Is(err,
+// ctx.Err()) holds; an attempt already sent is finished, and if it took the permits,
+// Acquire returns nil.
+func (s *Weighted) Acquire(ctx context.Context, n int64) error { return s.s().Acquire(ctx, n) }
+
+// TryAcquire makes one attempt to take n permits (n at least 1), without waiting, and
+// reports whether it took them. It fails (false, nil) when fewer are available, and also
+// when relock waiters are queued for the semaphore, in this process or another, as
+// x/sync's TryAcquire does.
+func (s *Weighted) TryAcquire(ctx context.Context, n int64) (bool, error) {
+	return s.s().TryAcquire(ctx, n)
+}
+
+// Release gives back n permits (n at least 1) that this client took, and publishes the
+// new count, which wakes waiters. It returns ErrNotHeld, and changes nothing, when the
+// client holds fewer. It works when ctx has ended: its call is bounded by the client's
+// timeout.
+func (s *Weighted) Release(ctx context.Context, n int64) error { return s.s().Release(ctx, n) }
+
+// TrySetPermits sets the available permits to n (n at least 0) if the semaphore has no
+// count yet, as Redisson's trySetPermits does, and reports whether it did.
+func (s *Weighted) TrySetPermits(ctx context.Context, n int64) (bool, error) {
+	return s.s().TrySetPermits(ctx, n)
+}
+
+// AddPermits adds n permits that nobody took, or takes -n away when n is negative (the
+// count may then fall below zero, and acquisitions wait until it is back), as Redisson's
+// addPermits does. A count above zero is published, which wakes waiters. n must not be 0.
+func (s *Weighted) AddPermits(ctx context.Context, n int64) error { return s.s().AddPermits(ctx, n) }
+
+// AvailablePermits returns the permits available now: 0 when the semaphore has no count.
+func (s *Weighted) AvailablePermits(ctx context.Context) (int64, error) {
+	return s.s().AvailablePermits(ctx)
+}
+
+// Drain takes every available permit and returns how many it took, as Redisson's
+// drainPermits does. They are not the client's to release: add them back with AddPermits.
+func (s *Weighted) Drain(ctx context.Context) (int64, error) { return s.s().Drain(ctx) }

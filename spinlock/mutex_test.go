@@ -1,0 +1,212 @@
+package spinlock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/spinlock"
+)
+
+func TestMain(m *testing.M) {
+	// Main also stops the Redis Cluster the "cluster" subtests share, and checks for leaked goroutines.
+	os.Exit(redistest.Main(m))
+}
+
+// Workers on two clients that wait for a spin lock exclude each other and all get in,
+// while neither client subscribes to anything and no unlock publishes on the lock's
+// channel (a listener of its own hears only the marker published after the last unlock).
+// Guards against spin waiters that subscribe like rlock's (the point of the kind is that
+// they do not), and against an unlock that publishes anyway.
+func TestSpinWaitersNeverSubscribe(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name, workers, rounds = "spin:counter", 4, 5
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		listener := b.Listen(t, "redisson_lock__channel:{"+name+"}")
+		clients := []*relock.Client{relocktest.New(t, b), relocktest.New(t, b)}
+		var inside, counter int
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		errs := make(chan error, workers)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l := clients[w%2].SpinLock(name, spinlock.WithBackOff(time.Millisecond, 20*time.Millisecond))
+				for range rounds {
+					err := l.Do(ctx, func(context.Context) error {
+						mu.Lock()
+						inside++
+						n := inside
+						mu.Unlock()
+						if n > 1 {
+							return errors.New("two owners inside at once")
+						}
+						time.Sleep(5 * time.Millisecond)
+						mu.Lock()
+						inside--
+						counter++
+						mu.Unlock()
+						return nil
+					})
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+		if counter != workers*rounds {
+			t.Errorf("counter %d; want %d", counter, workers*rounds)
+		}
+		for i, c := range clients {
+			if st := c.PubSubStats(); st.Channels != 0 || st.Messages != 0 {
+				t.Errorf("client %d subscribed while spinning: %+v", i, st)
+			}
+		}
+		// Publish a marker the way the lock would: everything the unlocks published
+		// arrives before it.
+		rc := b.Client(t)
+		pub := rc.B().Publish().Channel("redisson_lock__channel:{" + name + "}").Message("marker").Build()
+		if b.Cluster != nil {
+			pub = rc.B().Spublish().Channel("redisson_lock__channel:{" + name + "}").Message("marker").Build()
+		}
+		if err := rc.Do(ctx, pub).Error(); err != nil {
+			t.Fatal(err)
+		}
+		redistest.Eventually(t, 10*time.Second, "the marker heard", func() bool { return len(listener.Messages()) > 0 })
+		if msgs := listener.Messages(); len(msgs) != 1 || msgs[0] != "marker" {
+			t.Errorf("the lock's channel carried %q; want only the marker: a spin lock's unlock publishes nothing", msgs)
+		}
+	})
+}
+
+// A spin lock has rlock's data: an rlock.Mutex and a spin lock of one name exclude each
+// other both ways, a spin waiter gets the lock once an rlock holder unlocks, and the hash
+// holds the owner's count as an RLock's does. Guards against a spin lock with data of its
+// own, which would let both in.
+func TestSpinSharesRLockData(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:shared"
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		a, c := relocktest.New(t, b), relocktest.New(t, b)
+		held, err := a.Lock(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.SpinLock(name).TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("spin TryLock while an rlock holds it: %v; want ErrLocked", err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			h, err := c.SpinLock(name, spinlock.WithBackOff(time.Millisecond, 10*time.Millisecond)).Lock(ctx)
+			if err == nil {
+				var n int
+				if n, err = c.SpinLock(name).HoldCount(h); err == nil && n != 1 {
+					err = errors.New("hold count not 1")
+				}
+				if err == nil {
+					fields, herr := b.Client(t).Do(ctx, b.Client(t).B().Hgetall().Key(name).Build()).AsStrMap()
+					if herr != nil || len(fields) != 1 {
+						err = errors.Join(herr, errors.New("the spin hold's hash is not one owner's count"))
+					}
+					for f, v := range fields {
+						if v != "1" || len(f) < 38 || f[:36] != c.ID() {
+							err = errors.New("the spin hold's field is not " + c.ID() + ":<n> → 1: " + f + " → " + v)
+						}
+					}
+				}
+				if _, terr := a.Lock(name).TryLock(ctx); !errors.Is(terr, relock.ErrLocked) {
+					err = errors.Join(err, errors.New("an rlock TryLock got in beside the spin hold"))
+				}
+				err = errors.Join(err, c.SpinLock(name).Unlock(h))
+			}
+			got <- err
+		}()
+		time.Sleep(50 * time.Millisecond) // the spin waiter tries a few times meanwhile
+		if err := a.Lock(name).Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, got, 20*time.Second, "the spin waiter"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A waiter's back-off grows: behind a hold of a second, a spin waiter starting at 1ms and
+// growing to 128ms tries a few dozen times at most (a waiter that kept trying every 1ms
+// would try hundreds of times), and more than a few. Guards against a back-off that does
+// not grow, and against one that sleeps the whole lease.
+func TestSpinBackOffGrows(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:backoff"
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
+		held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := b.Commands(t)
+		before := cc.Calls(t)["evalsha"]
+		got := make(chan error, 1)
+		go func() {
+			h, err := waiter.SpinLock(name).Lock(ctx)
+			if err == nil {
+				err = waiter.SpinLock(name).Unlock(h)
+			}
+			got <- err
+		}()
+		time.Sleep(time.Second)
+		if err := holder.Lock(name).Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, got, 20*time.Second, "the spin waiter"); err != nil {
+			t.Fatal(err)
+		}
+		// The waiter's tries, its unlock and the holder's unlock.
+		tries := cc.Calls(t)["evalsha"] - before - 2
+		if tries < 4 || tries > 40 {
+			t.Errorf("the spin waiter tried %d times over about a second; want a back-off from 1ms growing to 128ms (about 15 tries)", tries)
+		}
+	})
+}
+
+// A back-off out of range fails the call with ErrInvalidOption naming the lock, and
+// nothing is written. Guards against a zero back-off (a waiter that hammers Redis) and a
+// most below the first being taken.
+func TestSpinBadBackOff(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c := relocktest.New(t, b)
+		for _, o := range []spinlock.Option{
+			spinlock.WithBackOff(0, time.Second),
+			spinlock.WithBackOff(time.Microsecond, time.Second),
+			spinlock.WithBackOff(10*time.Millisecond, time.Millisecond),
+		} {
+			_, err := c.SpinLock("spin:bad").Lock(ctx, o)
+			var e *relock.Error
+			if !errors.Is(err, relock.ErrInvalidOption) || !errors.As(err, &e) || e.Name != "spin:bad" {
+				t.Errorf("Lock with a bad back-off: %v; want ErrInvalidOption naming spin:bad", err)
+			}
+		}
+		if n, err := b.Client(t).Do(ctx, b.Client(t).B().Exists().Key("spin:bad").Build()).AsInt64(); err != nil || n != 0 {
+			t.Errorf("the refused calls left the key (EXISTS %d, %v)", n, err)
+		}
+	})
+}
