@@ -22,6 +22,7 @@ import (
 	"github.com/relock-go/relock/countdown"
 	"github.com/relock-go/relock/embedded"
 	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/multilock"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 	"github.com/relock-go/relock/semaphore"
@@ -52,6 +53,14 @@ var migrationAPI = map[string]any{
 	"relock.Client.RWLock":                (*relock.Client).RWLock,
 	"relock.Client.Semaphore":             (*relock.Client).Semaphore,
 	"relock.Client.SpinLock":              (*relock.Client).SpinLock,
+	"relock.Client.MultiLock":             (*relock.Client).MultiLock,
+	"relock.Member":                       relock.Member[*rlock.Mutex],
+	"relock.ReadMember":                   relock.ReadMember,
+	"relock.WriteMember":                  relock.WriteMember,
+	"multilock.MultiLock.Lock":            (*multilock.MultiLock).Lock,
+	"multilock.MultiLock.TryLock":         (*multilock.MultiLock).TryLock,
+	"multilock.MultiLock.Unlock":          (*multilock.MultiLock).Unlock,
+	"multilock.MultiLock.Do":              (*multilock.MultiLock).Do,
 	"spinlock.WithBackOff":                spinlock.WithBackOff,
 	"spinlock.DefaultFirstBackOff":        spinlock.DefaultFirstBackOff,
 	"spinlock.DefaultMostBackOff":         spinlock.DefaultMostBackOff,
@@ -132,11 +141,11 @@ var migrationAPI = map[string]any{
 
 var (
 	migrationCode = regexp.MustCompile("`([^`]*)`")
-	migrationName = regexp.MustCompile(`^(relock|rlock|fairlock|rwlock|semaphore|countdown|spinlock)\.[A-Z][A-Za-z]*(\.[A-Z][A-Za-z]*)?$`)
+	migrationName = regexp.MustCompile(`^(relock|rlock|fairlock|rwlock|semaphore|countdown|spinlock|multilock)\.[A-Z][A-Za-z]*(\.[A-Z][A-Za-z]*)?$`)
 	// migrationCall finds a call of an exported function or method: "mu.TryLock(".
 	migrationCall = regexp.MustCompile(`\b([A-Za-z_]\w*)\.([A-Z]\w*)\(`)
 	// migrationQualified finds a relock name used as a value: "relock.ErrLocked".
-	migrationQualified = regexp.MustCompile(`\b(relock|rlock|fairlock|rwlock|semaphore|countdown|spinlock)\.([A-Z]\w*)\b`)
+	migrationQualified = regexp.MustCompile(`\b(relock|rlock|fairlock|rwlock|semaphore|countdown|spinlock|multilock)\.([A-Z]\w*)\b`)
 )
 
 // migrationReceivers maps what the tables' code calls methods on to the type or package
@@ -159,6 +168,8 @@ var migrationReceivers = map[string]string{
 	"held":      "", // a hold's context: Done, Err
 	"s":         "semaphore.Weighted",
 	"sl":        "spinlock.Mutex",
+	"ml":        "multilock.MultiLock",
+	"multilock": "multilock",
 	"spinlock":  "spinlock",
 	"cdl":       "countdown.Latch",
 	"semaphore": "semaphore",

@@ -34,6 +34,7 @@ import (
 	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/internal/permits"
 	"github.com/relock-go/relock/internal/redisurl"
+	"github.com/relock-go/relock/multilock"
 	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
@@ -295,6 +296,29 @@ func (c *Client) RWLock(name string, opts ...rwlock.Option) *rwlock.RWMutex {
 // are those of package spinlock and package rlock.
 func (c *Client) SpinLock(name string, opts ...spinlock.Option) *spinlock.Mutex {
 	return (*spinlock.Mutex)(engine.New(c.core, engine.Spin, name, lockopt.Merge(&lockopt.Settings{}, opts)))
+}
+
+// MultiLock returns the locks of members as one lock, all or nothing (Redisson's
+// RedissonMultiLock): see package multilock. Make the members with Member, ReadMember and
+// WriteMember. A MultiLock of no members, or with a member of an invalid name, fails every
+// call.
+func (c *Client) MultiLock(members ...multilock.Member) *multilock.MultiLock {
+	return (*multilock.MultiLock)(engine.NewMulti(members))
+}
+
+// Member makes l a member of a MultiLock.
+func Member[L *rlock.Mutex | *fairlock.Mutex | *spinlock.Mutex](l L) multilock.Member {
+	return multilock.Member{L: (*engine.Lock)(l)}
+}
+
+// ReadMember makes the read side of rw a member of a MultiLock: it takes a read hold.
+func ReadMember(rw *rwlock.RWMutex) multilock.Member {
+	return multilock.Member{L: (*engine.RW)(rw).Read()}
+}
+
+// WriteMember makes the write side of rw a member of a MultiLock: it takes the write hold.
+func WriteMember(rw *rwlock.RWMutex) multilock.Member {
+	return multilock.Member{L: (*engine.RW)(rw).Write()}
 }
 
 // Semaphore returns the semaphore named name, with Redisson's RSemaphore layout. The name is

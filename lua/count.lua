@@ -4,11 +4,18 @@
 --
 -- count(key) returns the number the key holds, or 0 when there is no key, or nil and the
 -- WRONGTYPE error to return when it holds anything else: another type (GET's own error),
--- or a string that is not a whole number. Nothing is written before it is called.
+-- or a string that is not a whole number as Redis writes one (INCRBY and DECR take only
+-- those: no sign but '-', no leading zero, within 64 bits). Nothing is written before it
+-- is called.
 local function count(key)
   local v = redis.pcall('get', key)
   if type(v) == 'table' and v.err then return nil, redis.error_reply('WRONGTYPE the key holds data that is not a count') end
-  if v == false then return 0 end
-  if not string.find(v, '^%-?%d+$') then return nil, redis.error_reply('WRONGTYPE the key holds a string that is not a count') end
+  if v == false or v == '0' then return 0 end
+  local sign, digits = string.match(v, '^(%-?)([1-9]%d*)$')
+  local most = '9223372036854775807'
+  if sign == '-' then most = '9223372036854775808' end
+  if not digits or #digits > #most or (#digits == #most and digits > most) then
+    return nil, redis.error_reply('WRONGTYPE the key holds a string that is not a count')
+  end
   return tonumber(v)
 end

@@ -223,6 +223,9 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 			return nil, err
 		}
 		n, perr := strconv.ParseInt(v, 10, 64)
+		if perr == nil && strconv.FormatInt(n, 10) != v {
+			perr = strconv.ErrSyntax // not a count as Redis writes one: not a semaphore's or a latch's
+		}
 		if err != nil || perr != nil {
 			r.Kind, r.KeyTyp = "foreign", typ
 			return r, nil

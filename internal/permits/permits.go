@@ -373,8 +373,10 @@ func Count(ctx context.Context, rc rueidis.Client, key string) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
+	// Only a whole number as Redis writes one, as the scripts take it (lua/count.lua):
+	// "+5" and "05" are not counts to INCRBY and DECR.
 	n, perr := strconv.ParseInt(v, 10, 64)
-	if perr != nil {
+	if perr != nil || strconv.FormatInt(n, 10) != v {
 		return 0, fmt.Errorf("%w: the key holds %q, not a count", lockerr.ErrWrongType, clip(v))
 	}
 	return n, nil

@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/lockopt"
+)
+
+// Multi is several locks taken as one, all or nothing, as Redisson's RedissonMultiLock:
+// its members may be of any kind and in any cluster slot. They are taken one after the
+// other by one owner, each hold's context derived from the one before, so that the last,
+// which the caller gets, ends when any member's hold ends.
+//
+// The members are taken in one order whatever order they were given in: by name, and on
+// one name the write side of a read-write lock before its read side (a downgrade, which
+// is allowed; the other way is an upgrade, which is not). Two Multis over the same locks
+// therefore never wait for each other in a cycle.
+type Multi struct {
+	members []*Lock
+	err     error // the first member's invalid name, or no members; nil when valid
+}
+
+// Member is one lock of a Multi; the zero Member, which no constructor makes, is invalid.
+type Member struct{ L *Lock }
+
+// NewMulti returns the Multi of members.
+func NewMulti(members []Member) *Multi {
+	m := &Multi{}
+	for _, mb := range members {
+		if mb.L == nil {
+			m.err = lockerr.New("lock", "", fmt.Errorf("%w: a multilock member not made by relock.Member, ReadMember or WriteMember", lockerr.ErrInvalidOption))
+			return m
+		}
+		m.members = append(m.members, mb.L)
+	}
+	slices.SortStableFunc(m.members, func(a, b *Lock) int {
+		return cmp.Or(strings.Compare(a.n.Lock, b.n.Lock), cmp.Compare(rank(a.kind), rank(b.kind)))
+	})
+	for _, l := range m.members {
+		if m.err == nil && l.err != nil {
+			m.err = l.fail("lock", l.err)
+		}
+	}
+	if len(m.members) == 0 {
+		m.err = lockerr.New("lock", "", fmt.Errorf("%w: a multilock of no locks", lockerr.ErrInvalidOption))
+	}
+	return m
+}
+
+// rank orders the kinds of one name: the read side of a read-write lock last.
+func rank(k *layout) int {
+	if k == Read {
+		return 1
+	}
+	return 0
+}
+
+// Names returns the members' names, in the order they are taken.
+func (m *Multi) Names() []string {
+	names := make([]string, len(m.members))
+	for i, l := range m.members {
+		names[i] = l.n.Lock
+	}
+	return names
+}
+
+// MultiLockWith takes every member, waiting (wait) or making one attempt each, and returns
+// the context of the last hold. When a member cannot be taken, the holds taken so far are
+// released again, last first, and the member's error is returned.
+func MultiLockWith[O lockopt.Option](m *Multi, ctx context.Context, wait bool, opts []O) (context.Context, error) {
+	if m.err != nil {
+		return ctx, m.err
+	}
+	op := "lock"
+	if !wait {
+		op = "trylock"
+	}
+	var until time.Time
+	held := ctx
+	for i, l := range m.members {
+		s := *lockopt.Merge(&l.defaults, opts)
+		if s.Wait > 0 {
+			// The bound is the whole call's, not each member's.
+			if i == 0 {
+				until = time.Now().Add(s.Wait)
+			}
+			if s.Wait = time.Until(until); s.Wait <= 0 {
+				return ctx, m.rollback(held, i, l.fail(op, context.DeadlineExceeded))
+			}
+		}
+		h, err := l.lock(held, op, wait, &s)
+		if err != nil {
+			return ctx, m.rollback(held, i, err)
+		}
+		held = h
+	}
+	return held, nil
+}
+
+// rollback releases the holds of the first n members, last first, with the context of the
+// last of them, and returns err joined with what the releases returned.
+func (m *Multi) rollback(held context.Context, n int, err error) error {
+	for i := n - 1; i >= 0; i-- {
+		err = errors.Join(err, m.members[i].Unlock(held))
+	}
+	return err
+}
+
+// Unlock releases one hold of every member by the owner ctx carries, last taken first, and
+// returns their errors joined.
+func (m *Multi) Unlock(ctx context.Context) error {
+	if m.err != nil {
+		return m.err
+	}
+	var err error
+	for i := len(m.members) - 1; i >= 0; i-- {
+		err = errors.Join(err, m.members[i].Unlock(ctx))
+	}
+	return err
+}
+
+// MultiDoWith takes every member, runs fn with the hold's context, and releases them, also
+// when fn panics.
+func MultiDoWith[O lockopt.Option](m *Multi, ctx context.Context, fn func(context.Context) error, opts []O) (err error) {
+	held, err := MultiLockWith(m, ctx, true, opts)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, m.Unlock(held)) }()
+	return fn(held)
+}

@@ -1,0 +1,283 @@
+package multilock_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/multilock"
+	"github.com/relock-go/relock/rlock"
+)
+
+func TestMain(m *testing.M) {
+	// Main also stops the Redis Cluster the "cluster" subtests share, and checks for leaked goroutines.
+	os.Exit(redistest.Main(m))
+}
+
+// members are three locks of three kinds whose names are in the three shards of the test
+// cluster (slots 274, 8483, 14880).
+var memberNames = []string{"ml:invoices", "ml:settings", "ml:catalog"}
+
+func members(c *relock.Client) []multilock.Member {
+	return []multilock.Member{
+		relock.Member(c.Lock(memberNames[0])),
+		relock.Member(c.FairLock(memberNames[1])),
+		relock.WriteMember(c.RWLock(memberNames[2])),
+	}
+}
+
+// locked reports which of the member names some owner holds.
+func locked(t *testing.T, ctx context.Context, c *relock.Client) []bool {
+	t.Helper()
+	var out []bool
+	for _, l := range []interface {
+		IsLocked(context.Context) (bool, error)
+	}{c.Lock(memberNames[0]), c.FairLock(memberNames[1]), c.RWLock(memberNames[2])} {
+		ok, err := l.IsLocked(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ok)
+	}
+	return out
+}
+
+// A MultiLock is all or nothing: while another owner holds one member, Lock waits and,
+// when its context ends, fails with the context's error naming that member and leaves no
+// member held; once that member is free, Lock takes all three (of three kinds, in three
+// cluster slots) for one owner, and Unlock frees all three. Guards against a MultiLock
+// that keeps the members it took before the one it could not take (no rollback), and
+// against one that takes them for different owners.
+func TestMultiLockAllOrNothing(t *testing.T) {
+	if s := map[uint16]bool{keys.Slot(memberNames[0]): true, keys.Slot(memberNames[1]): true, keys.Slot(memberNames[2]): true}; len(s) != 3 {
+		t.Fatalf("the member names share slots: %v", s)
+	}
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		blocker, err := other.FairLock(memberNames[1]).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ml := c.MultiLock(members(c)...)
+		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		_, err = ml.Lock(wctx)
+		wcancel()
+		var e *relock.Error
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Name != memberNames[1] {
+			t.Fatalf("Lock while %s is held: %v; want context.DeadlineExceeded naming it", memberNames[1], err)
+		}
+		if got := locked(t, ctx, c); got[0] || got[2] {
+			t.Errorf("after the failed Lock, locked = %v; want the members it took released again", got)
+		}
+		if err := other.FairLock(memberNames[1]).Unlock(blocker); err != nil {
+			t.Fatal(err)
+		}
+		held, err := ml.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := locked(t, ctx, c); !got[0] || !got[1] || !got[2] {
+			t.Errorf("after Lock, locked = %v; want all three", got)
+		}
+		for i, n := range []func() (int, error){
+			func() (int, error) { return c.Lock(memberNames[0]).HoldCount(held) },
+			func() (int, error) { return c.FairLock(memberNames[1]).HoldCount(held) },
+			func() (int, error) { return c.RWLock(memberNames[2]).HoldCount(held) },
+		} {
+			if got, err := n(); err != nil || got != 1 {
+				t.Errorf("member %s: hold count %d, %v for the hold's owner; want 1", memberNames[i], got, err)
+			}
+		}
+		if _, err := other.Lock(memberNames[0]).TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("another owner's TryLock of a member: %v; want ErrLocked", err)
+		}
+		if err := ml.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if got := locked(t, ctx, c); got[0] || got[1] || got[2] {
+			t.Errorf("after Unlock, locked = %v; want none", got)
+		}
+		if held.Err() == nil {
+			t.Error("the hold's context is live after Unlock")
+		}
+	})
+}
+
+// TryLock fails with ErrLocked naming the member another owner holds, and releases the
+// members it took. Guards against a TryLock that waits, or keeps what it took.
+func TestMultiTryLock(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		// The members are taken by name: ml:catalog, ml:invoices, then ml:settings, which
+		// another owner holds.
+		blocker, err := other.FairLock(memberNames[1]).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.MultiLock(members(c)...).TryLock(ctx)
+		var e *relock.Error
+		if !errors.Is(err, relock.ErrLocked) || !errors.As(err, &e) || e.Name != memberNames[1] {
+			t.Fatalf("TryLock: %v; want ErrLocked naming %s", err, memberNames[1])
+		}
+		if got := locked(t, ctx, c); got[0] || got[2] {
+			t.Errorf("after the failed TryLock, locked = %v; want the members it took released", got)
+		}
+		if err := other.FairLock(memberNames[1]).Unlock(blocker); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// Two MultiLocks over the same two locks, given in opposite orders, taken again and again
+// by workers on two clients, never deadlock: both take the locks in one order. Guards
+// against taking members in the order given, where each worker holds the lock the other
+// waits for (the wait would run to its bound).
+func TestMultiLockOrderPreventsDeadlock(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
+		mls := []*multilock.MultiLock{
+			c1.MultiLock(relock.Member(c1.Lock("ml:x")), relock.Member(c1.Lock("ml:y"))),
+			c2.MultiLock(relock.Member(c2.Lock("ml:y")), relock.Member(c2.Lock("ml:x"))),
+		}
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for w := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 10 {
+					if err := mls[w%2].Do(ctx, func(context.Context) error { time.Sleep(time.Millisecond); return nil },
+						rlock.WithWaitTimeout(20*time.Second)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+}
+
+// The hold's context ends when any member's hold is lost, with ErrLeaseLost, and not
+// before. Guards against a MultiLock whose context follows one member only.
+func TestMultiLockContextEndsWithAnyMember(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
+		for i := range memberNames {
+			ml := c.MultiLock(members(c)...)
+			held, err := ml.Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(50 * time.Millisecond)
+			if held.Err() != nil {
+				t.Fatalf("the hold ended before any member was lost: %v", context.Cause(held))
+			}
+			rc := b.Client(t)
+			if err := rc.Do(ctx, rc.B().Del().Key(memberNames[i]).Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-held.Done():
+			case <-ctx.Done():
+				t.Fatalf("member %s deleted: the hold's context did not end", memberNames[i])
+			}
+			if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+				t.Errorf("member %s deleted: the hold ended with %v; want ErrLeaseLost", memberNames[i], cause)
+			}
+			_ = ml.Unlock(held) // the others; the lost one reports ErrNotHeld
+			if got := locked(t, ctx, c); got[0] || got[1] || got[2] {
+				t.Fatalf("after Unlock, locked = %v", got)
+			}
+		}
+	})
+}
+
+// A MultiLock's bad input fails every call with an error that says what, and nothing is
+// written: no members, a zero Member, a member with an invalid name. Guards against a
+// panic on a nil lock and against a MultiLock that takes the valid members of a list
+// with an invalid one.
+func TestMultiLockBadInput(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		c := relocktest.New(t, b)
+		cases := []struct {
+			ml   *multilock.MultiLock
+			want error
+		}{
+			{c.MultiLock(), relock.ErrInvalidOption},
+			{c.MultiLock(relock.Member(c.Lock("ml:ok")), multilock.Member{}), relock.ErrInvalidOption},
+			{c.MultiLock(relock.Member(c.Lock("ml:ok")), relock.Member(c.Lock("{x}"))), relock.ErrInvalidName},
+		}
+		for i, tc := range cases {
+			if _, err := tc.ml.Lock(ctx); !errors.Is(err, tc.want) {
+				t.Errorf("case %d: Lock: %v; want %v", i, err, tc.want)
+			}
+			if _, err := tc.ml.TryLock(ctx); !errors.Is(err, tc.want) {
+				t.Errorf("case %d: TryLock: %v; want %v", i, err, tc.want)
+			}
+			if err := tc.ml.Unlock(ctx); !errors.Is(err, tc.want) {
+				t.Errorf("case %d: Unlock: %v; want %v", i, err, tc.want)
+			}
+		}
+		if n, err := b.Client(t).Do(ctx, b.Client(t).B().Exists().Key("ml:ok").Build()).AsInt64(); err != nil || n != 0 {
+			t.Errorf("ml:ok exists (%d, %v): a MultiLock with a bad member took its valid ones", n, err)
+		}
+	})
+}
+
+// WithWaitTimeout bounds the whole call, not each member: the first member in order is
+// held for a second and then freed, the last is held throughout, and a bound of 1.5s ends
+// the call after about 1.5s; a bound given to each member anew would end it after about
+// 2.5s (the second plus a bound of its own). Guards against a per-member bound.
+func TestMultiLockWaitBoundIsTheCalls(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		first, err := other.RWLock(memberNames[2]).Lock(ctx) // ml:catalog, taken first
+		if err != nil {
+			t.Fatal(err)
+		}
+		last, err := other.FairLock(memberNames[1]).Lock(ctx) // ml:settings, taken last
+		if err != nil {
+			t.Fatal(err)
+		}
+		freed := time.AfterFunc(time.Second, func() { _ = other.RWLock(memberNames[2]).Unlock(first) })
+		defer freed.Stop()
+		start := time.Now()
+		_, err = c.MultiLock(members(c)...).Lock(ctx, rlock.WithWaitTimeout(1500*time.Millisecond))
+		took := time.Since(start)
+		var e *relock.Error
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Name != memberNames[1] {
+			t.Fatalf("Lock: %v; want DeadlineExceeded naming %s", err, memberNames[1])
+		}
+		if took >= 2200*time.Millisecond {
+			t.Errorf("Lock took %v with a 1.5s bound: the bound is the call's, not each member's", took)
+		}
+		if got := locked(t, ctx, c); got[0] {
+			t.Errorf("after the failed Lock, locked = %v; want ml:invoices released again", got)
+		}
+		_ = other.FairLock(memberNames[1]).Unlock(last)
+	})
+}
