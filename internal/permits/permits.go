@@ -227,6 +227,11 @@ func (s *Semaphore) acquire(n int64, queue bool) func(context.Context) rueidis.R
 // timeout), so that permits it took are never left unknown to the caller: an attempt that
 // took them reports it, even if ctx ended meanwhile.
 func (s *Semaphore) try(ctx context.Context, call func(context.Context) rueidis.RedisResult) (bool, error) {
+	// A closed client takes nothing: nobody could give it back. (A waiter queued in
+	// memory comes first when the one ahead of it returns ErrClosed.)
+	if s.c.Closed() {
+		return false, lockerr.ErrClosed
+	}
 	dctx := s.c.Detached(ctx)
 	reply, err := call(dctx).ToArray()
 	if err != nil {
