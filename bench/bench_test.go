@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -158,5 +159,54 @@ func TestScaleCharts(t *testing.T) {
 		if err != nil || !strings.Contains(string(b), "<svg") {
 			t.Fatalf("%s: %v, not an SVG", f, err)
 		}
+	}
+}
+
+// A semaphore run's k-th acquisition takes the permit of the (k-permits)-th release: a
+// handoff when another goroutine released it, timed from the release's return (at least 0)
+// and from its call.
+func TestAnalyseSem(t *testing.T) {
+	us := int64(time.Microsecond)
+	evs := []event{
+		// Two permits: goroutines 0 and 1 take them at the start.
+		{Waiter: 0, Ask: 0, Acq: 10 * us, Leave: 100 * us, Rel: 110 * us},
+		{Waiter: 1, Ask: 0, Acq: 20 * us, Leave: 200 * us, Rel: 210 * us},
+		// Goroutine 2 waited and got 0's permit 30 µs after the release returned.
+		{Waiter: 2, Ask: 5 * us, Acq: 140 * us, Leave: 300 * us, Rel: 310 * us},
+		// Goroutine 1 took its own permit back.
+		{Waiter: 1, Ask: 211 * us, Acq: 230 * us, Leave: 400 * us, Rel: 410 * us},
+		// Goroutine 0 got 2's permit before 2's release returned: 0.
+		{Waiter: 0, Ask: 120 * us, Acq: 305 * us, Leave: 500 * us, Rel: 510 * us},
+	}
+	r := analyseSem(evs, 3, 2, time.Second, 0)
+	want := []time.Duration{30 * time.Microsecond, 0}
+	if !reflect.DeepEqual(r.handoffs, want) {
+		t.Fatalf("handoffs %v; want %v", r.handoffs, want)
+	}
+	if want := []time.Duration{40 * time.Microsecond, 5 * time.Microsecond}; !reflect.DeepEqual(r.fromCall, want) {
+		t.Fatalf("from the call %v; want %v", r.fromCall, want)
+	}
+	if r.same != 1 || r.acq != 5 || r.violations != 0 {
+		t.Fatalf("same %d, acquisitions %d, overlaps %d; want 1, 5, 0", r.same, r.acq, r.violations)
+	}
+	if !reflect.DeepEqual(r.perWaiter, []int64{2, 2, 1}) {
+		t.Fatalf("per waiter %v", r.perWaiter)
+	}
+}
+
+// More holders inside their critical sections than permits is an overlap; a release and an
+// acquisition at the same instant are not.
+func TestBeyondPermits(t *testing.T) {
+	evs := []event{
+		{Acq: 0, Leave: 10},
+		{Acq: 5, Leave: 20},
+		{Acq: 10, Leave: 30}, // 0 left at 10: two inside
+		{Acq: 15, Leave: 16}, // 1 and 2 are inside: a third
+	}
+	if got := beyondPermits(evs, 2); got != 1 {
+		t.Fatalf("beyondPermits = %d; want 1", got)
+	}
+	if got := beyondPermits(evs, 3); got != 0 {
+		t.Fatalf("beyondPermits with 3 permits = %d; want 0", got)
 	}
 }

@@ -1,10 +1,11 @@
 // Command bench compares relock with other Go Redis lock libraries on one redis-server:
 // uncontended cycles, contended handoffs, fairness among waiters, and relock's batched
-// watchdog. Every library runs each scenario in turn, interleaved over several rounds, so
-// that machine drift hits all of them alike. For relock alone it also measures the server's
-// ceiling (its lock cycle driven as raw RESP, with no client in the way; -ceiling runs only
-// that), thousands of waiters parked on one lock, and how its costs grow with waiters,
-// processes and holds.
+// watchdog; and relock's semaphore with a polling one. Every library runs each scenario in
+// turn, interleaved over several rounds, so that machine drift hits all of them alike. For
+// relock alone it also measures the server's ceiling (its lock cycle driven as raw RESP,
+// with no client in the way; -ceiling runs only that), thousands of waiters parked on one
+// lock, and how its costs grow with waiters, processes and holds. -semaphore runs only the
+// semaphore section.
 //
 //	cd bench && go run . -quick -out ../docs
 package main
@@ -23,6 +24,7 @@ import (
 type config struct {
 	quick   bool
 	ceiling bool // only the ceiling scenario
+	semOnly bool // only the semaphore scenarios
 	out     string
 	addr    string
 	rounds  int
@@ -50,11 +52,16 @@ func main() {
 	var cfg config
 	flag.BoolVar(&cfg.quick, "quick", false, "short run: 2 rounds of short windows, under 4 minutes in all")
 	flag.BoolVar(&cfg.ceiling, "ceiling", false, "run only the ceiling scenario: the server driven with pipelined raw RESP")
+	flag.BoolVar(&cfg.semOnly, "semaphore", false, "run only the semaphore scenarios: relock's semaphore and a polling one")
 	flag.StringVar(&cfg.out, "out", "", "directory to write benchmarks.md into (none: stdout only)")
 	flag.StringVar(&cfg.addr, "addr", "", "host:port of a Redis to use (it is FLUSHALLed); default: start redis-server on a free loopback port")
 	flag.Parse()
 	if cfg.ceiling && cfg.out != "" {
 		fmt.Fprintln(os.Stderr, "bench: -ceiling prints the ceiling alone and writes no report; leave out -out")
+		os.Exit(2)
+	}
+	if cfg.semOnly && (cfg.out != "" || cfg.ceiling) {
+		fmt.Fprintln(os.Stderr, "bench: -semaphore prints the semaphore section alone and writes no report; leave out -out and -ceiling")
 		os.Exit(2)
 	}
 	cfg.manyProcs, cfg.manyWaiters = 4, 1250
@@ -114,6 +121,10 @@ func run(cfg config) (err error) {
 	if cfg.ceiling {
 		if rep.ceiling, err = ceilings(addr, adm, cfg); err != nil {
 			return err
+		}
+	} else if cfg.semOnly {
+		if rep.sem, err = runSemaphores(addr, adm, cfg); err != nil {
+			return fmt.Errorf("semaphore: %w", err)
 		}
 	} else if err := runAll(rep, addr, adm); err != nil {
 		return err
@@ -241,8 +252,13 @@ func runAll(rep *report, addr string, adm *admin) error {
 		}
 	}
 
-	// The ceiling: the server alone, driven with raw RESP.
+	// The semaphore: relock's against a polling one.
 	var err error
+	if rep.sem, err = runSemaphores(addr, adm, cfg); err != nil {
+		return fmt.Errorf("semaphore: %w", err)
+	}
+
+	// The ceiling: the server alone, driven with raw RESP.
 	if rep.ceiling, err = ceilings(addr, adm, cfg); err != nil {
 		return err
 	}

@@ -78,6 +78,7 @@ type report struct {
 	ceiling [][]ceilingRound
 	many    manyResult
 	scale   scaleResult
+	sem     semResult
 	took    time.Duration
 	// images are the chart files written into img/ next to the report.
 	images []string
@@ -156,6 +157,10 @@ func (r *report) markdown() string {
 	b.WriteString("Client and server share the machine, so these numbers compare the libraries with each other; " +
 		"they are not what a networked deployment would see. Every library gets a new client for each window.\n\n")
 
+	if r.cfg.semOnly {
+		r.writeSemaphore(&b)
+		return b.String()
+	}
 	b.WriteString("## Libraries and settings\n\n| library | settings |\n|---|---|\n")
 	for _, l := range r.libs {
 		fmt.Fprintf(&b, "| %s | %s |\n", l.name, l.settings)
@@ -178,6 +183,7 @@ func (r *report) markdown() string {
 	r.writeS2(&b)
 	r.writeS3(&b)
 	r.writeS4(&b)
+	r.writeSemaphore(&b)
 	r.writeS5(&b)
 	r.writeCeiling(&b)
 	r.writeMany(&b)
@@ -542,6 +548,159 @@ func (r *report) writeS4(b *strings.Builder) {
 		}
 	}
 	b.WriteString(t.b.String() + "\n")
+}
+
+// semCycles pools a semaphore library's uncontended rounds.
+type semCycles struct {
+	rate, sentPer, runPer float64
+	rates                 []float64
+	lat                   []time.Duration
+	sentTop               string
+	errors                int64
+}
+
+func semCyclesOf(rounds []semCycleRound) semCycles {
+	var c semCycles
+	var cycles, sent, run int64
+	var el time.Duration
+	byName := map[string]int64{}
+	for _, rd := range rounds {
+		cycles += rd.cycles
+		el += rd.elapsed
+		c.errors += rd.errors
+		c.lat = append(c.lat, rd.lat...)
+		c.rates = append(c.rates, float64(rd.cycles)/rd.elapsed.Seconds())
+		for name, n := range rd.sent {
+			byName[name] += n
+			sent += n
+		}
+		run += sum(rd.commands)
+	}
+	sortDurations(c.lat)
+	c.rate = float64(cycles) / el.Seconds()
+	c.sentPer, c.runPer = per(float64(sent), cycles), per(float64(run), cycles)
+	if cycles > 0 {
+		c.sentTop = topPerAcq(byName, cycles)
+	}
+	return c
+}
+
+// semAttempts is the acquire script's calls per acquisition, pooled over rounds.
+func semAttempts(rounds []s2Round) float64 {
+	var acq, n int64
+	for _, rd := range rounds {
+		acq += rd.acq
+		n += rd.sent["evalsha acquire"]
+	}
+	return per(float64(n), acq)
+}
+
+func (r *report) writeSemaphore(b *strings.Builder) {
+	s := r.sem
+	if len(s.libs) < 2 || len(s.contended[0]) < 2 {
+		return
+	}
+	fmt.Fprintf(b, "## Semaphore: relock against a polling semaphore\n\n"+
+		"relock's semaphore (`Client.Semaphore`, Redisson's RSemaphore data) against the semaphore a service writes "+
+		"by hand on the same data: a string key holding the available permits, an acquire that takes permits with a "+
+		"Lua script when there are enough and otherwise sleeps and tries again, and a release that is an `INCRBY`. "+
+		"Both run on rueidis, a new client for each window, one permit per acquisition; the two are interleaved over "+
+		"%d rounds. The polling semaphore sleeps a fixed %v between attempts, as the lock peers tuned above do: the "+
+		"shortest sleep a hand-written loop commonly uses, which gives it the shortest wait for a release it can have, "+
+		"and its commands per acquisition show what that costs. relock's Acquire sends nothing while it waits: it is "+
+		"woken by the release's `PUBLISH`.\n\n", r.cfg.rounds, semPollDelay)
+	b.WriteString("| semaphore | settings |\n|---|---|\n")
+	for _, l := range s.libs {
+		fmt.Fprintf(b, "| %s | %s |\n", l.name, l.settings)
+	}
+	fmt.Fprintf(b, "\n### Uncontended\n\nG goroutines on one semaphore of G permits, each acquiring a permit and "+
+		"releasing it in a loop for %v: a permit is always free. The goroutines share one client, or have a client "+
+		"each. Latency is one acquire+release cycle. \"Sent/cycle\" counts the commands the clients sent (an "+
+		"`EVALSHA` is named by its script), \"run/cycle\" the commands the server ran (INFO commandstats, the "+
+		"scripts' commands included). Cycles/s pools the rounds.\n\n", r.cfg.s1Dur)
+	t := newTable("goroutines = permits", "semaphore", "cycles/s", "per round", "p50", "p99", "sent/cycle", "most sent, per cycle",
+		"run/cycle", "errors", "relock / polling (cycles/s)")
+	var cyc [len(semUncontended)][]semCycles
+	for gi, g := range semUncontended {
+		for li, l := range s.libs {
+			c := semCyclesOf(s.uncontended[gi][li])
+			cyc[gi] = append(cyc[gi], c)
+			cmpCell := ""
+			if li > 0 {
+				cmpCell = ratio(cyc[gi][0].rate, c.rate)
+			}
+			t.row(g.String(), l.name, num(c.rate, 0), rateRange(c.rates), us(percentile(c.lat, 50)), us(percentile(c.lat, 99)),
+				num(c.sentPer, 1), c.sentTop, num(c.runPer, 1), fmt.Sprint(c.errors), cmpCell)
+		}
+	}
+	b.WriteString(t.b.String() + "\n")
+	one, shared, own := cyc[0], cyc[1], cyc[2]
+	fmt.Fprintf(b, "With %s a relock cycle took p50 %s and sent %s commands, which ran %s on the server; a polling cycle "+
+		"%s, %s sent, %s run. With %s relock ran %s cycles/s (×%s its rate with one goroutine) and polling %s (×%s); "+
+		"with %s relock ran %s. Goroutines of one client that find permits free take them in parallel: a relock "+
+		"client queues its Acquires in memory only once one of them waits.\n\n",
+		semUncontended[0], us(percentile(one[0].lat, 50)), num(one[0].sentPer, 1), num(one[0].runPer, 1),
+		us(percentile(one[1].lat, 50)), num(one[1].sentPer, 1), num(one[1].runPer, 1),
+		semUncontended[1], num(shared[0].rate, 0), ratio(shared[0].rate, one[0].rate), num(shared[1].rate, 0),
+		ratio(shared[1].rate, one[1].rate), semUncontended[2], num(own[0].rate, 0))
+
+	fmt.Fprintf(b, "### Contended\n\nEvery goroutine acquires one permit, holds it for the critical section and "+
+		"releases it, in a loop, for %v; there are more goroutines than permits, so that a release mostly has waiters. A "+
+		"permit freed by a release is taken by a later acquisition: the k-th acquisition (in the order the Acquires "+
+		"returned) is paired with the (k − permits)-th release (in the order the Releases returned), the first ones "+
+		"taking the permits there were at the start. Handoff is then timed as the lock's is above: from the Release "+
+		"returning to the Acquire returning (0 when the Acquire returned first), and, stricter, from the Release "+
+		"being called; it is counted only when the two are different goroutines, and \"same\" is the share of "+
+		"acquisitions paired with the acquirer's own release. \"Attempts/acq\" is the acquire script's calls per "+
+		"acquisition (1.0: no attempt failed). Overtakes counts acquisitions made while a goroutine that had called "+
+		"Acquire at least "+fifoMargin.String()+" earlier was still waiting. Overlaps counts acquisitions that "+
+		"returned while all the permits were held by goroutines inside their critical sections (must be 0). "+
+		"Across processes the program runs itself as the workers, one client per process, and events are merged "+
+		"by wall-clock time.\n\n", r.cfg.s2Dur)
+	for mi, m := range semModes {
+		fmt.Fprintf(b, "#### %s\n\n", m)
+		t := newTable("semaphore", "acquisitions/s", "per round", "handoff p50", "handoff p99", "from the call, p50",
+			"from the call, p99", "same", "attempts/acq", "sent/acq", "most sent, per acq", "server/acq", "overtakes",
+			"errors", "overlaps", "relock / polling (acq/s)")
+		var base float64
+		for li, l := range s.libs {
+			rounds := s.contended[mi][li]
+			tt := totals(rounds)
+			var over int64
+			for _, rd := range rounds {
+				over += rd.overtakes
+			}
+			cmpCell := ""
+			if li == 0 {
+				base = tt.rate
+			} else {
+				cmpCell = ratio(base, tt.rate)
+			}
+			t.row(l.name, num(tt.rate, 0), rateRange(tt.rates), msOf(tt.handoffs, 50), msOf(tt.handoffs, 99),
+				msOf(tt.fromCall, 50), msOf(tt.fromCall, 99), fmt.Sprintf("%.0f%%", 100*tt.sameShare),
+				num(semAttempts(rounds), 2), num(tt.sentPerAcq, 1), tt.sentTop, num(tt.cmdsPerAcq, 1), fmt.Sprint(over),
+				fmt.Sprint(tt.errors), fmt.Sprint(tt.viol), cmpCell)
+		}
+		b.WriteString(t.b.String() + "\n")
+		rl, po := totals(s.contended[mi][0]), totals(s.contended[mi][1])
+		fmt.Fprintf(b, "relock: %s acquisitions/s, handoff p50 %s and p99 %s, %s acquire attempts, %s commands sent and "+
+			"%s run per acquisition, %.0f%% of permits taken back by their releaser. Polling: %s acquisitions/s, "+
+			"handoff p50 %s and p99 %s, %s attempts, %s sent and %s run, %.0f%% taken back.\n\n",
+			num(rl.rate, 0), msOf(rl.handoffs, 50), msOf(rl.handoffs, 99), num(semAttempts(s.contended[mi][0]), 2),
+			num(rl.sentPerAcq, 1), num(rl.cmdsPerAcq, 1), 100*rl.sameShare,
+			num(po.rate, 0), msOf(po.handoffs, 50), msOf(po.handoffs, 99), num(semAttempts(s.contended[mi][1]), 2),
+			num(po.sentPerAcq, 1), num(po.cmdsPerAcq, 1), 100*po.sameShare)
+	}
+	// The runs across processes, side by side: how relock's attempts grow with the clients.
+	var parts []string
+	for mi, m := range semModes {
+		if m.procs > 1 {
+			parts = append(parts, fmt.Sprintf("%s with %d clients", num(semAttempts(s.contended[mi][0]), 2), m.procs))
+		}
+	}
+	fmt.Fprintf(b, "relock's acquire attempts per acquisition across processes: %s. A release's `PUBLISH` reaches "+
+		"every client subscribed to the channel, and each wakes its first waiter, which sends an attempt; only the "+
+		"client first in Redis's queue can take the permit.\n\n", strings.Join(parts, ", "))
 }
 
 // s5 is the renewal point of S5's 10,000 holds.

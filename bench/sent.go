@@ -53,12 +53,20 @@ func (e endpoint) goredisOptions() *goredislib.Options {
 }
 
 // sentCommands counts the commands sent on the connections it wrapped, by lowercased name.
+// An EVALSHA of a script that scripts names is counted as "evalsha <its name>", so that a
+// run can tell a script's attempts from the other scripts' calls.
 type sentCommands struct {
-	mu     sync.Mutex
-	counts map[string]int64
+	mu      sync.Mutex
+	counts  map[string]int64
+	scripts map[string]string // SHA1 (lowercase hex) -> name; nil: none named
 }
 
 func newSentCommands() *sentCommands { return &sentCommands{counts: map[string]int64{}} }
+
+// newSentScripts is newSentCommands naming the EVALSHAs of scripts (SHA1 -> name).
+func newSentScripts(scripts map[string]string) *sentCommands {
+	return &sentCommands{counts: map[string]int64{}, scripts: scripts}
+}
 
 func (s *sentCommands) wrap(c net.Conn) net.Conn { return &countingConn{Conn: c, s: s} }
 
@@ -99,9 +107,14 @@ func (c *countingConn) Write(p []byte) (int, error) {
 	c.pending = append(c.pending, p...)
 	var names []string
 	for {
-		name, used, ok := parseRequest(c.pending)
+		name, arg, used, ok := parseRequestArg(c.pending)
 		if !ok {
 			break
+		}
+		if c.s.scripts != nil && name == "evalsha" {
+			if label, named := c.s.scripts[strings.ToLower(arg)]; named {
+				name += " " + label
+			}
 		}
 		names = append(names, name)
 		c.pending = c.pending[used:]
@@ -119,40 +132,50 @@ func (c *countingConn) Write(p []byte) (int, error) {
 // command name and its length; ok is false while the request is incomplete. Bytes that
 // are not a request are skipped one line at a time, so a miscount cannot stall the parse.
 func parseRequest(b []byte) (name string, used int, ok bool) {
+	name, _, used, ok = parseRequestArg(b)
+	return name, used, ok
+}
+
+// parseRequestArg is parseRequest that also returns the request's first argument as it
+// was sent ("" when there is none).
+func parseRequestArg(b []byte) (name, arg string, used int, ok bool) {
 	line, rest, found := cutLine(b)
 	if !found {
-		return "", 0, false
+		return "", "", 0, false
 	}
 	used = len(b) - len(rest)
 	if len(line) < 2 || line[0] != '*' {
-		return "?", used, true
+		return "?", "", used, true
 	}
 	n, err := strconv.Atoi(string(line[1:]))
 	if err != nil || n < 1 {
-		return "?", used, true
+		return "?", "", used, true
 	}
 	for i := 0; i < n; i++ {
 		hdr, after, found := cutLine(b[used:])
 		if !found {
-			return "", 0, false
+			return "", "", 0, false
 		}
 		if len(hdr) < 2 || hdr[0] != '$' {
-			return "?", used, true
+			return "?", "", used, true
 		}
 		size, err := strconv.Atoi(string(hdr[1:]))
 		if err != nil || size < 0 {
-			return "?", used, true
+			return "?", "", used, true
 		}
 		start := len(b) - len(after)
 		if len(b) < start+size+2 {
-			return "", 0, false
+			return "", "", 0, false
 		}
-		if i == 0 {
+		switch i {
+		case 0:
 			name = strings.ToLower(string(b[start : start+size]))
+		case 1:
+			arg = string(b[start : start+size])
 		}
 		used = start + size + 2
 	}
-	return name, used, true
+	return name, arg, used, true
 }
 
 // cutLine returns b up to its first CRLF and what follows it.

@@ -57,3 +57,31 @@ func TestOvertakes(t *testing.T) {
 		t.Fatalf("overtakes = %d; want 2 (waiters 2 and 4 got in ahead of waiter 3)", got)
 	}
 }
+
+// An EVALSHA of a named script is counted under the script's name; other scripts and other
+// commands keep their command's name.
+func TestCountingConnNamesScripts(t *testing.T) {
+	s := newSentScripts(map[string]string{"abc": "acquire"})
+	client, server := net.Pipe()
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			if _, err := server.Read(buf); err != nil {
+				return
+			}
+		}
+	}()
+	defer server.Close()
+	defer client.Close()
+	c := s.wrap(client)
+	req := "*3\r\n$7\r\nEVALSHA\r\n$3\r\nABC\r\n$1\r\n0\r\n" +
+		"*3\r\n$7\r\nEVALSHA\r\n$3\r\ndef\r\n$1\r\n0\r\n" +
+		"*3\r\n$6\r\nINCRBY\r\n$3\r\nabc\r\n$1\r\n1\r\n"
+	if _, err := c.Write([]byte(req)); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]int64{"evalsha acquire": 1, "evalsha": 1, "incrby": 1}
+	if got := s.snapshot(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("counted %v; want %v", got, want)
+	}
+}

@@ -42,7 +42,7 @@ var mpConfigs = []mpConfig{
 }
 
 type workerSpec struct {
-	Mode    string `json:"mode"` // "" contend; "park": see parkWorker
+	Mode    string `json:"mode"` // "" contend; "park": see parkWorker; "sem": see semWorker
 	Lib     int    `json:"lib"`
 	Addr    string `json:"addr"`
 	Key     string `json:"key"`
@@ -56,6 +56,8 @@ type workerSpec struct {
 	Lease int64 `json:"lease"`
 	From  int64 `json:"from"`
 	Until int64 `json:"until"`
+	// For "sem": the semaphore's permits; Lib is then an index of semLibraries().
+	Permits int64 `json:"permits,omitempty"`
 }
 
 type workerResult struct {
@@ -70,8 +72,11 @@ func runWorker(spec string) error {
 	if err := json.Unmarshal([]byte(spec), &w); err != nil {
 		return err
 	}
-	if w.Mode == "park" {
+	switch w.Mode {
+	case "park":
 		return parkWorker(w)
+	case "sem":
+		return semWorker(w)
 	}
 	libs := libraries()
 	if w.Lib < 0 || w.Lib >= len(libs) {
@@ -147,14 +152,34 @@ func runS2Multi(li int, addr string, adm *admin, dur time.Duration, c mpConfig, 
 	key := "mp:" + tag
 	start := time.Now().Add(700 * time.Millisecond)
 	end := start.Add(dur)
-	ctx, cancel := context.WithDeadline(context.Background(), end.Add(30*time.Second))
-	defer cancel()
-
 	specs := make([]workerSpec, c.procs)
 	for p := range specs {
 		specs[p] = workerSpec{Lib: li, Addr: addr, Key: key, CS: int64(c.cs),
 			Start: start.UnixNano(), End: end.UnixNano(), Base: p * c.waiters, Waiters: c.waiters}
 	}
+	out, err := runContenders(adm, specs, start, end)
+	if err != nil {
+		return s2Round{}, err
+	}
+	r := analyse(out.events, c.procs*c.waiters, dur, out.errors)
+	r.commands, r.sent = out.commands, out.sent
+	return r, nil
+}
+
+// contenders is what the worker processes of one contended run did, merged.
+type contenders struct {
+	events   []event
+	errors   int64
+	sent     map[string]int64 // commands the workers sent in the window, by command
+	commands map[string]int64 // commands the server ran from just before start, by command
+}
+
+// runContenders runs one worker process per spec, whose window is start to end, counts the
+// server's commands from just before start to after the workers have ended, and merges the
+// workers' outputs.
+func runContenders(adm *admin, specs []workerSpec, start, end time.Time) (contenders, error) {
+	ctx, cancel := context.WithDeadline(context.Background(), end.Add(30*time.Second))
+	defer cancel()
 	var c0 map[string]int64
 	var cerr error
 	outs, err := children(ctx, specs, func() {
@@ -163,31 +188,27 @@ func runS2Multi(li int, addr string, adm *admin, dur time.Duration, c mpConfig, 
 		c0, cerr = adm.commands(context.Background())
 	})
 	if err != nil {
-		return s2Round{}, err
+		return contenders{}, err
 	}
 	if cerr != nil {
-		return s2Round{}, cerr
+		return contenders{}, cerr
 	}
-	var evs []event
-	var errs int64
-	sent := map[string]int64{}
+	res := contenders{sent: map[string]int64{}}
 	for p, out := range outs {
-		var res workerResult
-		if err := json.Unmarshal(out, &res); err != nil {
-			return s2Round{}, fmt.Errorf("worker %d output: %w", p, err)
+		var wr workerResult
+		if err := json.Unmarshal(out, &wr); err != nil {
+			return contenders{}, fmt.Errorf("worker %d output: %w", p, err)
 		}
-		evs = append(evs, res.Events...)
-		errs += res.Errors
-		for name, n := range res.Sent {
-			sent[name] += n
+		res.events = append(res.events, wr.Events...)
+		res.errors += wr.Errors
+		for name, n := range wr.Sent {
+			res.sent[name] += n
 		}
 	}
 	c1, err := adm.commands(context.Background())
 	if err != nil {
-		return s2Round{}, err
+		return contenders{}, err
 	}
-	r := analyse(evs, c.procs*c.waiters, dur, errs)
-	r.commands = commandDelta(c0, c1)
-	r.sent = sent
-	return r, nil
+	res.commands = commandDelta(c0, c1)
+	return res, nil
 }

@@ -11,9 +11,11 @@
 //
 // relock's waiters are served in the order they came, so that a large request is never
 // starved by a stream of small ones (Redisson's clients take any permits they find, and a
-// request for many can wait forever behind requests for few). In a process, a client's
-// waiters queue in memory; the first of them queues in Redis with the other clients'
-// first waiters (relock_semaphore_queue:{name}, relock_semaphore_timeout:{name}). While a
+// request for many can wait forever behind requests for few). An Acquire that finds none of
+// its client's waiters queued tries at once, beside the client's other attempts; once one
+// waits, the client's later Acquires queue behind it in memory, and only the first of them
+// queues in Redis with the other clients' first waiters (relock_semaphore_queue:{name},
+// relock_semaphore_timeout:{name}). While a
 // live waiter is ahead, nobody of relock takes permits, even permits enough for a smaller
 // request: as with x/sync's semaphore, a request for more permits than there will ever be
 // blocks those behind it until its context ends. A waiting client refreshes its entry every

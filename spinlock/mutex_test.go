@@ -99,8 +99,14 @@ func TestSpinWaitersNeverSubscribe(t *testing.T) {
 // holds the owner's count as an RLock's does. Guards against a spin lock with data of its
 // own, which would let both in.
 func TestSpinSharesRLockData(t *testing.T) {
+	// One name in each shard of the test cluster (slots 15224, 2843 and 6970).
+	for _, name := range []string{"{s1}:spin", "{s2}:spin", "{s3}:spin"} {
+		t.Run(name, func(t *testing.T) { spinSharesRLockData(t, name) })
+	}
+}
+
+func spinSharesRLockData(t *testing.T, name string) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const name = "spin:shared"
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		a, c := relocktest.New(t, b), relocktest.New(t, b)

@@ -3,8 +3,9 @@
 // releases publish the new count on redisson_sc:{<name>}, and relock's order of waiters
 // beside it.
 //
-// The order has two levels. In a process, a client's waiters for one semaphore queue in
-// memory, first come first served, and only the first of them waits in Redis. In Redis,
+// The order has two levels. In a process, once one of a client's waiters for a semaphore
+// waits, its later waiters queue in memory behind it, first come first served, and only
+// the first of them waits in Redis (an Acquire that finds none queued tries at once). In Redis,
 // the waiting clients queue in arrival order (lua/semaphore_acquire.lua), and none of
 // relock's clients takes permits while a live client waits ahead of it. So a large request
 // is served before smaller ones that came after it, and a release wakes at most one waiter
@@ -108,12 +109,37 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	g := s.gates.get(s.n.Permits)
 	defer s.gates.put(s.n.Permits, g)
 
+	// With none of this client's waiters queued, try at once, beside any other attempt of
+	// the client's in flight: goroutines of one process that find permits free take them
+	// in parallel. An attempt that fails has queued the client in Redis (its entry is the
+	// client's, shared by its waiters), and its caller queues here.
+	var mark *hub.Mark
+	s.gates.mu.Lock()
+	idle := len(g.queue) == 0
+	s.gates.mu.Unlock()
+	if idle {
+		m := s.c.Hub.Mark()
+		ok, err := s.try(ctx, s.acquire(n, true))
+		if err != nil {
+			s.leave(ctx)
+			return s.fail("acquire", err)
+		}
+		if ok {
+			s.gates.mu.Lock()
+			g.held += n
+			s.gates.mu.Unlock()
+			return nil
+		}
+		mark = &m
+	}
+
 	me := &turn{up: make(chan struct{})}
 	s.gates.mu.Lock()
 	g.queue = append(g.queue, me)
 	first := len(g.queue) == 1
 	s.gates.mu.Unlock()
 	if !first {
+		mark = nil // the attempt it made is stale by its turn
 		select {
 		case <-me.up:
 		case <-ctx.Done():
@@ -124,7 +150,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 			return s.fail("acquire", ctx.Err())
 		}
 	}
-	err := s.wait(ctx, n)
+	err := s.wait(ctx, n, mark)
 	s.gates.mu.Lock()
 	if err == nil {
 		g.held += n
@@ -170,14 +196,22 @@ func (s *Semaphore) next(g *gate, me *turn) {
 // wait is the first waiter's part: it tries, and while the permits cannot be taken it
 // keeps the client's entry in Redis's queue and waits for a release's message, coming
 // back every refresh period to refresh the entry. A waiter that gives up leaves the queue.
-func (s *Semaphore) wait(ctx context.Context, n int64) error {
+//
+// tried is the mark taken before an attempt that just failed, which then need not be made
+// again; nil: wait makes its own first.
+func (s *Semaphore) wait(ctx context.Context, n int64, tried *hub.Mark) error {
 	c := s.c
 	refresh := c.Lease / 3
 	call := s.acquire(n, true)
-	mark := c.Hub.Mark()
-	ok, err := s.try(ctx, call)
-	if err != nil || ok {
-		return err
+	var mark hub.Mark
+	if tried != nil {
+		mark = *tried
+	} else {
+		mark = c.Hub.Mark()
+		ok, err := s.try(ctx, call)
+		if err != nil || ok {
+			return err
+		}
 	}
 	sub, err := c.Hub.Subscribe(s.n.Channel, hub.CountMessages, nil, hub.Registry{})
 	if err != nil {
