@@ -698,9 +698,9 @@ func (r *report) writeSemaphore(b *strings.Builder) {
 			parts = append(parts, fmt.Sprintf("%s with %d clients", num(semAttempts(s.contended[mi][0]), 2), m.procs))
 		}
 	}
-	fmt.Fprintf(b, "relock's acquire attempts per acquisition across processes: %s. A release's `PUBLISH` reaches "+
-		"every client subscribed to the channel, and each wakes its first waiter, which sends an attempt; only the "+
-		"client first in Redis's queue can take the permit.\n\n", strings.Join(parts, ", "))
+	fmt.Fprintf(b, "relock's acquire attempts per acquisition across processes: %s. Only the client first in "+
+		"Redis's queue listens for releases on the semaphore's channel; the others wait on a channel of their own, "+
+		"where they are told when they come first, so a release wakes one client however many wait.\n\n", strings.Join(parts, ", "))
 }
 
 // s5 is the renewal point of S5's 10,000 holds.

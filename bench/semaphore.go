@@ -115,8 +115,8 @@ type semLibrary struct {
 
 func semLibraries() []semLibrary {
 	return []semLibrary{
-		{"relock", "semaphore.Weighted (Client.Semaphore), default options: a waiting client is woken by the release's PUBLISH on " +
-			"redisson_sc:{name}; waiters served in arrival order (in a process, in memory; across clients, a queue in Redis)",
+		{"relock", "semaphore.Weighted (Client.Semaphore), default options: the client first in line is woken by the release's PUBLISH on " +
+			"redisson_sc:{name}, the next ones on their own channels when they come first; waiters served in arrival order (in a process, in memory; across clients, a queue in Redis)",
 			map[string]string{
 				script.SemaphoreAcquire().SHA1: "acquire",
 				script.SemaphoreRelease().SHA1: "release",

@@ -5,19 +5,24 @@
 -- entry (its own waiters queue in the process); the entry must be refreshed (every call
 -- with ARGV[3] = "1" does) before its deadline, or the client is taken for dead and
 -- skipped. Times come from Redis (TIME).
+--
+-- Only the client first in line can take permits, so only it listens for releases on the
+-- semaphore's channel; the others listen on a channel of their own, the queue's name, ':'
+-- and the client, and are told there when they come first: when the client ahead of them
+-- takes its permits (with the count left), and when it is found dead.
 -- KEYS[1] the permits, a string
 -- KEYS[2] the queue, a zset client -> arrival number
 -- KEYS[3] the deadlines, a zset client -> Redis time (ms) by which it must come back
--- KEYS[4] the channel, redisson_sc:{<name>}
 -- ARGV[1] permits asked for, at least 1
 -- ARGV[2] the client
 -- ARGV[3] "1" to join the queue (or stay in it) when the permits cannot be taken, "0" for a
 --         single attempt (TryAcquire), which also fails while a live client waits
 -- ARGV[4] how long an entry lives without a refresh, in milliseconds
 -- ARGV[5] the publish command
--- Returns {1, permits left} when the permits were taken, or {0, permits available}.
--- When the permits are taken and some are left while others wait, the count left is
--- published, so that the next in line looks.
+-- ARGV[6] the prefix of the waiting clients' own channels, the queue's name and ':'
+-- Returns {1, permits left} when the permits were taken, or {0, permits available, first}:
+-- first is 1 when the client is now first in line (it listens on the semaphore's channel),
+-- else 0 (it listens on its own).
 -- A key that is not a whole number is refused with WRONGTYPE before anything is written.
 
 local avail, err = count(KEYS[1])
@@ -25,6 +30,7 @@ if err then return err end
 local n, me = tonumber(ARGV[1]), ARGV[2]
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local was = redis.call('zrange', KEYS[2], 0, 0)[1]
 for _, dead in ipairs(redis.call('zrangebyscore', KEYS[3], '-inf', '(' .. now)) do
   redis.call('zrem', KEYS[2], dead)
   redis.call('zrem', KEYS[3], dead)
@@ -35,11 +41,17 @@ if avail >= n and (head == nil or head == me) then
   if head then
     redis.call('zrem', KEYS[2], me)
     redis.call('zrem', KEYS[3], me)
-    if avail > n and redis.call('zcard', KEYS[2]) > 0 then
-      redis.call(ARGV[5], KEYS[4], avail - n)
+    -- The next in line listens on its own channel until told it is first.
+    local next = redis.call('zrange', KEYS[2], 0, 0)[1]
+    if next then
+      redis.call(ARGV[5], ARGV[6] .. next, math.max(avail - n, 1))
     end
   end
   return {1, avail - n}
+end
+-- A client that came first because the ones ahead of it were found dead is told.
+if head and head ~= was and head ~= me then
+  redis.call(ARGV[5], ARGV[6] .. head, math.max(avail, 1))
 end
 if ARGV[3] == '1' then
   if not redis.call('zscore', KEYS[2], me) then
@@ -51,5 +63,8 @@ if ARGV[3] == '1' then
   local life = tonumber(latest[2]) - now
   redis.call('pexpire', KEYS[2], life)
   redis.call('pexpire', KEYS[3], life)
+  head = head or me
 end
-return {0, avail}
+local first = 0
+if head == me then first = 1 end
+return {0, avail, first}

@@ -216,11 +216,15 @@ type Semaphore struct {
 	Channel   string // redisson_sc:{<name>}: a release publishes the permits available
 	Queue     string // relock_semaphore_queue:{<name>}: waiting clients in arrival order
 	Deadlines string // relock_semaphore_timeout:{<name>}: by when each must come back
+	// Waiters is the prefix of a waiting client's own channel, the queue's name and ':';
+	// the client's id follows. A client waits there until it is first in line.
+	Waiters string
 }
 
 // SemaphoreOf returns the names of the semaphore name. It does not check name: see Check.
 func SemaphoreOf(name string) Semaphore {
-	return Semaphore{Permits: name, Channel: prefixed(semChannel, name), Queue: prefixed(semQueue, name), Deadlines: prefixed(semDeadlines, name)}
+	q := prefixed(semQueue, name)
+	return Semaphore{Permits: name, Channel: prefixed(semChannel, name), Queue: q, Deadlines: prefixed(semDeadlines, name), Waiters: q + ":"}
 }
 
 // Latch is the layout of a count-down latch named name: Redisson's RCountDownLatch, a

@@ -5,12 +5,14 @@
 //
 // The order has two levels. In a process, once one of a client's waiters for a semaphore
 // waits, its later waiters queue in memory behind it, first come first served, and only
-// the first of them waits in Redis (an Acquire that finds none queued tries at once). In Redis,
-// the waiting clients queue in arrival order (lua/semaphore_acquire.lua), and none of
-// relock's clients takes permits while a live client waits ahead of it. So a large request
-// is served before smaller ones that came after it, and a release wakes at most one waiter
-// per process. A waiting client's entry lives one lease (the client's watchdog timeout) and
-// is refreshed every third of one, so a client that died is skipped within a lease.
+// the first of them waits in Redis (an Acquire that finds none queued tries at once). In
+// Redis, the waiting clients queue in arrival order (lua/semaphore_acquire.lua), and none
+// of relock's clients takes permits while a live client waits ahead of it. So a large
+// request is served before smaller ones that came after it. Only the client first in line
+// listens for releases; the others are told on their own channels when they come first, so
+// a release wakes one relock client. A waiting client's entry lives one lease (the
+// client's watchdog timeout) and is refreshed every third of one, so a client that died is
+// skipped within a lease.
 package permits
 
 import (
@@ -113,13 +115,13 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	// the client's in flight: goroutines of one process that find permits free take them
 	// in parallel. An attempt that fails has queued the client in Redis (its entry is the
 	// client's, shared by its waiters), and its caller queues here.
-	var mark *hub.Mark
+	var tried *attempted
 	s.gates.mu.Lock()
 	idle := len(g.queue) == 0
 	s.gates.mu.Unlock()
 	if idle {
 		m := s.c.Hub.Mark()
-		ok, err := s.try(ctx, s.acquire(n, true))
+		ok, first, err := s.attempt(ctx, s.acquire(n, true))
 		if err != nil {
 			s.leave(ctx)
 			return s.fail("acquire", err)
@@ -130,7 +132,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 			s.gates.mu.Unlock()
 			return nil
 		}
-		mark = &m
+		tried = &attempted{mark: m, first: first}
 	}
 
 	me := &turn{up: make(chan struct{})}
@@ -139,7 +141,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	first := len(g.queue) == 1
 	s.gates.mu.Unlock()
 	if !first {
-		mark = nil // the attempt it made is stale by its turn
+		tried = nil // the attempt it made is stale by its turn
 		select {
 		case <-me.up:
 		case <-ctx.Done():
@@ -150,7 +152,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 			return s.fail("acquire", ctx.Err())
 		}
 	}
-	err := s.wait(ctx, n, mark)
+	err := s.wait(ctx, n, tried)
 	s.gates.mu.Lock()
 	if err == nil {
 		g.held += n
@@ -193,65 +195,102 @@ func (s *Semaphore) next(g *gate, me *turn) {
 	}
 }
 
+// attempted is what an attempt that failed found: the hub's mark before it, and whether
+// the client is first in line.
+type attempted struct {
+	mark  hub.Mark
+	first bool
+}
+
 // wait is the first waiter's part: it tries, and while the permits cannot be taken it
-// keeps the client's entry in Redis's queue and waits for a release's message, coming
-// back every refresh period to refresh the entry. A waiter that gives up leaves the queue.
-//
-// tried is the mark taken before an attempt that just failed, which then need not be made
-// again; nil: wait makes its own first.
-func (s *Semaphore) wait(ctx context.Context, n int64, tried *hub.Mark) error {
+// keeps the client's entry in Redis's queue and waits, coming back every refresh period to
+// refresh the entry. First in line, it waits for a release's count on the semaphore's
+// channel (relock's and Redisson's releases publish it); behind others, on the client's
+// own channel, where it is told when it comes first (lua/semaphore_acquire.lua), so that a
+// release wakes one relock client, not every one that waits. A waiter that gives up leaves
+// the queue. tried is an attempt that just failed, which then need not be made again; nil:
+// wait makes its own first.
+func (s *Semaphore) wait(ctx context.Context, n int64, tried *attempted) error {
 	c := s.c
 	refresh := c.Lease / 3
 	call := s.acquire(n, true)
-	var mark hub.Mark
-	if tried != nil {
-		mark = *tried
-	} else {
-		mark = c.Hub.Mark()
-		ok, err := s.try(ctx, call)
+	if tried == nil {
+		m := c.Hub.Mark()
+		ok, first, err := s.attempt(ctx, call)
 		if err != nil || ok {
 			return err
 		}
+		tried = &attempted{mark: m, first: first}
 	}
-	sub, err := c.Hub.Subscribe(s.n.Channel, hub.CountMessages, nil, hub.Registry{})
-	if err != nil {
+	var sub *hub.Sub
+	listening := false // sub is the semaphore's channel rather than the client's own
+	defer func() {
+		if sub != nil {
+			sub.Release()
+		}
+	}()
+	fail := func(err error) error {
 		s.leave(ctx)
 		return err
 	}
-	defer sub.Release()
-	again := !sub.QuietSince(mark)
-	if again {
-		if err := sub.Ready(ctx, refresh); err != nil {
-			s.leave(ctx)
-			return err
-		}
-	}
 	for {
-		if again {
-			if ok, err := s.try(ctx, call); err != nil || ok {
-				if err != nil {
-					s.leave(ctx)
+		if sub == nil || listening != tried.first {
+			// Listen where this client's chance is announced now. A channel it has just
+			// subscribed to may have missed a message since the attempt: once it is
+			// ready, try again.
+			if sub != nil {
+				sub.Release()
+			}
+			name := s.n.Waiters + c.ID
+			if tried.first {
+				name = s.n.Channel
+			}
+			var err error
+			if sub, err = c.Hub.Subscribe(name, hub.CountMessages, nil, hub.Registry{}); err != nil {
+				sub = nil
+				return fail(err)
+			}
+			listening = tried.first
+			if !sub.QuietSince(tried.mark) {
+				if err := sub.Ready(ctx, refresh); err != nil {
+					return fail(err)
 				}
-				return err
+				m := c.Hub.Mark()
+				ok, first, err := s.attempt(ctx, call)
+				if err != nil {
+					return fail(err)
+				}
+				if ok {
+					return nil
+				}
+				tried = &attempted{mark: m, first: first}
+				continue
 			}
 		}
-		again = true
 		if err := sub.WaitOwn(ctx, refresh); err != nil {
-			s.leave(ctx)
-			return err
+			return fail(err)
 		}
+		m := c.Hub.Mark()
+		ok, first, err := s.attempt(ctx, call)
+		if err != nil {
+			return fail(err)
+		}
+		if ok {
+			return nil
+		}
+		tried = &attempted{mark: m, first: first}
 	}
 }
 
 // acquire is the acquire call for n permits; queue: join or stay in the queue on failure.
 func (s *Semaphore) acquire(n int64, queue bool) func(context.Context) rueidis.RedisResult {
 	c := s.c
-	keys := []string{s.n.Permits, s.n.Queue, s.n.Deadlines, s.n.Channel}
+	keys := []string{s.n.Permits, s.n.Queue, s.n.Deadlines}
 	join := "0"
 	if queue {
 		join = "1"
 	}
-	args := []string{strconv.FormatInt(n, 10), c.ID, join, strconv.FormatInt(c.Lease.Milliseconds(), 10), c.Publish}
+	args := []string{strconv.FormatInt(n, 10), c.ID, join, strconv.FormatInt(c.Lease.Milliseconds(), 10), c.Publish, s.n.Waiters}
 	return func(ctx context.Context) rueidis.RedisResult {
 		return script.SemaphoreAcquire().Exec(ctx, c.Redis, keys, args)
 	}
@@ -261,32 +300,43 @@ func (s *Semaphore) acquire(n int64, queue bool) func(context.Context) rueidis.R
 // timeout), so that permits it took are never left unknown to the caller: an attempt that
 // took them reports it, even if ctx ended meanwhile.
 func (s *Semaphore) try(ctx context.Context, call func(context.Context) rueidis.RedisResult) (bool, error) {
+	ok, _, err := s.attempt(ctx, call)
+	return ok, err
+}
+
+// attempt is try that also reports, when the permits were not taken, whether the client is
+// first in line.
+func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) rueidis.RedisResult) (ok, first bool, err error) {
 	// A closed client takes nothing: nobody could give it back. (A waiter queued in
 	// memory comes first when the one ahead of it returns ErrClosed.)
 	if s.c.Closed() {
-		return false, lockerr.ErrClosed
+		return false, false, lockerr.ErrClosed
 	}
 	dctx := s.c.Detached(ctx)
 	reply, err := call(dctx).ToArray()
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	if len(reply) != 2 {
-		return false, fmt.Errorf("relock: unexpected reply of %d values from the semaphore script", len(reply))
+	if len(reply) < 2 {
+		return false, false, fmt.Errorf("relock: unexpected reply of %d values from the semaphore script", len(reply))
 	}
-	ok, err := reply[0].AsInt64()
-	if err != nil || ok == 0 {
-		return false, err
+	took, err := reply[0].AsInt64()
+	if err != nil || took == 1 {
+		return took == 1, false, err
 	}
-	return true, nil
+	if len(reply) == 3 {
+		head, err := reply[2].AsInt64()
+		return false, head == 1, err
+	}
+	return false, false, nil
 }
 
 // leave takes the client out of Redis's queue: best effort, an entry left behind runs out
 // within a lease.
 func (s *Semaphore) leave(ctx context.Context) {
 	dctx := s.c.Detached(ctx)
-	_ = script.SemaphoreLeave().Exec(dctx, s.c.Redis, []string{s.n.Permits, s.n.Queue, s.n.Deadlines, s.n.Channel},
-		[]string{s.c.ID, s.c.Publish}).Error()
+	_ = script.SemaphoreLeave().Exec(dctx, s.c.Redis, []string{s.n.Permits, s.n.Queue, s.n.Deadlines},
+		[]string{s.c.ID, s.c.Publish, s.n.Waiters}).Error()
 }
 
 // TryAcquire makes one attempt to take n permits and reports whether it did.
