@@ -152,7 +152,8 @@ func TestNoSharedKeys(t *testing.T) {
 // listen on, and against queue keys in another slot.
 func TestCountingNames(t *testing.T) {
 	s := SemaphoreOf("builds")
-	if s.Permits != "builds" || s.Channel != "redisson_sc:{builds}" || s.Queue != "relock_semaphore_queue:{builds}" || s.Deadlines != "relock_semaphore_timeout:{builds}" {
+	if s.Permits != "builds" || s.Channel != "redisson_sc:{builds}" || s.Queue != "relock_semaphore_queue:{builds}" ||
+		s.Deadlines != "relock_semaphore_timeout:{builds}" || s.Waiters != "relock_semaphore_queue:{builds}:" {
 		t.Errorf("SemaphoreOf(builds) = %+v", s)
 	}
 	if s := SemaphoreOf("ci{7}:builds"); s.Channel != "redisson_sc:ci{7}:builds" || s.Queue != "relock_semaphore_queue:ci{7}:builds" {
@@ -160,7 +161,7 @@ func TestCountingNames(t *testing.T) {
 	}
 	for _, name := range []string{"builds", "ci{7}:builds"} {
 		s := SemaphoreOf(name)
-		for _, k := range []string{s.Channel, s.Queue, s.Deadlines} {
+		for _, k := range []string{s.Channel, s.Queue, s.Deadlines, s.Waiters + "5df8512c-e096-4359-bc82-07efb0bc9d8e"} {
 			if Slot(k) != Slot(name) {
 				t.Errorf("%q of semaphore %q is in slot %d, the permits in %d", k, name, Slot(k), Slot(name))
 			}
