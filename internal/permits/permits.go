@@ -234,10 +234,11 @@ func (s *Semaphore) wait(ctx context.Context, n int64, tried *attempted) error {
 		return err
 	}
 	for {
+		// again: a channel just subscribed to may have missed a message since the last
+		// attempt, so once it is ready, try again rather than wait.
+		again := false
 		if sub == nil || listening != tried.first {
-			// Listen where this client's chance is announced now. A channel it has just
-			// subscribed to may have missed a message since the attempt: once it is
-			// ready, try again.
+			// Listen where this client's chance is announced now.
 			if sub != nil {
 				sub.Release()
 			}
@@ -251,24 +252,16 @@ func (s *Semaphore) wait(ctx context.Context, n int64, tried *attempted) error {
 				return fail(err)
 			}
 			listening = tried.first
-			if !sub.QuietSince(tried.mark) {
+			if again = !sub.QuietSince(tried.mark); again {
 				if err := sub.Ready(ctx, refresh); err != nil {
 					return fail(err)
 				}
-				m := c.Hub.Mark()
-				ok, first, err := s.attempt(ctx, call)
-				if err != nil {
-					return fail(err)
-				}
-				if ok {
-					return nil
-				}
-				tried = &attempted{mark: m, first: first}
-				continue
 			}
 		}
-		if err := sub.WaitOwn(ctx, refresh); err != nil {
-			return fail(err)
+		if !again {
+			if err := sub.WaitOwn(ctx, refresh); err != nil {
+				return fail(err)
+			}
 		}
 		m := c.Hub.Mark()
 		ok, first, err := s.attempt(ctx, call)
