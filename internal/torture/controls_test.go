@@ -1,6 +1,7 @@
 package torture
 
 import (
+	"context"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+	xsem "golang.org/x/sync/semaphore"
 )
 
 // inProcess runs goroutines that enter a critical section iters times each, guarded by
@@ -443,5 +445,89 @@ func TestDeletedHoldWindow(t *testing.T) {
 	old.Write, old.Check = WriteRejected, ms(4000)
 	if f := CheckFencing([]Record{old, after}, 0); len(f.LiveRejected) != 0 {
 		t.Errorf("the deleted hold's stale write counts as rejected while live: %v", f.LiveRejected)
+	}
+}
+
+// semHistory runs goroutines that take 1 or 2 permits of an in-process semaphore of
+// permits, iters times each, and records their sections as the torture's semaphore
+// sections are recorded.
+func semHistory(permits int64, goroutines, iters int) []Record {
+	sem := xsem.NewWeighted(permits)
+	var (
+		mu      sync.Mutex
+		history []Record
+		wg      sync.WaitGroup
+	)
+	for g := range goroutines {
+		wg.Go(func() {
+			for i := range iters {
+				k := int64(1 + rand.IntN(2))
+				r := Record{Worker: "control", Lock: LockSemaphore, G: g, I: i, Permits: k, Call: time.Now().UnixNano()}
+				_ = sem.Acquire(context.Background(), k)
+				r.Acq = time.Now().UnixNano()
+				time.Sleep(time.Duration(50+rand.IntN(200)) * time.Microsecond)
+				r.End = time.Now().UnixNano()
+				sem.Release(k)
+				r.Rel, r.UnlockOK = time.Now().UnixNano(), true
+				mu.Lock()
+				history = append(history, r)
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return history
+}
+
+// The semaphore checker must bite: sections under a semaphore of 4 permits, checked as a
+// semaphore of 3, hold more than 3 at once. (The torture's mutant: the acquire script
+// granting n permits when n-1 are left.)
+func TestControlSemaphoreTooManyFails(t *testing.T) {
+	most, over := CheckSemaphore(semHistory(4, 8, 100), 3)
+	t.Logf("4 permits checked as 3: most held %d, %d acquisitions went past 3", most, len(over))
+	if len(over) == 0 || most <= 3 {
+		t.Errorf("no excess found: most held %d", most)
+	}
+	for _, x := range over {
+		var sum int64
+		for _, r := range x.Holding {
+			sum += r.Permits
+		}
+		if sum != x.Sum || sum <= 3 {
+			t.Fatalf("excess of %d reported with sections holding %d: %v", x.Sum, sum, x.Holding)
+		}
+	}
+}
+
+// ... and passes sections under a semaphore of 3, which fill it.
+func TestControlSemaphorePasses(t *testing.T) {
+	most, over := CheckSemaphore(semHistory(3, 8, 100), 3)
+	t.Logf("3 permits: most held %d, %d excesses", most, len(over))
+	if len(over) != 0 {
+		t.Errorf("%d excesses under a semaphore of 3, e.g. %v", len(over), over[0])
+	}
+	if most != 3 {
+		t.Errorf("most held %d: the control never filled the semaphore", most)
+	}
+}
+
+// What the semaphore checker counts: a section from its Acquire's return to its end; not
+// a failed Acquire, nor a note, nor a lock's section; a section that ends when another
+// begins does not overlap it.
+func TestCheckSemaphoreCounts(t *testing.T) {
+	sec := func(k, acq, end int64) Record {
+		return Record{Lock: LockSemaphore, Worker: "w", Permits: k, Call: acq - 1, Acq: acq, End: end, Rel: end + 1, UnlockOK: true}
+	}
+	failed := sec(2, 5, 0)
+	failed.LockErr = "context deadline exceeded"
+	note := Record{Lock: LockSemaphore, Worker: "w", Permits: 2, Acq: 5, SemNote: SemGranted}
+	lock := Record{Lock: "rlock", Worker: "w", Permits: 2, Acq: 5, End: 9, Live: true}
+	h := []Record{sec(2, 1, 10), sec(1, 2, 4), failed, note, lock, sec(1, 10, 12)}
+	if most, over := CheckSemaphore(h, 3); most != 3 || len(over) != 0 {
+		t.Errorf("most held %d, %d excesses; want 3, none", most, len(over))
+	}
+	h = append(h, sec(1, 3, 20))
+	if most, over := CheckSemaphore(h, 3); most != 4 || len(over) != 1 || over[0].Made.Acq != 3 {
+		t.Errorf("most held %d, excesses %v; want 4, the acquisition at 3", most, over)
 	}
 }

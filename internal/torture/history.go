@@ -1,6 +1,7 @@
 // Package torture holds the fault-injection torture test of relock's locks (the reentrant
-// mutex, the fair lock and the read-write lock) and the history checkers it uses. The test
-// itself is in torture_test.go.
+// mutex, the fair lock and the read-write lock) and of its semaphore, and the history
+// checkers it uses. The test itself is in torture_test.go (and semaphore_test.go for the
+// semaphore's workload).
 package torture
 
 import (
@@ -83,11 +84,34 @@ type Record struct {
 	// restarted without persistence): the hold was in Redis at DelFrom and gone by DelTo.
 	DelFrom int64 `json:"-"`
 	DelTo   int64 `json:"-"`
+
+	// Of a semaphore section (Lock == LockSemaphore): the permits it asks for. Its record
+	// has Call (Acquire called), Acq (Acquire returned), End (the section ended: Release
+	// is sent next), Rel (Release returned), LockErr and UnlockOK as a lock section's.
+	Permits int64 `json:"k,omitempty"`
+	// SemNote marks a note of a semaphore section, not an attempt: one of the Sem* values,
+	// written as the section goes so that the parent knows at any moment which sections
+	// may hold permits. The section's own record follows at its end.
+	SemNote string `json:"sem,omitempty"`
 }
 
+// LockSemaphore is the Lock of a semaphore section's records and notes.
+const LockSemaphore = "semaphore"
+
+// The notes of a semaphore section (Record.SemNote). The worker's spy writes the first
+// four around every acquire script call, the section the last one, each with one write,
+// before the step it announces (try, release) or after the reply it reports:
+const (
+	SemTry     = "try"     // an acquire script is about to be sent
+	SemGranted = "granted" // its reply: the permits were taken; Acq is when the reply came
+	SemWait    = "wait"    // its reply: not taken, the client waits; no script in flight
+	SemError   = "error"   // no reply (timeout, broken connection) or an error reply: Acquire fails
+	SemRelease = "release" // Release is about to be sent; End is when the section ended
+)
+
 // Attempt reports whether the record is one attempt to enter the section (not the first or
-// last line of a worker, nor a note).
-func (r Record) Attempt() bool { return !r.Hello && !r.Done && !r.Linger }
+// last line of a worker, nor a note of a lingering or semaphore section).
+func (r Record) Attempt() bool { return !r.Hello && !r.Done && !r.Linger && r.SemNote == "" }
 
 // Held reports whether the record is an acquisition.
 func (r Record) Held() bool { return r.Attempt() && r.LockErr == "" && r.Acq != 0 }
@@ -558,4 +582,84 @@ func RestartOverlap(history []Record, restart Window) time.Duration {
 		}
 	}
 	return time.Duration(worst)
+}
+
+// SemExcess is a moment at which the semaphore sections of a history held more permits
+// than the semaphore has: Made is the acquisition that went past, Holding every section
+// that held permits then (Made among them), Sum their permits.
+type SemExcess struct {
+	Made    Record
+	Holding []Record
+	Sum     int64
+}
+
+// CheckSemaphore checks the semaphore sections of history (records of LockSemaphore)
+// against a semaphore of n permits: it returns the most permits its sections held at once,
+// and each acquisition that took the sum past n.
+//
+// A section surely held its permits over [Acq, End], as a lock's section holds its lock
+// over [Acq, seenLive]: the acquire script that took them ran before Acquire returned
+// (Acq), and the release script that gives them back runs after Release was called,
+// which comes after End. Everything else is left out, so that it can only hide an excess,
+// never make one: a failed Acquire (its script may still have taken the permits when its
+// reply was lost: they are then nobody's, and lower what others can take), and a section
+// of a killed worker, which wrote no record (its permits are lost for good with the plain
+// semaphore, as a killed lock holder's hold lasts until its lease runs out). The
+// semaphore holds no lease: a holder frozen by SIGSTOP, cut off by a blackhole or whose
+// server restarted still holds its permits, so unlike a lock's section, its interval
+// runs to End, not to a liveness check.
+//
+// The bound n holds only while the semaphore's count plus the permits its live holders
+// will give back never exceeds n, which is the parent's part: its repairs (semaphore_test.go)
+// add permits only as many as were surely lost, and re-set the count after a restart to n
+// minus what may still be held. Times are time.Now().UnixNano() of the workers, one
+// machine's clock. At equal times a release counts before an acquisition.
+func CheckSemaphore(history []Record, n int64) (most int64, over []SemExcess) {
+	type event struct {
+		at    int64
+		delta int64
+		i     int
+	}
+	var secs []Record
+	for _, r := range history {
+		if r.Lock == LockSemaphore && r.Held() && r.End >= r.Acq {
+			secs = append(secs, r)
+		}
+	}
+	evs := make([]event, 0, 2*len(secs))
+	for i, r := range secs {
+		evs = append(evs, event{r.Acq, r.Permits, i}, event{r.End, -r.Permits, i})
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].at != evs[j].at {
+			return evs[i].at < evs[j].at
+		}
+		return evs[i].delta < evs[j].delta
+	})
+	var sum int64
+	holding := map[int]bool{}
+	for _, e := range evs {
+		sum += e.delta
+		if e.delta < 0 {
+			delete(holding, e.i)
+			continue
+		}
+		holding[e.i] = true
+		most = max(most, sum)
+		if sum > n {
+			x := SemExcess{Made: secs[e.i], Sum: sum}
+			for j := range holding {
+				x.Holding = append(x.Holding, secs[j])
+			}
+			sort.Slice(x.Holding, func(a, b int) bool { return x.Holding[a].Acq < x.Holding[b].Acq })
+			over = append(over, x)
+		}
+	}
+	return most, over
+}
+
+// SemString describes a semaphore section.
+func SemString(r Record) string {
+	return fmt.Sprintf("%s/g%d/i%d k=%d acq=%s end=%s", r.Worker, r.G, r.I, r.Permits,
+		time.Unix(0, r.Acq).Format("15:04:05.000000"), time.Unix(0, r.End).Format("15:04:05.000000"))
 }

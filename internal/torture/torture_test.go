@@ -84,6 +84,7 @@ type summary struct {
 	faults, hangs, workerErrors int
 	restartOverlap              time.Duration // the longest, over restarts
 	kinds                       map[string]*kindSummary
+	sem                         semSummary
 }
 
 func (s *summary) kind(k string) *kindSummary {
@@ -117,6 +118,7 @@ func (s *summary) add(o summary) {
 	s.hangs += o.hangs
 	s.workerErrors += o.workerErrors
 	s.restartOverlap = max(s.restartOverlap, o.restartOverlap)
+	s.sem.add(o.sem)
 	for name, k := range o.kinds {
 		m := s.kind(name)
 		m.acquisitions += k.acquisitions
@@ -130,7 +132,8 @@ func (s *summary) add(o summary) {
 	}
 }
 
-// String is the summary line: totals first, then each kind of lock.
+// String is the summary line: totals first (of the locks), then each kind of lock, then
+// the semaphore.
 func (s summary) String() string {
 	t := s.total()
 	var b strings.Builder
@@ -152,12 +155,13 @@ func (s summary) String() string {
 		}
 		fmt.Fprintf(&b, " lost-holds=%d/%d", k.lostHolds, k.deleted)
 	}
+	fmt.Fprintf(&b, " | %s", s.sem)
 	return b.String()
 }
 
 // TestTorture runs the workers once without faults, once with each fault alone and once
 // with all of them mixed, and checks every history. Each worker takes the three kinds of
-// lock at once, each kind on its own lock.
+// lock at once, each kind on its own lock, and permits of a semaphore beside them.
 func TestTorture(t *testing.T) {
 	// Short mode (CI, with -race): about a minute and a half, two and a half on a loaded
 	// machine. The mixed run is longer, so that each fault lands at least once before the
@@ -211,7 +215,8 @@ func TestTorture(t *testing.T) {
 	}
 	t.Logf("%d runs in %v", ran, time.Since(start).Round(time.Millisecond))
 	t.Log(total)
-	fmt.Printf("%s\n", total)
+	t.Log(total.sem.semNote())
+	fmt.Printf("%s\n%s\n", total, total.sem.semNote())
 }
 
 // worker is one worker process and its proxy.
@@ -254,6 +259,7 @@ type harness struct {
 	// the fair queues.
 	deletions []deletion
 	cuts      []Window
+	sem       *semTracker // the parent's view of the semaphore (semaphore_test.go)
 }
 
 // deletion is one fault that removed holds from Redis behind their holders' backs: a DEL
@@ -411,10 +417,12 @@ func (h *harness) inject(f fault) {
 		if w == nil {
 			return
 		}
+		h.semHolding(w)
 		w.killed = true
 		h.kills++
 		_ = w.cmd.Process.Kill()
 		<-w.done
+		h.semKilled(w)
 		h.start()
 	case faultStop:
 		w := h.holder()
@@ -486,9 +494,10 @@ local fields = redis.call('hkeys', KEYS[1])
 redis.call('del', KEYS[1])
 return fields`
 
-// restart restarts the lock server without persistence, which loses every lock, queue
-// and fencing counter. Each worker is asked first to linger in its next section, so that
-// old holders are still holding, watching their contexts, when the server comes back.
+// restart restarts the lock server without persistence, which loses every lock, queue,
+// fencing counter and the semaphore's count (set again by semReset). Each worker is asked
+// first to linger in its next section, so that old holders are still holding, watching
+// their contexts, when the server comes back.
 // While the server restarts, every proxy is blackholed: the holds present just before are
 // noted (they are the ones lost), and each lock's fencing counter is set back above
 // every token handed out before any client reaches the new server. The proxies then open
@@ -528,6 +537,7 @@ func (h *harness) restart() {
 	for _, k := range kinds {
 		h.lock.Do(t, "SET", tokenCounter(k), strconv.FormatInt(toks[k]+1000, 10))
 	}
+	h.semReset()
 	d.win.To = time.Now().UnixNano()
 	for _, w := range h.workers {
 		w.proxy.Unblackhole()
@@ -622,16 +632,26 @@ func run(t *testing.T, cfg config) summary {
 		t.Logf("histories and worker output kept in %s", dir)
 	}
 	h := &harness{t: t, cfg: cfg, lock: redistest.StartServer(t), res: redistest.StartServer(t), dir: dir}
+	h.sem = newSemTracker(h)
+	h.semStart()
 	for range cfg.workers {
 		h.start()
 	}
 	began := time.Now()
 	deadline := began.Add(cfg.deadline)
 	nextFault := time.Now().Add(cfg.period)
+	nextRepair := time.Now().Add(semRepairPeriod)
 	for len(h.running()) > 0 && time.Now().Before(deadline) {
 		if len(cfg.faults) > 0 && h.injected < cfg.maxFaults && time.Now().After(nextFault) {
-			h.inject(h.nextFault())
+			f := h.nextFault()
+			h.inject(f)
+			h.semRepair("after " + string(f))
 			nextFault = time.Now().Add(cfg.period)
+			nextRepair = time.Now().Add(semRepairPeriod)
+		}
+		if time.Now().After(nextRepair) {
+			h.semRepair("periodic")
+			nextRepair = time.Now().Add(semRepairPeriod)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -644,6 +664,9 @@ func run(t *testing.T, cfg config) summary {
 		_ = w.cmd.Process.Kill()
 		<-w.done
 	}
+	// Every section has ended: the count must be right, and what it lacks is repaired
+	// (and counted) as during the run.
+	h.semRepair("end")
 
 	// Every worker that was not killed by a fault counts once: as a hang when it did not
 	// finish its iterations (still running at the deadline, or exited early), as a worker
@@ -803,6 +826,8 @@ func run(t *testing.T, cfg config) summary {
 		}
 	}
 
+	s.sem = h.checkSemaphore(history)
+
 	checkKeys(t, h)
 	return s
 }
@@ -893,12 +918,14 @@ func pausedLive(history []Record, pauses []pause) []Record {
 }
 
 // checkKeys waits for the leases of killed holders, the read holds'
-// timeout keys and the queue entries of killed waiters to run out, then finds no key but
-// the locks' fencing counters on the lock server and the counters' two keys per kind on
-// the resource server.
+// timeout keys and the queue entries of killed waiters (of the locks and of the
+// semaphore) to run out, then finds no key but the locks' fencing counters and the
+// semaphore's count on the lock server and the counters' two keys per kind on the
+// resource server.
 func checkKeys(t *testing.T, h *harness) {
 	allowed := map[string]bool{}
 	resKeys := map[string]bool{}
+	allowed[semName] = true
 	for _, k := range kinds {
 		allowed[tokenCounter(k)] = true
 		resKeys[counterKey(k)], resKeys[tokenKey(k)] = true, true

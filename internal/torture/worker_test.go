@@ -166,9 +166,10 @@ func newLocker(c *relock.Client, base, kind string) locker {
 }
 
 // workerMain runs, for each kind of lock, M goroutines that each enter that lock's
-// critical section iters times. When they are done and every client is closed, no
-// goroutine of relock or rueidis may be left (goleak); a leak is reported on stderr and in
-// the exit code, after the Done record.
+// critical section iters times, and beside them semGoroutines that take permits of the
+// semaphore until the locks' goroutines are done. When they are done and every client is
+// closed, no goroutine of relock or rueidis may be left (goleak); a leak is reported on
+// stderr and in the exit code, after the Done record.
 func workerMain() int {
 	// Before goleak's snapshot: the signal handling goroutines live as long as the process.
 	var linger atomic.Bool
@@ -213,6 +214,11 @@ func workerMain() int {
 	base := os.Getenv(envName)
 	hist.add(Record{Hello: true, Worker: id, Client: c.ID(), PID: os.Getpid()})
 
+	// The semaphore's goroutines work as long as the locks' do (semaphore_test.go).
+	semStop, stopSem := context.WithCancel(context.Background())
+	defer stopSem()
+	semDone := runSemaphore(semStop, c.Semaphore(lockKey(base, LockSemaphore)), id, hist)
+
 	var wg sync.WaitGroup
 	for _, kind := range kinds {
 		lk := newLocker(c, base, kind)
@@ -227,6 +233,8 @@ func workerMain() int {
 		}
 	}
 	wg.Wait()
+	stopSem()
+	<-semDone
 	_ = c.Close()
 	rrc.Close()
 	lrc.Close()
@@ -366,8 +374,9 @@ type attemptLog struct {
 // spy is the worker's Redis client as relock sees it: it passes every call through and
 // notes, without changing anything, what the history needs to know from the lock's own
 // traffic: each acquire script a section's Lock sends and its answer (for the fair
-// order), and each renewal the watchdog sends and its answer per hold (for holds deleted
-// behind their holders' backs).
+// order), each renewal the watchdog sends and its answer per hold (for holds deleted
+// behind their holders' backs), and each acquire script a semaphore section's Acquire
+// sends and its answer (for the permits a section may hold: semaphore_test.go).
 type spy struct {
 	rueidis.Client
 	mu      sync.Mutex
@@ -383,6 +392,7 @@ const (
 	roleAcquire = 1 + iota
 	roleRenew
 	roleRenewRW
+	roleSemAcquire
 )
 
 var scriptRoles = func() map[string]int {
@@ -392,6 +402,7 @@ var scriptRoles = func() map[string]int {
 	}
 	m[scripts.RLockRenew().SHA1], m[scripts.RLockRenew().Source] = roleRenew, roleRenew
 	m[scripts.RWLockRenew().SHA1], m[scripts.RWLockRenew().Source] = roleRenewRW, roleRenewRW
+	m[scripts.SemaphoreAcquire().SHA1], m[scripts.SemaphoreAcquire().Source] = roleSemAcquire, roleSemAcquire
 	return m
 }()
 
@@ -410,6 +421,11 @@ func script(args []string) (role int, keys, argv []string) {
 }
 
 func (s *spy) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if sec, _ := ctx.Value(semKey{}).(*semSection); sec != nil {
+		if role, _, _ := script(cmd.Commands()); role == roleSemAcquire {
+			return sec.acquireScript(ctx, s.Client, cmd)
+		}
+	}
 	log, _ := ctx.Value(attemptKey{}).(*attemptLog)
 	if log == nil {
 		return s.Client.Do(ctx, cmd)
