@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -99,5 +100,11 @@ func TestLogging(t *testing.T) {
 		redistest.Eventually(t, 10*time.Second, "no lost lease logged", func() bool {
 			return logs.index("WARN relock: lease lost") >= 0 && logs.index("lock=logged") >= 0
 		})
+		// The hold's context tells the holder too. (Using it here also keeps it reachable:
+		// a hold whose context is dropped is abandoned, not lost.)
+		redistest.Recv(t, held.Done(), 10*time.Second, "the end of the lost hold's context")
+		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Errorf("the lost hold's context ended with %v; want ErrLeaseLost", cause)
+		}
 	})
 }
