@@ -28,9 +28,14 @@
 local avail, err = count(KEYS[1])
 if err then return err end
 local n, me = tonumber(ARGV[1]), ARGV[2]
+local was = redis.call('zrange', KEYS[2], 0, 0)[1]
+if was == nil and avail >= n then
+  -- Nobody waits: the permits are taken without the clock or the queue's upkeep.
+  redis.call('decrby', KEYS[1], n)
+  return {1, avail - n}
+end
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-local was = redis.call('zrange', KEYS[2], 0, 0)[1]
 for _, dead in ipairs(redis.call('zrangebyscore', KEYS[3], '-inf', '(' .. now)) do
   redis.call('zrem', KEYS[2], dead)
   redis.call('zrem', KEYS[3], dead)

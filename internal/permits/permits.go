@@ -63,6 +63,13 @@ func (gs *Gates) get(name string) *gate {
 	return g
 }
 
+// hold counts n more permits of g as held by the client.
+func (gs *Gates) hold(g *gate, n int64) {
+	gs.mu.Lock()
+	g.held += n
+	gs.mu.Unlock()
+}
+
 func (gs *Gates) put(name string, g *gate) {
 	gs.mu.Lock()
 	defer gs.mu.Unlock()
@@ -127,9 +134,7 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 			return s.fail("acquire", err)
 		}
 		if ok {
-			s.gates.mu.Lock()
-			g.held += n
-			s.gates.mu.Unlock()
+			s.gates.hold(g, n)
 			return nil
 		}
 		tried = &attempted{mark: m, first: first}
@@ -153,11 +158,9 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 		}
 	}
 	err := s.wait(ctx, n, tried)
-	s.gates.mu.Lock()
 	if err == nil {
-		g.held += n
+		s.gates.hold(g, n)
 	}
-	s.gates.mu.Unlock()
 	s.next(g, me)
 	if err != nil {
 		return s.fail("acquire", err)
@@ -289,16 +292,10 @@ func (s *Semaphore) acquire(n int64, queue bool) func(context.Context) rueidis.R
 	}
 }
 
-// try makes one attempt. It is finished whatever happens to ctx (bounded by the client's
-// timeout), so that permits it took are never left unknown to the caller: an attempt that
-// took them reports it, even if ctx ended meanwhile.
-func (s *Semaphore) try(ctx context.Context, call func(context.Context) rueidis.RedisResult) (bool, error) {
-	ok, _, err := s.attempt(ctx, call)
-	return ok, err
-}
-
-// attempt is try that also reports, when the permits were not taken, whether the client is
-// first in line.
+// attempt makes one attempt. It is finished whatever happens to ctx (bounded by the
+// client's timeout), so that permits it took are never left unknown to the caller: an
+// attempt that took them reports it, even if ctx ended meanwhile. When it did not take
+// them, first reports whether the client is first in line.
 func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) rueidis.RedisResult) (ok, first bool, err error) {
 	// A closed client takes nothing: nobody could give it back. (A waiter queued in
 	// memory comes first when the one ahead of it returns ErrClosed.)
@@ -345,14 +342,12 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
 	if waiting {
 		return false, nil
 	}
-	ok, err := s.try(ctx, s.acquire(n, false))
+	ok, _, err := s.attempt(ctx, s.acquire(n, false))
 	if err != nil {
 		return false, s.fail("tryacquire", err)
 	}
 	if ok {
-		s.gates.mu.Lock()
-		g.held += n
-		s.gates.mu.Unlock()
+		s.gates.hold(g, n)
 	}
 	return ok, nil
 }
@@ -377,9 +372,7 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 	if err != nil {
 		if _, answered := rueidis.IsRedisErr(err); answered {
 			// Redis refused the script before it wrote: the permits are still held.
-			s.gates.mu.Lock()
-			g.held += n
-			s.gates.mu.Unlock()
+			s.gates.hold(g, n)
 		}
 		return s.fail("release", err)
 	}
