@@ -119,11 +119,7 @@ func (m *Multi) Unlock(ctx context.Context) error {
 	if m.err != nil {
 		return m.err
 	}
-	var err error
-	for i := len(m.members) - 1; i >= 0; i-- {
-		err = errors.Join(err, m.members[i].Unlock(ctx))
-	}
-	return err
+	return m.rollback(ctx, len(m.members), nil)
 }
 
 // MultiDoWith takes every member, runs fn with the hold's context, and releases them, also
