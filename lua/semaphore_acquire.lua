@@ -20,29 +20,55 @@
 -- ARGV[4] how long an entry lives without a refresh, in milliseconds
 -- ARGV[5] the publish command
 -- ARGV[6] the prefix of the waiting clients' own channels, the queue's name and ':'
--- Returns {1, permits left} when the permits were taken, or {0, permits available, first}:
--- first is 1 when the client is now first in line (it listens on the semaphore's channel),
--- else 0 (it listens on its own).
+-- ARGV[7] for leased permits, their lease in milliseconds; "0" for plain permits
+-- ARGV[8] for leased permits, their ids in hex (permit.lua), one per permit asked for
+-- KEYS[4] the leased permits, a zset id -> when it runs out (RPermitExpirableSemaphore's)
+-- KEYS[5] the semaphore's channel, redisson_sc:{<name>}
+-- Returns {1, permits left} when the permits were taken, or {0, permits available, first,
+-- wait}: first is 1 when the client is now first in line (it listens on the semaphore's
+-- channel), else 0 (it listens on its own); wait is how many milliseconds until the next
+-- leased permit runs out, or -1 when none is leased.
+--
+-- Leased permits whose lease ran out are put back before the count is read, as Redisson
+-- does, on every path but the one that finds enough without them; when that leaves some
+-- available, the count is published, which wakes Redisson's waiters too.
 -- A key that is not a whole number is refused with WRONGTYPE before anything is written.
 
 local avail, err = count(KEYS[1])
 if err then return err end
-local n, me = tonumber(ARGV[1]), ARGV[2]
+local n, me, lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[7])
+local leased = nil
+if lease > 0 then
+  leased = ids(ARGV[8])
+  if not leased or #leased ~= n then return redis.error_reply('ERR the permit ids do not match the permits asked for') end
+end
+-- take takes the permits; leased ones are recorded with the time they run out.
+local function take(now)
+  redis.call('decrby', KEYS[1], n)
+  if leased then
+    now = now or clock()
+    for _, id in ipairs(leased) do redis.call('zadd', KEYS[4], now + lease, id) end
+  end
+end
 local was = redis.call('zrange', KEYS[2], 0, 0)[1]
 if was == nil and avail >= n then
-  -- Nobody waits: the permits are taken without the clock or the queue's upkeep.
-  redis.call('decrby', KEYS[1], n)
+  -- Nobody waits: the permits are taken without the queue's upkeep.
+  take(nil)
   return {1, avail - n}
 end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local now = clock()
+local back = reclaim(KEYS[1], KEYS[4], now)
+if back > 0 then
+  avail = avail + back
+  redis.call(ARGV[5], KEYS[5], avail)
+end
 for _, dead in ipairs(redis.call('zrangebyscore', KEYS[3], '-inf', '(' .. now)) do
   redis.call('zrem', KEYS[2], dead)
   redis.call('zrem', KEYS[3], dead)
 end
 local head = redis.call('zrange', KEYS[2], 0, 0)[1]
 if avail >= n and (head == nil or head == me) then
-  redis.call('decrby', KEYS[1], n)
+  take(now)
   if head then
     redis.call('zrem', KEYS[2], me)
     redis.call('zrem', KEYS[3], me)
@@ -72,4 +98,7 @@ if ARGV[3] == '1' then
 end
 local first = 0
 if head == me then first = 1 end
-return {0, avail, first}
+local wait = -1
+local next = redis.call('zrange', KEYS[4], 0, 0, 'withscores')[2]
+if next then wait = math.max(tonumber(next) - now, 0) end
+return {0, avail, first, wait}

@@ -81,6 +81,9 @@ const (
 	SpinLock Kind = "spinlock" // relock.Client.SpinLock
 	Read     Kind = "read"     // the read side of relock.Client.RWLock
 	Write    Kind = "write"    // the write side of relock.Client.RWLock
+	// Lease is a lease of permits of relock.Client.Semaphore (semaphore.Weighted's
+	// AcquireLease): it is renewed, lost, abandoned and released as a lock's hold is.
+	Lease Kind = "lease"
 )
 
 // Acquisition is a Lock or TryLock call that got the lock.

@@ -215,7 +215,7 @@ func New(opts ...Option) (*Observer, error) {
 		kinds:   make(map[observe.Kind]*kindAttrs),
 		noAttrs: metric.WithAttributeSet(attribute.NewSet()),
 	}
-	for _, k := range []observe.Kind{observe.Lock, observe.FairLock, observe.Read, observe.Write} {
+	for _, k := range []observe.Kind{observe.Lock, observe.FairLock, observe.SpinLock, observe.Read, observe.Write, observe.Lease} {
 		o.kinds[k] = newKindAttrs(k)
 	}
 	var err error

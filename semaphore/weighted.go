@@ -26,8 +26,27 @@
 //
 // A client counts the permits it took, and Release gives back only those: releasing more
 // is refused with ErrNotHeld. To put in permits that nobody took (Redisson's release
-// without an acquire), use AddPermits. A process that dies with permits loses them, as
-// with Redisson's RSemaphore; set the count again with AddPermits.
+// without an acquire), use AddPermits. A process that dies with plain permits loses them,
+// as with Redisson's RSemaphore; set the count again with AddPermits, or take leases.
+//
+// # Leased permits
+//
+// AcquireLease takes permits that come back by themselves when their holder dies, and
+// stay taken as long as it lives. They are kept as Redisson's RPermitExpirableSemaphore
+// keeps its permits: each under an id of its own in the zset {<name>}:timeout, scored by
+// the Unix time in milliseconds when it runs out, so that a Java service's
+// RPermitExpirableSemaphore of the same name sees them, and its permits are theirs. The
+// client's watchdog renews a lease every third of its watchdog timeout, as it renews a
+// lock's hold, and the lease's context ends with ErrLeaseLost when a renewal finds one of
+// its permits gone (or when the client cannot renew it in time); ReleaseLease gives the
+// permits back. A lease of a process that dies, or whose context is dropped without
+// ReleaseLease (it is then abandoned, as a lock's hold is), runs out within one watchdog
+// timeout. Every call of the semaphore's that counts the permits first puts back those
+// whose lease ran out, as Redisson's calls do, and a waiter first in line tries again
+// when the next lease runs out, so no release is needed to bring them back.
+//
+// Plain and leased permits are one count: a semaphore may hand out both, and AddPermits,
+// AvailablePermits and Drain see them alike.
 package semaphore
 
 import (
@@ -85,11 +104,47 @@ func (s *Weighted) TrySetPermits(ctx context.Context, n int64) (bool, error) {
 // addPermits does. A count above zero is published, which wakes waiters. n must not be 0.
 func (s *Weighted) AddPermits(ctx context.Context, n int64) error { return s.s().AddPermits(ctx, n) }
 
-// AvailablePermits returns the permits available now: 0 when the semaphore has no count.
+// AvailablePermits returns the permits available now, after putting back leased permits
+// whose lease ran out: 0 when the semaphore has no count.
 func (s *Weighted) AvailablePermits(ctx context.Context) (int64, error) {
 	return s.s().AvailablePermits(ctx)
 }
 
-// Drain takes every available permit and returns how many it took, as Redisson's
-// drainPermits does. They are not the client's to release: add them back with AddPermits.
+// Drain takes every available permit (leased permits whose lease ran out included) and
+// returns how many it took, as Redisson's drainPermits does. They are not the client's to release: add them back with AddPermits.
 func (s *Weighted) Drain(ctx context.Context) (int64, error) { return s.s().Drain(ctx) }
+
+// AcquireLease takes n permits (n at least 1) as a lease, waiting as Acquire does (in the
+// same order as the semaphore's other waiters), and returns the lease's context, derived
+// from ctx. The watchdog renews the lease until ReleaseLease; the context ends when the
+// lease does: with cause ErrLeaseLost when it is lost, ErrClosed when the client closes
+// (which gives the permits back), or when ctx ends. Keep the context until ReleaseLease: a
+// lease whose context became unreachable is abandoned, and runs out within a watchdog
+// timeout. When ctx ends first, AcquireLease takes nothing and returns ctx and an error for
+// which errors.Is(err, ctx.Err()) holds.
+//
+// The context answers for the owner of ctx, so that a lock taken with it re-enters a lock
+// held through ctx.
+func (s *Weighted) AcquireLease(ctx context.Context, n int64) (context.Context, error) {
+	return s.s().AcquireLease(ctx, n)
+}
+
+// TryAcquireLease makes one attempt to take n permits (n at least 1) as a lease, without
+// waiting. It returns the lease's context and true when it took them, and ctx and false
+// when fewer are available or relock waiters are queued, as TryAcquire does.
+func (s *Weighted) TryAcquireLease(ctx context.Context, n int64) (context.Context, bool, error) {
+	return s.s().TryAcquireLease(ctx, n)
+}
+
+// ReleaseLease gives back the permits of the lease that held carries (the context
+// AcquireLease returned, or one derived from it) and publishes the new count, which wakes
+// waiters; the lease's context ends with context.Canceled and no cause. It returns
+// ErrNotHeld when held carries no lease of this semaphore, and when the lease was lost
+// (its permits that were still there are given back all the same). It works when held
+// has ended: its call is bounded by the client's timeout.
+func (s *Weighted) ReleaseLease(held context.Context) error { return s.s().ReleaseLease(held) }
+
+// PermitIDs returns the ids of the lease's permits that held carries, as Redisson's
+// RPermitExpirableSemaphore spells them (32 hex digits each), so that a Java service can
+// name them; nil when held carries no lease of this semaphore.
+func (s *Weighted) PermitIDs(held context.Context) []string { return s.s().PermitIDs(held) }

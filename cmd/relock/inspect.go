@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -50,10 +51,23 @@ type Report struct {
 	// PermitWaiters is a semaphore's queue of waiting relock clients, first in line
 	// first (each client's other waiters queue behind its first, in its memory).
 	PermitWaiters []QueueEntry `json:"permitWaiters,omitempty"`
+	// Leased are a semaphore's leased permits (Redisson's RPermitExpirableSemaphore's, and
+	// relock's AcquireLease), soonest to run out first.
+	Leased []LeasedPermit `json:"leasedPermits,omitempty"`
 	// ClientsUnknown says why the clients behind the owners and waiters could not be
 	// looked up (CLIENT LIST failed on every node); empty when they were.
 	ClientsUnknown string `json:"clientsUnknown,omitempty"`
 	cluster        bool   // read from a Redis Cluster: a client may have no named connection
+}
+
+// LeasedPermit is one leased permit of a semaphore.
+type LeasedPermit struct {
+	ID string `json:"id"` // 32 hex digits, as Redisson and relock's PermitIDs spell it
+	// ExpiresInMs is how long until the lease runs out (at or below 0: it has, and the
+	// next acquisition or count puts it back).
+	ExpiresInMs int64 `json:"expiresInMs"`
+	// NoExpiry is set for a permit leased without a lease time (Redisson's acquire()).
+	NoExpiry bool `json:"noExpiry,omitempty"`
 }
 
 // Owner is one holder of a lock.
@@ -264,6 +278,9 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 	return r, nil
 }
 
+// noExpiry is the score Redisson gives a permit leased without a lease time.
+const noExpiry = 922337203685477
+
 // counted completes the report of a key that holds a whole number, or of no key: a
 // semaphore when clients queue for its permits or wait on its channel, a latch when
 // clients wait on its channel, else "count" (either, with nobody waiting).
@@ -286,6 +303,23 @@ func counted(ctx context.Context, rc rueidis.Client, r *Report) error {
 			r.PermitWaiters = append(r.PermitWaiters, QueueEntry{Owner: client, ExpiresInMs: int64(score) - now})
 		}
 	}
+	leased, err := rc.Do(ctx, rc.B().Zrange().Key(sem.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		return err
+	}
+	if len(leased) > 0 {
+		now, err := redisNowMs(ctx, rc)
+		if err != nil {
+			return err
+		}
+		for _, z := range leased {
+			p := LeasedPermit{ID: hex.EncodeToString([]byte(z.Member)), ExpiresInMs: int64(z.Score) - now}
+			if z.Score >= noExpiry {
+				p.ExpiresInMs, p.NoExpiry = 0, true
+			}
+			r.Leased = append(r.Leased, p)
+		}
+	}
 	semSubs, err := subscribers(ctx, rc, sem.Channel)
 	if err != nil {
 		return err
@@ -297,7 +331,7 @@ func counted(ctx context.Context, rc rueidis.Client, r *Report) error {
 		}
 	}
 	switch {
-	case len(r.PermitWaiters) > 0 || semSubs > 0:
+	case len(r.PermitWaiters) > 0 || len(r.Leased) > 0 || semSubs > 0:
 		r.Kind, r.Subscribers = "semaphore", semSubs
 	case latchSubs > 0:
 		r.Kind, r.Subscribers = "latch", latchSubs
@@ -517,6 +551,16 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 			state = "dead (entry expired), ignored"
 		}
 		fmt.Fprintf(w, "  writer   %-44s %s; %s\n", shown(q.Owner), state, r.clientText(q.Client))
+	}
+	for _, p := range r.Leased {
+		state := "runs out in " + ms(p.ExpiresInMs)
+		switch {
+		case p.NoExpiry:
+			state = "leased without expiry"
+		case p.ExpiresInMs <= 0:
+			state = "ran out; the next acquisition or count puts it back"
+		}
+		fmt.Fprintf(w, "  leased permit %s  %s\n", p.ID, state)
 	}
 	for i, q := range r.PermitWaiters {
 		state := "live, entry expires in " + ms(q.ExpiresInMs)

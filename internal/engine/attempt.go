@@ -212,8 +212,9 @@ func (a *attempt) granted(count, third int64, sent time.Time) {
 	l := a.l
 	a.grant = leases.Grant{Name: l.n.Lock, Owner: a.owner, Count: count, Fenced: a.fenced,
 		Sent: sent, Lease: a.lease, Renew: a.renew, Who: a.who, Kind: l.kind.name, Carried: a.carried, Fresh: a.fresh, Lock: l}
+	a.grant.Renewal = l.kind.hash.renewal
 	if l.kind.hash.tagged {
-		a.grant.Prefix = l.n.Tag
+		a.grant.Extra = l.n.Tag
 	}
 	l.kind.grant(&a.grant, third)
 }

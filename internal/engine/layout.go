@@ -92,11 +92,13 @@ type hash struct {
 	// tagged: holds have read timeout keys under the name's hash tag, which the
 	// watchdog's renewal needs.
 	tagged bool
+	// renewal is the script that renews holds of the hash (leases.Grant.Renewal).
+	renewal *script.Script
 }
 
 var (
-	rlockHash  = hash{shape: "rlock"}
-	rwlockHash = hash{shape: "rwlock", tagged: true}
+	rlockHash  = hash{shape: "rlock", renewal: script.RLockRenew()}
+	rwlockHash = hash{shape: "rwlock", tagged: true, renewal: script.RWLockRenew()}
 )
 
 // token is the grant of a kind whose third reply value is the fencing token.

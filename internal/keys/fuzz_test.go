@@ -54,12 +54,15 @@ var fuzzOwners = []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "0c9b8a7d-6e
 // owners and request ids of fuzzOwners: the lock key; rlock's channel; Redisson's unlock
 // latches;
 // the fencing counter; the fair lock's queue, deadlines and waiters' channels; the
-// read-write lock's channel, waiting writers and read holds' timeout keys.
+// read-write lock's channel, waiting writers and read holds' timeout keys; the semaphore's
+// channel, queue, deadlines, waiting clients' channels and leased permits.
 func derived(name string) []string {
 	n := Of(name)
-	ks := []string{n.Lock, n.Channel, n.Token, n.Queue, n.Deadlines, n.RWChannel, n.Writers}
+	sem := SemaphoreOf(name)
+	ks := []string{n.Lock, n.Channel, n.Token, n.Queue, n.Deadlines, n.RWChannel, n.Writers,
+		sem.Channel, sem.Queue, sem.Deadlines, sem.Leases}
 	for _, o := range fuzzOwners {
-		ks = append(ks, latch(name)+o, n.Waiter(o),
+		ks = append(ks, latch(name)+o, n.Waiter(o), sem.Waiters+o,
 			n.ReadTimeout(o, 1), n.ReadTimeout(o, 12), n.ReadTimeout(WriteField(o), 1))
 	}
 	return ks
@@ -104,6 +107,8 @@ func FuzzNames(f *testing.F) {
 	f.Add("x", "{x}")
 	f.Add("x{y}", "x{y}:"+fuzzOwners[0])
 	f.Add("jobs", "redisson_lock_queue:{jobs}")
+	f.Add("jobs", "{jobs}:timeout")
+	f.Add("a{b}", "a{b}:timeout")
 	f.Fuzz(func(t *testing.T, a, b string) {
 		slot := Slot(a)
 		if want := crc16(hashed(a)) % 16384; slot != want {

@@ -34,7 +34,8 @@ const (
 	latchChannel  = "redisson_countdownlatch__channel__" // followed by "{<name>}", without ':'
 	readTimeout   = ":rwlock_timeout:"                   // within a read hold's timeout key, after the owner
 	readTimeoutOf = "rwlock_timeout"
-	writeSuffix   = ":write" // a read-write lock's writer field is its owner followed by this
+	leaseSuffix   = ":timeout" // a semaphore's leased permits: "{<name>}:timeout", as Redisson's suffixName makes it
+	writeSuffix   = ":write"   // a read-write lock's writer field is its owner followed by this
 )
 
 // reserved lists the prefixes a lock name must not start with (each followed by ':').
@@ -48,6 +49,7 @@ var reserved = [...]struct{ prefix, what string }{
 	{writers, "a read-write lock's waiting writers"},
 	{waking, "a lock's wake registry"},
 	{readers, "a read-write lock's registry of waiting readers"},
+	{semChannel, "a semaphore's channel"},
 	{semQueue, "a semaphore's queue of waiting clients"},
 	{semDeadlines, "a semaphore's waiting clients' deadlines"},
 }
@@ -63,8 +65,9 @@ var reserved = [...]struct{ prefix, what string }{
 //   - its keys would be another name's. "{M}" (M without braces) is only a hash tag, and
 //     Redisson names its keys exactly as those of "M". A name that starts with a reserved
 //     prefix and ':' is another lock's key or channel; one with ":rwlock_timeout:" is a
-//     read hold's timeout key; and a name with a hash tag that ends in ":<uuid>:<n>" is
-//     the channel of a fair lock's waiter once prefixed.
+//     read hold's timeout key; a name with a hash tag that ends in ":<uuid>:<n>" is
+//     the channel of a fair lock's waiter once prefixed; and one with a hash tag that ends
+//     in ":timeout" is a semaphore's zset of leased permits.
 func Check(name string) error {
 	if name == "" {
 		return invalid("empty name")
@@ -93,6 +96,13 @@ func Check(name string) error {
 	}
 	if i := strings.Index(name, readTimeout); i >= 0 {
 		return invalid(fmt.Sprintf("it holds %q (at %d), which names a read-write lock's read hold", readTimeout, i))
+	}
+	if open >= 0 && strings.HasSuffix(name, leaseSuffix) && len(name) > len(leaseSuffix) {
+		of := name[:len(name)-len(leaseSuffix)]
+		if len(of) > 2 && of[0] == '{' && of[len(of)-1] == '}' && !strings.ContainsAny(of[1:len(of)-1], "{}") {
+			of = of[1 : len(of)-1]
+		}
+		return invalid(fmt.Sprintf("it ends in %q after a hash tag: it names the leased permits of the semaphore %q", leaseSuffix, of))
 	}
 	if open >= 0 {
 		if i := ownerSuffix(name); i >= 0 {
@@ -219,12 +229,16 @@ type Semaphore struct {
 	// Waiters is the prefix of a waiting client's own channel, the queue's name and ':';
 	// the client's id follows. A client waits there until it is first in line.
 	Waiters string
+	// Leases is Redisson's RPermitExpirableSemaphore's zset of leased permits, {<name>}:timeout:
+	// each permit id (16 bytes) scored by the Unix time in milliseconds when it runs out.
+	Leases string
 }
 
 // SemaphoreOf returns the names of the semaphore name. It does not check name: see Check.
 func SemaphoreOf(name string) Semaphore {
 	q := prefixed(semQueue, name)
-	return Semaphore{Permits: name, Channel: prefixed(semChannel, name), Queue: q, Deadlines: prefixed(semDeadlines, name), Waiters: q + ":"}
+	return Semaphore{Permits: name, Channel: prefixed(semChannel, name), Queue: q, Deadlines: prefixed(semDeadlines, name), Waiters: q + ":",
+		Leases: tagged(name) + leaseSuffix}
 }
 
 // Latch is the layout of a count-down latch named name: Redisson's RCountDownLatch, a

@@ -39,7 +39,7 @@ func acquire(rc rueidis.Client, name, owner string, lease time.Duration, fencing
 		log.Fatalf("acquire %s for %s: %v %v", name, owner, reply, err)
 	}
 	return leases.Grant{Name: name, Owner: owner, Count: reply[1], Token: reply[2], Fenced: fencing,
-		Sent: sent, Lease: lease}
+		Sent: sent, Lease: lease, Renewal: script.RLockRenew()}
 }
 
 // A lock package's use of the watchdog, done by hand: the acquire script grants the lock,

@@ -72,9 +72,10 @@ type holdKey struct{ name, owner string }
 // the Watchdog's mutex.
 type Hold struct {
 	key      holdKey
-	renew    bool   // renewed by the watchdog; false for a fixed lease
-	prefix   string // a read-write lock's key prefix "{name}"; "" for other locks
-	count    int64  // the hold count as this client last learned it from Redis
+	renew    bool           // renewed by the watchdog; false for a fixed lease
+	renewal  *script.Script // the script that renews holds of its kind (see Grant)
+	extra    string         // the second key of the hold in a renewal call; "": none
+	count    int64          // the hold count as this client last learned it from Redis
 	token    int64
 	fenced   bool
 	deadline time.Time
@@ -169,9 +170,15 @@ type Grant struct {
 	Sent        time.Time     // when the acquiring request was sent
 	Lease       time.Duration // the lease it asked for
 	Renew       bool          // renew until released, rather than a fixed lease
-	// Prefix is set for a read-write lock: its key prefix "{<name>}", under which the read
-	// holds' timeout keys are renewed with the hash.
-	Prefix string
+	// Renewal is the script that renews holds of the kind, many in one call: it takes
+	// the lease in milliseconds, then for each hold its name as a key (and Extra after it,
+	// when the kind has one) and Owner as an argument, and answers 1 for a hold renewed, 0
+	// for one lost, and 2 for a read hold renewed beside its owner's write hold (see
+	// lua/rlock_renew.lua). Extra is the second key of a hold in the call: a read-write
+	// lock's key prefix "{<name>}", under which the read holds' timeout keys are renewed
+	// with the hash, or a semaphore's zset of leased permits; "" for kinds with one key.
+	Renewal *script.Script
+	Extra   string
 	// KeepsWrite is set for a read hold taken beside its owner's write hold of the lock:
 	// the write field lives as long as the hash, whose expiry this hold raised.
 	KeepsWrite bool
@@ -184,6 +191,10 @@ type Grant struct {
 	// context carries (and so is the owner's anchor: see owner.Own).
 	Carried *owner.Binding
 	Fresh   owner.Binding
+	// Anchor makes the hold's context the anchor of Who even when it carries the list of
+	// Carried (see owner.Watch): a hold whose Who is its own, which nothing but its
+	// context names (a semaphore's lease).
+	Anchor bool
 	// Lock is the lock the hold is of, which releases it when the client closes.
 	Lock Releaser
 }
@@ -254,11 +265,14 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 		cancel(lockerr.ErrClosed)
 		return ctx, false
 	}
-	h := &Hold{key: k, renew: g.Renew, prefix: g.Prefix, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1,
+	h := &Hold{key: k, renew: g.Renew, renewal: g.Renewal, extra: g.Extra, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1,
 		who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock}
 	*dst = Context{parent: parent, w: w, h: h, e: &h.e}
 	if g.Carried != nil {
 		dst.bind = g.Carried
+		if g.Anchor {
+			owner.Watch(w.owners, dst, g.Who)
+		}
 	} else {
 		dst.own = g.Fresh
 		dst.bind = &dst.own
@@ -305,7 +319,7 @@ func (w *Watchdog) keepWrite(h *Hold) {
 
 // writeHold returns, for a read hold, its owner's write hold of the same lock, if known.
 func (w *Watchdog) writeHold(h *Hold) *Hold {
-	if h.prefix == "" || strings.HasSuffix(h.key.owner, writeSuffix) {
+	if h.renewal != script.RWLockRenew() || strings.HasSuffix(h.key.owner, writeSuffix) {
 		return nil
 	}
 	return w.holds[holdKey{h.key.name, h.key.owner + writeSuffix}]
@@ -944,9 +958,9 @@ func (w *Watchdog) renew(sent time.Time, checkAll bool) (first error) {
 	// Holds with a fixed lease go in calls of their own, checked without being extended,
 	// and only in a round asked for by Check: otherwise their deadline is enough.
 	type group struct {
-		rw    bool
-		check bool
-		slot  uint16
+		renewal *script.Script
+		check   bool
+		slot    uint16
 	}
 	groups := make(map[group][]*Hold)
 	for _, h := range w.holds {
@@ -954,7 +968,7 @@ func (w *Watchdog) renew(sent time.Time, checkAll bool) (first error) {
 			continue
 		}
 		h.sending = true
-		g := group{rw: h.prefix != "", check: !h.renew}
+		g := group{renewal: h.renewal, check: !h.renew}
 		if w.cluster {
 			g.slot = keys.Slot(h.key.name)
 		}
@@ -1074,15 +1088,12 @@ func (w *Watchdog) Extend(ctx context.Context, name, owner string, d time.Durati
 // renewal is the renewal script call for holds, all of one kind (and in a cluster of one
 // slot), with lease ms as its lease ("0": check only).
 func renewal(holds []*Hold, lease string) script.Call {
-	call := script.Call{Script: script.RLockRenew(), Keys: make([]string, 0, 2*len(holds)), Args: make([]string, 1, len(holds)+1)}
-	if holds[0].prefix != "" {
-		call.Script = script.RWLockRenew()
-	}
+	call := script.Call{Script: holds[0].renewal, Keys: make([]string, 0, 2*len(holds)), Args: make([]string, 1, len(holds)+1)}
 	call.Args[0] = lease
 	for _, h := range holds {
 		call.Keys = append(call.Keys, h.key.name)
-		if h.prefix != "" {
-			call.Keys = append(call.Keys, h.prefix)
+		if h.extra != "" {
+			call.Keys = append(call.Keys, h.extra)
 		}
 		call.Args = append(call.Args, h.key.owner)
 	}

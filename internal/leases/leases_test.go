@@ -29,7 +29,7 @@ func hold(t *testing.T, w *Watchdog, rc rueidis.Client, name, owner string) cont
 	if err != nil || v[0] != 1 {
 		t.Fatalf("acquire %s: %v %v", name, v, err)
 	}
-	held, _ := w.Acquired(new(Context), context.Background(), Grant{Name: name, Owner: owner, Count: v[1], Sent: sent, Lease: w.lease, Renew: true})
+	held, _ := w.Acquired(new(Context), context.Background(), Grant{Name: name, Owner: owner, Count: v[1], Sent: sent, Lease: w.lease, Renew: true, Renewal: script.RLockRenew()})
 	return held
 }
 

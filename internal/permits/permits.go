@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -115,8 +116,20 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	if err := s.check(ctx, n, 1); err != nil {
 		return s.fail("acquire", err)
 	}
+	if _, err := s.take(ctx, n, ""); err != nil {
+		return s.fail("acquire", err)
+	}
+	return nil
+}
+
+// take takes n permits, in the order of the client's waiters and of the clients, waiting
+// for them until ctx ends, and returns when the attempt that took them was sent. ids: the
+// permits are leased under these ids (hex, one per permit); "": plain permits, which the
+// client counts as held.
+func (s *Semaphore) take(ctx context.Context, n int64, ids string) (time.Time, error) {
 	g := s.gates.get(s.n.Permits)
 	defer s.gates.put(s.n.Permits, g)
+	plain := ids == ""
 
 	// With none of this client's waiters queued, try at once, beside any other attempt of
 	// the client's in flight: goroutines of one process that find permits free take them
@@ -128,16 +141,19 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 	s.gates.mu.Unlock()
 	if idle {
 		m := s.c.Hub.Mark()
-		ok, first, err := s.attempt(ctx, s.acquire(n, true))
+		a, err := s.attempt(ctx, s.acquire(n, true, ids))
 		if err != nil {
 			s.leave(ctx)
-			return s.fail("acquire", err)
+			return time.Time{}, err
 		}
-		if ok {
-			s.gates.hold(g, n)
-			return nil
+		if a.ok {
+			if plain {
+				s.gates.hold(g, n)
+			}
+			return a.sent, nil
 		}
-		tried = &attempted{mark: m, first: first}
+		a.mark = m
+		tried = &a
 	}
 
 	me := &turn{up: make(chan struct{})}
@@ -154,18 +170,15 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 				// It came first as ctx ended: it must pass its turn on.
 				s.next(g, me)
 			}
-			return s.fail("acquire", ctx.Err())
+			return time.Time{}, ctx.Err()
 		}
 	}
-	err := s.wait(ctx, n, tried)
-	if err == nil {
+	sent, err := s.wait(ctx, n, ids, tried)
+	if err == nil && plain {
 		s.gates.hold(g, n)
 	}
 	s.next(g, me)
-	if err != nil {
-		return s.fail("acquire", err)
-	}
-	return nil
+	return sent, err
 }
 
 // leaveQueue takes a waiter that was not first out of g's queue; false if it came first
@@ -198,32 +211,38 @@ func (s *Semaphore) next(g *gate, me *turn) {
 	}
 }
 
-// attempted is what an attempt that failed found: the hub's mark before it, and whether
-// the client is first in line.
+// attempted is what an attempt found: whether it took the permits and when it was sent;
+// when it did not, the hub's mark before it, whether the client is first in line, and how
+// long until the next leased permit runs out (below zero: none is leased).
 type attempted struct {
+	ok    bool
+	sent  time.Time
 	mark  hub.Mark
 	first bool
+	next  time.Duration
 }
 
 // wait is the first waiter's part: it tries, and while the permits cannot be taken it
 // keeps the client's entry in Redis's queue and waits, coming back every refresh period to
 // refresh the entry. First in line, it waits for a release's count on the semaphore's
-// channel (relock's and Redisson's releases publish it); behind others, on the client's
-// own channel, where it is told when it comes first (lua/semaphore_acquire.lua), so that a
-// release wakes one relock client, not every one that waits. A waiter that gives up leaves
-// the queue. tried is an attempt that just failed, which then need not be made again; nil:
-// wait makes its own first.
-func (s *Semaphore) wait(ctx context.Context, n int64, tried *attempted) error {
+// channel (relock's and Redisson's releases publish it), or until the next leased permit
+// runs out, which its next attempt puts back; behind others, on the client's own channel,
+// where it is told when it comes first (lua/semaphore_acquire.lua), so that a release wakes
+// one relock client, not every one that waits. A waiter that gives up leaves the queue.
+// tried is an attempt that just failed, which then need not be made again; nil: wait makes
+// its own first. It returns when the attempt that took the permits was sent.
+func (s *Semaphore) wait(ctx context.Context, n int64, ids string, tried *attempted) (time.Time, error) {
 	c := s.c
 	refresh := c.Lease / 3
-	call := s.acquire(n, true)
+	call := s.acquire(n, true, ids)
 	if tried == nil {
 		m := c.Hub.Mark()
-		ok, first, err := s.attempt(ctx, call)
-		if err != nil || ok {
-			return err
+		a, err := s.attempt(ctx, call)
+		if err != nil || a.ok {
+			return a.sent, err
 		}
-		tried = &attempted{mark: m, first: first}
+		a.mark = m
+		tried = &a
 	}
 	var sub *hub.Sub
 	listening := false // sub is the semaphore's channel rather than the client's own
@@ -232,9 +251,9 @@ func (s *Semaphore) wait(ctx context.Context, n int64, tried *attempted) error {
 			sub.Release()
 		}
 	}()
-	fail := func(err error) error {
+	fail := func(err error) (time.Time, error) {
 		s.leave(ctx)
-		return err
+		return time.Time{}, err
 	}
 	for {
 		// again: a channel just subscribed to may have missed a message since the last
@@ -262,31 +281,43 @@ func (s *Semaphore) wait(ctx context.Context, n int64, tried *attempted) error {
 			}
 		}
 		if !again {
-			if err := sub.WaitOwn(ctx, refresh); err != nil {
+			// First in line, the next leased permit to run out is this client's to put
+			// back: no release will say when.
+			bound := refresh
+			if tried.first && tried.next >= 0 {
+				bound = min(bound, tried.next+time.Millisecond)
+			}
+			if err := sub.WaitOwn(ctx, bound); err != nil {
 				return fail(err)
 			}
 		}
 		m := c.Hub.Mark()
-		ok, first, err := s.attempt(ctx, call)
+		a, err := s.attempt(ctx, call)
 		if err != nil {
 			return fail(err)
 		}
-		if ok {
-			return nil
+		if a.ok {
+			return a.sent, nil
 		}
-		tried = &attempted{mark: m, first: first}
+		a.mark = m
+		tried = &a
 	}
 }
 
-// acquire is the acquire call for n permits; queue: join or stay in the queue on failure.
-func (s *Semaphore) acquire(n int64, queue bool) func(context.Context) rueidis.RedisResult {
+// acquire is the acquire call for n permits; queue: join or stay in the queue on failure;
+// ids: lease the permits under these ids ("": plain permits).
+func (s *Semaphore) acquire(n int64, queue bool, ids string) func(context.Context) rueidis.RedisResult {
 	c := s.c
-	keys := []string{s.n.Permits, s.n.Queue, s.n.Deadlines}
+	keys := []string{s.n.Permits, s.n.Queue, s.n.Deadlines, s.n.Leases, s.n.Channel}
 	join := "0"
 	if queue {
 		join = "1"
 	}
-	args := []string{strconv.FormatInt(n, 10), c.ID, join, strconv.FormatInt(c.Lease.Milliseconds(), 10), c.Publish, s.n.Waiters}
+	lease := "0"
+	if ids != "" {
+		lease = c.LeaseMs()
+	}
+	args := []string{strconv.FormatInt(n, 10), c.ID, join, c.LeaseMs(), c.Publish, s.n.Waiters, lease, ids}
 	return func(ctx context.Context) rueidis.RedisResult {
 		return script.SemaphoreAcquire().Exec(ctx, c.Redis, keys, args)
 	}
@@ -294,31 +325,30 @@ func (s *Semaphore) acquire(n int64, queue bool) func(context.Context) rueidis.R
 
 // attempt makes one attempt. It is finished whatever happens to ctx (bounded by the
 // client's timeout), so that permits it took are never left unknown to the caller: an
-// attempt that took them reports it, even if ctx ended meanwhile. When it did not take
-// them, first reports whether the client is first in line.
-func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) rueidis.RedisResult) (ok, first bool, err error) {
+// attempt that took them reports it, even if ctx ended meanwhile.
+func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) rueidis.RedisResult) (attempted, error) {
 	// A closed client takes nothing: nobody could give it back. (A waiter queued in
 	// memory comes first when the one ahead of it returns ErrClosed.)
 	if s.c.Closed() {
-		return false, false, lockerr.ErrClosed
+		return attempted{}, lockerr.ErrClosed
 	}
 	dctx := s.c.Detached(ctx)
-	reply, err := call(dctx).ToArray()
-	if err != nil {
-		return false, false, err
+	a := attempted{sent: time.Now(), next: -1}
+	reply, err := call(dctx).AsIntSlice()
+	switch {
+	case err != nil:
+		return a, err
+	case len(reply) < 2 || reply[0] == 0 && len(reply) < 4:
+		return a, fmt.Errorf("relock: unexpected reply %v from the semaphore script", reply)
+	case reply[0] == 1:
+		a.ok = true
+	default:
+		a.first = reply[2] == 1
+		if reply[3] >= 0 {
+			a.next = time.Duration(reply[3]) * time.Millisecond
+		}
 	}
-	if len(reply) < 2 {
-		return false, false, fmt.Errorf("relock: unexpected reply of %d values from the semaphore script", len(reply))
-	}
-	took, err := reply[0].AsInt64()
-	if err != nil || took == 1 {
-		return took == 1, false, err
-	}
-	if len(reply) == 3 {
-		head, err := reply[2].AsInt64()
-		return false, head == 1, err
-	}
-	return false, false, nil
+	return a, nil
 }
 
 // leave takes the client out of Redis's queue: best effort, an entry left behind runs out
@@ -342,14 +372,14 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
 	if waiting {
 		return false, nil
 	}
-	ok, _, err := s.attempt(ctx, s.acquire(n, false))
+	a, err := s.attempt(ctx, s.acquire(n, false, ""))
 	if err != nil {
 		return false, s.fail("tryacquire", err)
 	}
-	if ok {
+	if a.ok {
 		s.gates.hold(g, n)
 	}
-	return ok, nil
+	return a.ok, nil
 }
 
 // Release gives back n of the permits this client took.
@@ -424,7 +454,7 @@ func (s *Semaphore) AvailablePermits(ctx context.Context) (int64, error) {
 	if err := s.check(ctx, 0, 0); err != nil {
 		return 0, s.fail("availablepermits", err)
 	}
-	v, err := Count(ctx, s.c.Redis, s.n.Permits)
+	v, err := script.SemaphoreAvailable().Exec(ctx, s.c.Redis, []string{s.n.Permits, s.n.Leases, s.n.Channel}, []string{s.c.Publish}).AsInt64()
 	return v, s.fail("availablepermits", err)
 }
 
@@ -434,7 +464,7 @@ func (s *Semaphore) Drain(ctx context.Context) (int64, error) {
 	if err := s.check(ctx, 0, 0); err != nil {
 		return 0, s.fail("drain", err)
 	}
-	v, err := script.SemaphoreDrain().Exec(ctx, s.c.Redis, []string{s.n.Permits}, nil).AsInt64()
+	v, err := script.SemaphoreDrain().Exec(ctx, s.c.Redis, []string{s.n.Permits, s.n.Leases}, nil).AsInt64()
 	return v, s.fail("drain", err)
 }
 

@@ -34,7 +34,8 @@ func (s *Script) Exec(ctx context.Context, rc rueidis.Client, keys, args []strin
 
 // with prepends preludes to a script's source: shape.lua (the lock-shape guard), expect.lua
 // (the compare of a release's expected hold count), wake.lua (the wake registry), count.lua
-// (the guard of a counting kind's key), as the script uses them. Redis scripts cannot include one another.
+// (the guard of a counting kind's key), permit.lua (leased permits' ids, clock and
+// reclaim), as the script uses them. Redis scripts cannot include one another.
 func with(src string, preludes ...string) string {
 	return strings.Join(preludes, "") + src
 }
@@ -59,6 +60,7 @@ var (
 	expect = source("expect.lua")
 	wake   = source("wake.lua")
 	count  = source("count.lua")
+	permit = source("permit.lua")
 )
 
 // Scripts are immutable once made, so one set serves every client in the process.
@@ -75,10 +77,13 @@ var (
 	rwlockUnlockScript       = newScript(with(source("rwlock_unlock.lua"), expect, wake))
 	rwlockRenewScript        = newScript(source("rwlock_renew.lua"))
 	passScript               = newScript(with(source("pass.lua"), wake))
-	semaphoreAcquireScript   = newScript(with(source("semaphore_acquire.lua"), count))
+	semaphoreAcquireScript   = newScript(with(source("semaphore_acquire.lua"), count, permit))
 	semaphoreLeaveScript     = newScript(source("semaphore_leave.lua"))
 	semaphoreReleaseScript   = newScript(with(source("semaphore_release.lua"), count))
-	semaphoreDrainScript     = newScript(with(source("semaphore_drain.lua"), count))
+	semaphoreReturnScript    = newScript(with(source("semaphore_return.lua"), count, permit))
+	semaphoreRenewScript     = newScript(with(source("semaphore_renew.lua"), permit))
+	semaphoreAvailableScript = newScript(with(source("semaphore_available.lua"), count, permit))
+	semaphoreDrainScript     = newScript(with(source("semaphore_drain.lua"), count, permit))
 	latchSetScript           = newScript(with(source("latch_set.lua"), count))
 	latchCountDownScript     = newScript(with(source("latch_count_down.lua"), count))
 )
@@ -130,6 +135,16 @@ func SemaphoreLeave() *Script { return semaphoreLeaveScript }
 
 // SemaphoreRelease adds permits and publishes the count (semaphore_release.lua).
 func SemaphoreRelease() *Script { return semaphoreReleaseScript }
+
+// SemaphoreReturn gives back leased permits by their ids (semaphore_return.lua).
+func SemaphoreReturn() *Script { return semaphoreReturnScript }
+
+// SemaphoreRenew renews many leases of permits in one call (semaphore_renew.lua).
+func SemaphoreRenew() *Script { return semaphoreRenewScript }
+
+// SemaphoreAvailable reads the available permits, putting back leased ones that ran out
+// (semaphore_available.lua).
+func SemaphoreAvailable() *Script { return semaphoreAvailableScript }
 
 // SemaphoreDrain takes every available permit (semaphore_drain.lua).
 func SemaphoreDrain() *Script { return semaphoreDrainScript }

@@ -30,10 +30,9 @@ import (
 // (CheckSemaphore) then proves from the histories that the sections never held more than
 // semPermits permits at once.
 //
-// A killed worker's permits are lost for good: the plain semaphore has no lease, so
-// nothing gives them back but the parent. "No permit lost beyond one lease after a crash"
-// needs leased permits, which relock does not have yet: the summary says so, it does not
-// pretend.
+// A killed worker's plain permits are lost for good: the plain semaphore has no lease, so
+// nothing gives them back but the parent. Leased permits come back by themselves within
+// one lease after a crash, which TestLeasedPermitsAfterKill (lease_test.go) checks.
 const (
 	semPermits    = 3 // N: the semaphore's permits
 	semMaxK       = 2 // a section takes 1 to semMaxK permits
@@ -525,7 +524,7 @@ func (s semSummary) semNote() string {
 		"(plain RSemaphore: a killed worker's permits are lost for good and only AddPermits brings them back; "+
 		"%d sections of killed workers had an acquire in flight, left to the repairs). "+
 		"Permits repaired otherwise (lost replies, restart margins): %d. "+
-		"\"No permit lost beyond one lease after a crash\" is not checked: leased permits are not built yet",
+		"Leased permits come back by themselves after a crash: see the leased permits line",
 		s.lostKills, s.restored, s.uncertain, s.repaired)
 }
 

@@ -31,6 +31,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(envWorker) != "" {
 		os.Exit(workerMain())
 	}
+	if os.Getenv(envLeaseAddr) != "" {
+		os.Exit(leaseWorkerMain())
+	}
 	goleak.VerifyTestMain(m)
 }
 

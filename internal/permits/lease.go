@@ -1,0 +1,207 @@
+package permits
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/relock-go/relock/internal/leases"
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/script"
+	"github.com/relock-go/relock/observe"
+)
+
+// A lease is permits taken under ids of their own, in Redisson's RPermitExpirableSemaphore
+// layout: each id in the semaphore's zset of leased permits, scored by when it runs out.
+// The client's watchdog renews a lease as it renews a lock's hold (lua/semaphore_renew.lua),
+// and the lease's context ends with ErrLeaseLost when a renewal finds one of its permits
+// gone. A lease is a hold of the watchdog's: its name is the semaphore's, and what stands
+// for the owner is the ids, one string of 32 hex digits per permit.
+
+// idLen is the length of a permit id in hex: 16 bytes, as Redisson makes them.
+const idLen = 32
+
+// leaseKey is the key under which a lease's context carries its ids: one per semaphore
+// of one client.
+type leaseKey struct {
+	gates *Gates
+	name  string
+}
+
+// newIDs returns n new permit ids, one string of hex.
+func newIDs(n int64) string {
+	b := make([]byte, 16*n)
+	_, _ = rand.Read(b) // never fails (crypto/rand)
+	return hex.EncodeToString(b)
+}
+
+// AcquireLease takes n permits as a lease, waiting as Acquire does, and returns the
+// lease's context. The package semaphore documents the contract.
+func (s *Semaphore) AcquireLease(ctx context.Context, n int64) (context.Context, error) {
+	if err := s.check(ctx, n, 1); err != nil {
+		return ctx, s.fail("acquirelease", err)
+	}
+	ids := newIDs(n)
+	sent, err := s.take(ctx, n, ids)
+	if err != nil {
+		return ctx, s.fail("acquirelease", err)
+	}
+	held, err := s.keep(ctx, ids, sent)
+	return held, s.fail("acquirelease", err)
+}
+
+// TryAcquireLease makes one attempt to take n permits as a lease.
+func (s *Semaphore) TryAcquireLease(ctx context.Context, n int64) (context.Context, bool, error) {
+	if err := s.check(ctx, n, 1); err != nil {
+		return ctx, false, s.fail("tryacquirelease", err)
+	}
+	g := s.gates.get(s.n.Permits)
+	defer s.gates.put(s.n.Permits, g)
+	s.gates.mu.Lock()
+	waiting := len(g.queue) > 0
+	s.gates.mu.Unlock()
+	if waiting {
+		return ctx, false, nil
+	}
+	ids := newIDs(n)
+	a, err := s.attempt(ctx, s.acquire(n, false, ids))
+	if err != nil || !a.ok {
+		return ctx, false, s.fail("tryacquirelease", err)
+	}
+	held, err := s.keep(ctx, ids, a.sent)
+	if err != nil {
+		return ctx, false, s.fail("tryacquirelease", err)
+	}
+	return held, true, nil
+}
+
+// keep hands the lease just taken to the watchdog and returns its context; unless ctx ended
+// while the attempt was in flight, or the client is closing: then the permits are given
+// back, and keep returns ctx's error or ErrClosed.
+//
+// The lease's context is the anchor of an owner of its own, so that a lease whose context
+// is dropped without ReleaseLease is abandoned and runs out within a lease. It answers for
+// the owner of ctx when ctx carries one, so that a lock taken with it is the same owner's
+// as one taken with ctx; otherwise the lease's owner is the owner its context carries.
+func (s *Semaphore) keep(ctx context.Context, ids string, sent time.Time) (context.Context, error) {
+	c := s.c
+	err := ctx.Err()
+	if err == nil {
+		who, carried, fresh := c.Owners.Own(ctx)
+		if carried != nil {
+			who, _, _ = c.Owners.Own(context.Background())
+		}
+		lc := new(leased)
+		g := leases.Grant{Name: s.n.Permits, Owner: ids, Count: 1, Sent: sent, Lease: c.Lease, Renew: true,
+			Renewal: script.SemaphoreRenew(), Extra: s.n.Leases, Who: who, Kind: string(observe.Lease),
+			Carried: carried, Fresh: fresh, Anchor: true, Lock: s}
+		held, ok := c.Watchdog.Acquired(&lc.hold, ctx, g)
+		if ok {
+			lc.Context = held
+			lc.key = leaseKey{s.gates, s.n.Permits}
+			lc.ids = ids
+			return lc, nil
+		}
+		err = lockerr.ErrClosed
+	}
+	_, _, _ = s.giveBack(c.Detached(ctx), ids)
+	return ctx, err
+}
+
+// leased is a lease's context: the watchdog's hold context, which answers for the lease's
+// ids too. It is one allocation with the hold's context.
+type leased struct {
+	context.Context // &hold, once the watchdog has made it
+	hold            leases.Context
+	key             leaseKey
+	ids             string
+}
+
+func (l *leased) Value(key any) any {
+	if k, ok := key.(leaseKey); ok && k == l.key {
+		return l.ids
+	}
+	return l.Context.Value(key)
+}
+
+// AfterFunc lets contexts derived from the lease's end with it as they do with a lock's
+// hold context, without a goroutine each (see leases.Context.AfterFunc).
+func (l *leased) AfterFunc(f func()) (stop func() bool) { return l.hold.AfterFunc(f) }
+
+func (l *leased) String() string { return l.Context.(fmt.Stringer).String() }
+
+// errNoLease is the ErrNotHeld of a ReleaseLease whose context carries no lease.
+var errNoLease = fmt.Errorf("%w (this context carries no lease of the semaphore: pass the one AcquireLease returned)", lockerr.ErrNotHeld)
+
+// ReleaseLease gives back the permits of the lease held carries.
+func (s *Semaphore) ReleaseLease(held context.Context) error {
+	if s.err != nil {
+		return s.fail("releaselease", s.err)
+	}
+	ids, ok := held.Value(leaseKey{s.gates, s.n.Permits}).(string)
+	if !ok {
+		return s.fail("releaselease", errNoLease)
+	}
+	return s.fail("releaselease", s.end(s.c.Detached(held), ids, nil))
+}
+
+// ReleaseAll gives back the lease whose ids are owner: the client does it for each lease it
+// holds as it closes (leases.Releaser). The lease's context ends with ErrClosed.
+func (s *Semaphore) ReleaseAll(ctx context.Context, owner string) error {
+	return s.fail("close", s.end(ctx, owner, lockerr.ErrClosed))
+}
+
+// end gives back the lease ids and tells the watchdog: released with cause when Redis
+// had every permit of it, lost otherwise, for which it returns ErrNotHeld.
+func (s *Semaphore) end(ctx context.Context, ids string, cause error) error {
+	w := s.c.Watchdog
+	back, live, err := s.giveBack(ctx, ids)
+	switch n := int64(len(ids) / idLen); {
+	case err != nil:
+		// Unknown: the permits may still be leased. They are not renewed any more, so they
+		// run out within a lease.
+		w.Lost(s.n.Permits, ids)
+		return err
+	case live == n:
+		if cause == nil {
+			w.Released(s.n.Permits, ids)
+		} else {
+			w.ReleasedAtClose(s.n.Permits, ids)
+		}
+		return nil
+	default:
+		w.Lost(s.n.Permits, ids)
+		return fmt.Errorf("%w: the lease was lost: %d of its %d permits had run out or been taken away (%d given back)", lockerr.ErrNotHeld, n-live, n, back)
+	}
+}
+
+// giveBack runs the return script for ids: how many permits it gave back, and how many of
+// them were still leased.
+func (s *Semaphore) giveBack(ctx context.Context, ids string) (back, live int64, err error) {
+	reply, err := script.SemaphoreReturn().Exec(ctx, s.c.Redis, []string{s.n.Permits, s.n.Leases, s.n.Channel},
+		[]string{ids, s.c.Publish}).AsIntSlice()
+	if err == nil && len(reply) != 2 {
+		err = fmt.Errorf("relock: unexpected reply %v from the return script", reply)
+	}
+	if err != nil {
+		return 0, 0, err
+	}
+	return reply[0], reply[1], nil
+}
+
+// PermitIDs returns the ids of the permits of the lease held carries, as Redisson's
+// RPermitExpirableSemaphore spells them (32 hex digits each); nil when it carries none.
+func (s *Semaphore) PermitIDs(held context.Context) []string {
+	ids, ok := held.Value(leaseKey{s.gates, s.n.Permits}).(string)
+	if !ok {
+		return nil
+	}
+	out := make([]string, 0, len(ids)/idLen)
+	for len(ids) >= idLen {
+		out = append(out, ids[:idLen])
+		ids = ids[idLen:]
+	}
+	return out
+}

@@ -1,0 +1,587 @@
+package semaphore_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/internal/script"
+	"github.com/relock-go/relock/semaphore"
+)
+
+// leaseNames are semaphore names on each master of the test cluster (slots 365, 8619,
+// 12558), so that a cluster run covers every shard.
+var leaseNames = []string{"lease:b", "lease:d", "lease:a"}
+
+// leasesKey is Redisson's RPermitExpirableSemaphore zset of leased permits for name, as
+// its suffixName makes it: {name}:timeout, or name:timeout for a name with a hash tag.
+func leasesKey(name string) string {
+	if strings.Contains(name, "{") {
+		return name + ":timeout"
+	}
+	return "{" + name + "}:timeout"
+}
+
+// redisNow returns Redis's clock in Unix milliseconds.
+func redisNow(t testing.TB, rc rueidis.Client) int64 {
+	t.Helper()
+	now, err := redistest.Do(t, rc, "TIME").AsStrSlice()
+	if err != nil || len(now) != 2 {
+		t.Fatalf("TIME: %v %v", now, err)
+	}
+	sec, _ := strconv.ParseInt(now[0], 10, 64)
+	usec, _ := strconv.ParseInt(now[1], 10, 64)
+	return sec*1000 + usec/1000
+}
+
+// leased returns the zset of leased permits of name: id in hex -> when it runs out (ms).
+func leased(t testing.TB, rc rueidis.Client, name string) map[string]int64 {
+	t.Helper()
+	zs, err := rc.Do(context.Background(), rc.B().Zrange().Key(leasesKey(name)).Min("0").Max("-1").Withscores().Build()).AsZScores()
+	if err != nil {
+		t.Fatalf("ZRANGE %s: %v", leasesKey(name), err)
+	}
+	out := make(map[string]int64, len(zs))
+	for _, z := range zs {
+		out[hex.EncodeToString([]byte(z.Member))] = int64(z.Score)
+	}
+	return out
+}
+
+// acquireLease fails t unless AcquireLease(n) succeeds within 15s.
+func acquireLease(t testing.TB, s *semaphore.Weighted, n int64) context.Context {
+	t.Helper()
+	held, err := s.AcquireLease(bounded(t, 15*time.Second), n)
+	if err != nil {
+		t.Fatalf("AcquireLease(%d): %v", n, err)
+	}
+	return held
+}
+
+// available fails t unless AvailablePermits works, and returns it.
+func available(t testing.TB, s *semaphore.Weighted) int64 {
+	t.Helper()
+	n, err := s.AvailablePermits(context.Background())
+	if err != nil {
+		t.Fatalf("AvailablePermits: %v", err)
+	}
+	return n
+}
+
+// A lease is Redisson's RPermitExpirableSemaphore data: the count drops by n, and n ids of
+// 16 bytes sit in {name}:timeout scored by when they run out, Redis time plus the watchdog
+// timeout (1s here). PermitIDs spells them in hex. The watchdog renews them: after 3 leases
+// the context is live and every score still lies ahead. ReleaseLease puts the count back,
+// removes the ids (the zset goes with the last), ends the context with no cause, and a
+// second ReleaseLease, or one with a context that carries no lease, is ErrNotHeld naming
+// the semaphore. On the cluster, on a name of each master.
+//
+// Guards against (mutant L1) a renewal that does not move the scores (the lease runs out
+// after 1s and the context ends), (L2) a release that does not remove the ids.
+func TestLeaseLayoutAndRenewal(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
+		helds := make([]context.Context, len(leaseNames))
+		for i, name := range leaseNames {
+			s := c.Semaphore(name)
+			mustSet(t, s, 3)
+			helds[i] = acquireLease(t, s, 2)
+			ids := s.PermitIDs(helds[i])
+			if len(ids) != 2 || len(ids[0]) != 32 || ids[0] == ids[1] {
+				t.Fatalf("PermitIDs = %q; want two distinct ids of 32 hex digits", ids)
+			}
+			wantValue(t, side, name, "1")
+			zs, now := leased(t, side, name), redisNow(t, side)
+			for _, id := range ids {
+				until, ok := zs[id]
+				if !ok {
+					t.Fatalf("permit %s not in %s: %v", id, leasesKey(name), zs)
+				}
+				if d := until - now; d <= 0 || d > 1000 {
+					t.Fatalf("permit %s runs out %dms from now; want within the 1000ms lease", id, d)
+				}
+			}
+			if len(zs) != 2 {
+				t.Fatalf("%s holds %d ids; want 2", leasesKey(name), len(zs))
+			}
+		}
+		// Three leases later every lease is still held.
+		time.Sleep(3 * time.Second)
+		for i, name := range leaseNames {
+			if err := helds[i].Err(); err != nil {
+				t.Fatalf("%s: the lease's context ended after 3 leases: %v", name, context.Cause(helds[i]))
+			}
+			now := redisNow(t, side)
+			for id, until := range leased(t, side, name) {
+				if until <= now {
+					t.Fatalf("%s: permit %s ran out %dms ago though its lease is renewed", name, id, now-until)
+				}
+			}
+			if n := available(t, c.Semaphore(name)); n != 1 {
+				t.Fatalf("%s: AvailablePermits = %d while 2 of 3 are leased; want 1", name, n)
+			}
+		}
+		for i, name := range leaseNames {
+			s, held := c.Semaphore(name), helds[i]
+			if err := s.ReleaseLease(held); err != nil {
+				t.Fatalf("%s: ReleaseLease: %v", name, err)
+			}
+			if !errors.Is(held.Err(), context.Canceled) || context.Cause(held) != context.Canceled {
+				t.Fatalf("%s: after ReleaseLease the context has %v, cause %v; want Canceled without a cause", name, held.Err(), context.Cause(held))
+			}
+			wantValue(t, side, name, "3")
+			wantErr(t, s.ReleaseLease(held), relock.ErrNotHeld, name)
+			wantErr(t, s.ReleaseLease(context.Background()), relock.ErrNotHeld, name)
+		}
+		wantKeys(t, b, side, leaseNames...)
+	})
+}
+
+// The whole life of one lease, kept: renewed past several leases, then released, which
+// leaves the count as it was and no zset behind.
+func TestLeaseReleased(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
+		var helds []context.Context
+		for _, name := range leaseNames {
+			s := c.Semaphore(name)
+			mustSet(t, s, 2)
+			helds = append(helds, acquireLease(t, s, 2))
+		}
+		time.Sleep(2500 * time.Millisecond)
+		for i, name := range leaseNames {
+			s := c.Semaphore(name)
+			if err := helds[i].Err(); err != nil {
+				t.Fatalf("%s: the lease's context ended after 2.5 leases: %v", name, context.Cause(helds[i]))
+			}
+			if err := s.ReleaseLease(helds[i]); err != nil {
+				t.Fatalf("%s: ReleaseLease: %v", name, err)
+			}
+			wantValue(t, side, name, "2")
+		}
+		wantKeys(t, b, side, leaseNames...)
+	})
+}
+
+// A lease one of whose permits is taken out of the zset (an operator, a Java service's
+// release of that id) is lost: its context ends with ErrLeaseLost within a renewal period
+// or two, ReleaseLease says ErrNotHeld, and gives back the permit that was still there.
+//
+// Guards against (mutant L3) a renewal that renews the ids it finds and ignores a missing
+// one.
+func TestLeaseLost(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second), relock.WithLogger(nil))
+		for _, name := range leaseNames {
+			s := c.Semaphore(name)
+			mustSet(t, s, 2)
+			held := acquireLease(t, s, 2)
+			id, _ := hex.DecodeString(s.PermitIDs(held)[1])
+			redistest.MustDo(t, side, "ZREM", leasesKey(name), string(id))
+			select {
+			case <-held.Done():
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%s: the lease's context did not end after one of its permits was taken away", name)
+			}
+			if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+				t.Fatalf("%s: cause %v; want ErrLeaseLost", name, context.Cause(held))
+			}
+			wantErr(t, s.ReleaseLease(held), relock.ErrNotHeld, name)
+			wantValue(t, side, name, "1")
+		}
+	})
+}
+
+// A process that dies with a lease (its connections blackholed: it neither renews nor
+// releases) loses its permits within one lease (1s here), and a waiter of another client
+// gets them without any release: first in line, it tries again when the next lease runs
+// out. Its own refresh period is 10s (a 30s watchdog timeout), so an acquisition within 8s
+// shows it woke at the lease's end, not at its refresh.
+//
+// Guards against (mutant L4) a waiter that ignores when the next lease runs out, (L5) an
+// acquire script that never puts back permits whose lease ran out.
+func TestCrashedLeaseComesBack(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-crash"
+		side := b.Client(t)
+		proxy := redistest.StartProxy(t, b.Addr)
+		dying := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()},
+			relock.WithWatchdogTimeout(time.Second), relock.WithTimeout(time.Second), relock.WithLogger(nil))
+		live := relocktest.New(t, b, relock.WithWatchdogTimeout(30*time.Second))
+		mustSet(t, live.Semaphore(name), 2)
+		held := acquireLease(t, dying.Semaphore(name), 2)
+		defer func() { _ = held }()
+
+		done := acquireAsync(bounded(t, 30*time.Second), live.Semaphore(name), 2)
+		parked(t, live, 1, "the live waiter")
+		start := time.Now()
+		proxy.Blackhole()
+		if err := redistest.Recv(t, done, 8*time.Second, "the waiter behind a dead client's lease (its refresh is 10s away)"); err != nil {
+			t.Fatalf("Acquire after the lease's holder died: %v", err)
+		}
+		t.Logf("the dead client's permits came back %v after it stopped answering (lease 1s)", time.Since(start).Round(time.Millisecond))
+		if zs := leased(t, side, name); len(zs) != 0 {
+			t.Fatalf("%d leased permits left after they were put back", len(zs))
+		}
+		wantValue(t, side, name, "0")
+		runtime.KeepAlive(held)
+	})
+}
+
+// A lease whose context is dropped without ReleaseLease is abandoned, as a lock's hold is:
+// the watchdog stops renewing it, and its permits are back within a lease.
+func TestLeaseAbandoned(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-dropped"
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second), relock.WithLogger(nil))
+		s := c.Semaphore(name)
+		mustSet(t, s, 1)
+		func() {
+			held := acquireLease(t, s, 1)
+			if len(s.PermitIDs(held)) != 1 {
+				t.Fatal("no permit id")
+			}
+		}()
+		redistest.Eventually(t, 20*time.Second, "the dropped lease's permit never came back", func() bool {
+			runtime.GC()
+			return available(t, s) == 1
+		})
+		if st := c.WatchdogStats(); st.Abandoned != 1 {
+			t.Fatalf("watchdog stats %+v; want one abandoned hold", st)
+		}
+	})
+}
+
+// Close gives back every lease of the client and ends its context with ErrClosed.
+func TestCloseGivesLeasesBack(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		var helds []context.Context
+		for _, name := range leaseNames {
+			mustSet(t, c.Semaphore(name), 3)
+			helds = append(helds, acquireLease(t, c.Semaphore(name), 2))
+		}
+		if err := c.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for i, name := range leaseNames {
+			wantValue(t, side, name, "3")
+			if !errors.Is(context.Cause(helds[i]), relock.ErrClosed) {
+				t.Fatalf("%s: cause %v after Close; want ErrClosed", name, context.Cause(helds[i]))
+			}
+		}
+		wantKeys(t, b, side, leaseNames...)
+	})
+}
+
+// A lease's context answers for the owner of the context it was taken with: a lock held
+// through ctx is re-entered through the lease's context, not waited for.
+func TestLeaseKeepsTheOwner(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		mu := c.Lock("lease-owner-lock")
+		held, err := mu.Lock(bounded(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := c.Semaphore("lease-owner")
+		mustSet(t, s, 1)
+		lease, err := s.AcquireLease(held, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := mu.TryLock(lease)
+		if err != nil {
+			t.Fatalf("TryLock through the lease's context of a lock held through its parent: %v; want a re-entry", err)
+		}
+		if n, err := mu.HoldCount(again); n != 2 || err != nil {
+			t.Fatalf("HoldCount = %d, %v; want 2", n, err)
+		}
+		for _, err := range []error{mu.Unlock(again), mu.Unlock(held), s.ReleaseLease(lease)} {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// Bad input: n below 1 is ErrInvalidCount, and a permits key of another type is
+// ErrWrongType with the key untouched; neither panics.
+func TestLeaseBadInput(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		s := c.Semaphore("lease-bad")
+		for _, n := range []int64{0, -1} {
+			_, err := s.AcquireLease(context.Background(), n)
+			wantErr(t, err, relock.ErrInvalidCount, "lease-bad")
+			_, _, err = s.TryAcquireLease(context.Background(), n)
+			wantErr(t, err, relock.ErrInvalidCount, "lease-bad")
+		}
+		redistest.MustDo(t, side, "HSET", "lease-bad", "f", "v")
+		unchanged(t, side, "lease-bad", func() {
+			_, err := s.AcquireLease(bounded(t, 5*time.Second), 1)
+			wantErr(t, err, relock.ErrWrongType, "lease-bad")
+		})
+		if ids := s.PermitIDs(context.Background()); ids != nil {
+			t.Fatalf("PermitIDs of a context without a lease = %q; want nil", ids)
+		}
+	})
+}
+
+// TryAcquireLease takes the permits when they are there, and returns ctx and false when
+// they are not.
+func TestTryAcquireLease(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		s := c.Semaphore("lease-try")
+		mustSet(t, s, 2)
+		ctx := context.Background()
+		held, ok, err := s.TryAcquireLease(ctx, 2)
+		if !ok || err != nil || held == ctx {
+			t.Fatalf("TryAcquireLease(2) of 2 = %v, %v", ok, err)
+		}
+		got, ok, err := s.TryAcquireLease(ctx, 1)
+		if ok || err != nil || got != ctx {
+			t.Fatalf("TryAcquireLease(1) of none = %v, %v; want ctx, false, nil", ok, err)
+		}
+		if err := s.ReleaseLease(held); err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, side, "lease-try", "2")
+	})
+}
+
+// The scripts of Redisson's RPermitExpirableSemaphore (3.x), written from its source: KEYS
+// the permits, {name}:timeout, redisson_sc:{name}; ids as raw 16 bytes; times from the
+// client's clock.
+const (
+	redissonLeaseAcquire = `
+local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]);
+if #expiredIds > 0 then
+  redis.call('zrem', KEYS[2], unpack(expiredIds));
+  local value = redis.call('incrby', KEYS[1], #expiredIds);
+  if tonumber(value) > 0 then redis.call(ARGV[5], KEYS[3], value); end;
+end;
+local value = redis.call('get', KEYS[1]);
+if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then
+  redis.call('decrby', KEYS[1], ARGV[1]);
+  for i = 6, #ARGV, 1 do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); end;
+  local ttl = redis.call('pttl', KEYS[1]);
+  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl); end;
+  return 'OK';
+end;
+local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES');
+if v[1] ~= nil and v[2] ~= ARGV[4] then return ':' .. tostring(v[2]); end
+return nil;`
+	redissonLeaseRelease = `
+local expire = redis.call('zscore', KEYS[3], ARGV[1]);
+local removed = redis.call('zrem', KEYS[3], ARGV[1]);
+if tonumber(removed) ~= 1 then return 0; end;
+local value = redis.call('incrby', KEYS[1], ARGV[2]);
+redis.call(ARGV[4], KEYS[2], value);
+if tonumber(expire) <= tonumber(ARGV[3]) then return 0; end;
+return 1;`
+)
+
+// redissonLeases plays a Java service's RPermitExpirableSemaphore on name.
+type redissonLeases struct {
+	rc               rueidis.Client
+	name, publish    string
+	acquire, release *rueidis.Lua
+}
+
+// tryAcquire leases one permit for lease, as acquire(leaseTime) does, and returns its id in
+// hex, or "" when none was available.
+func (r *redissonLeases) tryAcquire(t testing.TB, lease time.Duration) string {
+	t.Helper()
+	id := make([]byte, 16)
+	_, _ = rand.Read(id)
+	now := time.Now().UnixMilli()
+	v, err := r.acquire.Exec(context.Background(), r.rc, []string{r.name, leasesKey(r.name), channel(r.name)},
+		[]string{"1", strconv.FormatInt(now+lease.Milliseconds(), 10), strconv.FormatInt(now, 10), "922337203685477", r.publish, string(id)}).ToString()
+	if rueidis.IsRedisNil(err) || err == nil && strings.HasPrefix(v, ":") {
+		return ""
+	}
+	if err != nil {
+		t.Fatalf("Redisson acquire: %v", err)
+	}
+	return hex.EncodeToString(id)
+}
+
+// releaseID releases the permit id (hex), as release(id) does, and reports whether it
+// was there and had not run out.
+func (r *redissonLeases) releaseID(t testing.TB, id string) bool {
+	t.Helper()
+	raw, _ := hex.DecodeString(id)
+	v, err := r.release.Exec(context.Background(), r.rc, []string{r.name, channel(r.name), leasesKey(r.name)},
+		[]string{string(raw), "1", strconv.FormatInt(time.Now().UnixMilli(), 10), r.publish}).AsInt64()
+	if err != nil {
+		t.Fatalf("Redisson release: %v", err)
+	}
+	return v == 1
+}
+
+// relock's leases and Redisson's RPermitExpirableSemaphore share the data: each sees the
+// other's leased permits; a relock waiter is woken by a Redisson release; a relock lease
+// released by its id from Java is lost to relock (ErrLeaseLost); Redisson's acquire puts
+// back a relock lease that ran out (a dead relock process's), and relock puts back a
+// Redisson permit whose lease ran out. On a name of each master of the cluster.
+func TestRedissonLeasesShare(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		pub := "publish"
+		if b.Cluster != nil {
+			pub = "spublish"
+		}
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second), relock.WithLogger(nil))
+		for _, name := range []string{"java:b", "java:d", "java:a"} {
+			t.Run(name, func(t *testing.T) {
+				r := &redissonLeases{rc: side, name: name, publish: pub,
+					acquire: rueidis.NewLuaScript(redissonLeaseAcquire), release: rueidis.NewLuaScript(redissonLeaseRelease)}
+				s := c.Semaphore(name)
+				mustSet(t, s, 2)
+
+				// Java leases one for a minute: relock sees one left, takes it, and its
+				// waiter is woken when Java releases by id.
+				java := r.tryAcquire(t, time.Minute)
+				if java == "" {
+					t.Fatal("Redisson acquire of 1 of 2 failed")
+				}
+				if n := available(t, s); n != 1 {
+					t.Fatalf("AvailablePermits with one leased by Java = %d; want 1", n)
+				}
+				mine := acquireLease(t, s, 1)
+				if r.tryAcquire(t, time.Minute) != "" {
+					t.Fatal("Redisson acquired a permit while relock and Java hold both")
+				}
+				done := make(chan error, 1)
+				go func() {
+					held, err := s.AcquireLease(bounded(t, 20*time.Second), 1)
+					if err == nil {
+						err = s.ReleaseLease(held)
+					}
+					done <- err
+				}()
+				parked(t, c, 1, "the relock waiter")
+				if !r.releaseID(t, java) {
+					t.Fatal("Redisson release of its own permit failed")
+				}
+				if err := redistest.Recv(t, done, 10*time.Second, "the relock waiter after a Redisson release"); err != nil {
+					t.Fatalf("relock waiter: %v", err)
+				}
+
+				// Java releases relock's permit by the id relock gives: relock's lease is lost.
+				if !r.releaseID(t, s.PermitIDs(mine)[0]) {
+					t.Fatal("Redisson release of relock's permit id failed")
+				}
+				select {
+				case <-mine.Done():
+				case <-time.After(10 * time.Second):
+					t.Fatal("relock's lease went on after Java released its permit")
+				}
+				if !errors.Is(context.Cause(mine), relock.ErrLeaseLost) {
+					t.Fatalf("cause %v; want ErrLeaseLost", context.Cause(mine))
+				}
+				wantValue(t, side, name, "2")
+
+				// Java's permit that runs out comes back through relock.
+				if r.tryAcquire(t, 300*time.Millisecond) == "" {
+					t.Fatal("Redisson acquire failed")
+				}
+				redistest.Eventually(t, 10*time.Second, "Java's expired permit never came back through relock", func() bool { return available(t, s) == 2 })
+
+				// A relock lease that runs out (a dead process's, written as relock writes
+				// it) comes back through Redisson's acquire.
+				raw, _ := hex.DecodeString(strings.Repeat("ab", 16))
+				redistest.MustDo(t, side, "DECRBY", name, "2")
+				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redisNow(t, side)-1, 10), string(raw))
+				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redisNow(t, side)-1, 10), string(raw[:15])+"x")
+				// Redisson puts back as many as it asks for; relock's count puts back the rest.
+				javaID := r.tryAcquire(t, time.Minute)
+				if javaID == "" {
+					t.Fatal("Redisson acquire did not put back relock's expired permits")
+				}
+				wantValue(t, side, name, "0")
+				if zs := leased(t, side, name); len(zs) != 2 {
+					t.Fatalf("leased permits %v; want Java's new one and one expired", zs)
+				}
+				if n := available(t, s); n != 1 {
+					t.Fatalf("AvailablePermits = %d; want 1 once the other expired permit is back", n)
+				}
+				if zs := leased(t, side, name); len(zs) != 1 || !slices.Contains(keysOf(zs), javaID) {
+					t.Fatalf("leased permits %v; want only Java's new one, %s", zs, javaID)
+				}
+			})
+		}
+	})
+}
+
+func keysOf(m map[string]int64) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// The renewal script (the watchdog's call for leases) answers 0 for a lease one of whose
+// permits is gone, and leaves its other permits' leases as they were: the lease is lost,
+// not renewed in part. It answers 1 and moves every score on for a whole lease.
+//
+// Guards against (mutant L3) a renewal that renews the ids it finds and ignores a missing
+// one, which the lease's local deadline would hide from TestLeaseLost.
+func TestRenewalFindsMissingPermit(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-renew"
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
+		s := c.Semaphore(name)
+		mustSet(t, s, 2)
+		held := acquireLease(t, s, 2)
+		ids := s.PermitIDs(held)
+		renew := func() int64 {
+			v, err := script.SemaphoreRenew().Exec(context.Background(), side, []string{name, leasesKey(name)},
+				[]string{"120000", strings.Join(ids, "")}).AsIntSlice()
+			if err != nil || len(v) != 1 {
+				t.Fatalf("renewal script: %v %v", v, err)
+			}
+			return v[0]
+		}
+		if got := renew(); got != 1 {
+			t.Fatalf("renewal of a whole lease = %d; want 1", got)
+		}
+		for id, until := range leased(t, side, name) {
+			if d := until - redisNow(t, side); d <= 60000 {
+				t.Fatalf("permit %s runs out in %dms after a renewal for 120s", id, d)
+			}
+		}
+		raw, _ := hex.DecodeString(ids[0])
+		redistest.MustDo(t, side, "ZREM", leasesKey(name), string(raw))
+		before := leased(t, side, name)
+		if got := renew(); got != 0 {
+			t.Fatalf("renewal of a lease missing a permit = %d; want 0", got)
+		}
+		if after := leased(t, side, name); len(after) != 1 || after[ids[1]] != before[ids[1]] {
+			t.Fatalf("leased permits %v after the failed renewal; want %v unchanged", after, before)
+		}
+		runtime.KeepAlive(held)
+	})
+}
