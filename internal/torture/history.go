@@ -93,6 +93,14 @@ type Record struct {
 	// written as the section goes so that the parent knows at any moment which sections
 	// may hold permits. The section's own record follows at its end.
 	SemNote string `json:"sem,omitempty"`
+	// Leased marks a section (and its notes) that takes its permits as a lease
+	// (AcquireLease): they are renewed while the worker lives and run out within a lease
+	// after it dies. LeaseIDs, on the note of an acquire script, are the ids it leases
+	// them under (hex, as the script takes them). LeaseLost: the lease's context had ended
+	// when the section ended.
+	Leased    bool   `json:"leased,omitempty"`
+	LeaseIDs  string `json:"ids,omitempty"`
+	LeaseLost bool   `json:"leaseLost,omitempty"`
 }
 
 // LockSemaphore is the Lock of a semaphore section's records and notes.
@@ -598,7 +606,9 @@ type SemExcess struct {
 // and each acquisition that took the sum past n.
 //
 // A section surely held its permits over [Acq, End], as a lock's section holds its lock
-// over [Acq, seenLive]: the acquire script that took them ran before Acquire returned
+// over [Acq, seenLive] (a leased section's End is when it saw its lease's context live; one
+// that found it ended, LeaseLost, is left out, since its lease may have run out as soon
+// as it was granted): the acquire script that took them ran before Acquire returned
 // (Acq), and the release script that gives them back runs after Release was called,
 // which comes after End. Everything else is left out, so that it can only hide an excess,
 // never make one: a failed Acquire (its script may still have taken the permits when its
@@ -622,7 +632,7 @@ func CheckSemaphore(history []Record, n int64) (most int64, over []SemExcess) {
 	}
 	var secs []Record
 	for _, r := range history {
-		if r.Lock == LockSemaphore && r.Held() && r.End >= r.Acq {
+		if r.Lock == LockSemaphore && r.Held() && r.End >= r.Acq && !r.LeaseLost {
 			secs = append(secs, r)
 		}
 	}

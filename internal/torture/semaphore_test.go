@@ -5,6 +5,7 @@ package torture
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,13 +18,17 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/semaphore"
 )
 
 // The semaphore workload. Beside its lock work, each worker runs semGoroutines that take
 // 1 to semMaxK permits of one semaphore of semPermits permits (relock's semaphore, with
 // Redisson's RSemaphore data), hold them a short while and give them back, until the
-// worker's lock goroutines are done. The parent sets the count at the start
+// worker's lock goroutines are done. Half the sections take plain permits (Acquire,
+// Release), half leased ones (AcquireLease, ReleaseLease: RPermitExpirableSemaphore's
+// zset of ids, renewed by the worker's watchdog). A leased section's permits are its own
+// while its lease's context is live; one that finds it ended is left out of the check. The parent sets the count at the start
 // (TrySetPermits), and keeps it right under the faults (semTracker): it gives back, with
 // AddPermits, the permits of a worker it killed, it re-sets the count after a restart
 // without persistence, and it repairs permits lost otherwise (see semRepair). The checker
@@ -31,8 +36,10 @@ import (
 // semPermits permits at once.
 //
 // A killed worker's plain permits are lost for good: the plain semaphore has no lease, so
-// nothing gives them back but the parent. Leased permits come back by themselves within
-// one lease after a crash, which TestLeasedPermitsAfterKill (lease_test.go) checks.
+// nothing gives them back but the parent. Its leased permits the parent leaves alone: it
+// checks that each runs out within one lease of the kill (semLeasesKilled), and that a
+// count after that has put it back (semLeasesBack). The count the parent keeps right is
+// then the count plus the leased permits (both read at one moment, live or run out).
 const (
 	semPermits    = 3 // N: the semaphore's permits
 	semMaxK       = 2 // a section takes 1 to semMaxK permits
@@ -77,10 +84,13 @@ type semSection struct {
 	worker string
 	g, i   int
 	k      int64
+	leased bool
 }
 
-func (sec *semSection) note(what string, at int64) {
-	r := Record{Worker: sec.worker, Lock: LockSemaphore, G: sec.g, I: sec.i, Permits: sec.k, SemNote: what}
+func (sec *semSection) note(what string, at int64) { sec.noteIDs(what, at, "") }
+
+func (sec *semSection) noteIDs(what string, at int64, ids string) {
+	r := Record{Worker: sec.worker, Lock: LockSemaphore, G: sec.g, I: sec.i, Permits: sec.k, SemNote: what, Leased: sec.leased, LeaseIDs: ids}
 	switch what {
 	case SemGranted:
 		r.Acq = at
@@ -93,13 +103,17 @@ func (sec *semSection) note(what string, at int64) {
 // acquireScript is the spy's part: it sends one acquire script of the section's Acquire,
 // noted before it is sent and after its reply, so that the parent knows whether a script
 // of the section may be in flight (and may have taken permits) or has surely taken them.
-func (sec *semSection) acquireScript(ctx context.Context, rc rueidis.Client, cmd rueidis.Completed) rueidis.RedisResult {
-	sec.note(SemTry, 0)
+func (sec *semSection) acquireScript(ctx context.Context, rc rueidis.Client, cmd rueidis.Completed, argv []string) rueidis.RedisResult {
+	ids := ""
+	if sec.leased && len(argv) >= 8 {
+		ids = argv[7] // the ids a leased acquisition takes its permits under
+	}
+	sec.noteIDs(SemTry, 0, ids)
 	res := rc.Do(ctx, cmd)
 	got := time.Now().UnixNano()
 	v, err := res.AsIntSlice()
 	switch {
-	case err != nil || len(v) != 2:
+	case err != nil || len(v) < 2:
 		sec.note(SemError, 0)
 	case v[0] == 1:
 		sec.note(SemGranted, got)
@@ -138,12 +152,19 @@ func runSemaphore(stop context.Context, sem *semaphore.Weighted, id string, hist
 // stop), hold them, note the release, Release them.
 func semOnce(stop context.Context, sem *semaphore.Weighted, id string, g, i int, hist *historyFile) Record {
 	k := int64(1 + rand.IntN(semMaxK))
-	sec := &semSection{hist: hist, worker: id, g: g, i: i, k: k}
-	r := Record{Worker: id, Lock: LockSemaphore, G: g, I: i, Permits: k}
+	leased := rand.IntN(2) == 0
+	sec := &semSection{hist: hist, worker: id, g: g, i: i, k: k, leased: leased}
+	r := Record{Worker: id, Lock: LockSemaphore, G: g, I: i, Permits: k, Leased: leased}
 	ctx, cancel := context.WithTimeout(context.WithValue(stop, semKey{}, sec), lockWait)
 	defer cancel()
 	r.Call = time.Now().UnixNano()
-	err := sem.Acquire(ctx, k)
+	var held context.Context
+	var err error
+	if leased {
+		held, err = sem.AcquireLease(ctx, k)
+	} else {
+		err = sem.Acquire(ctx, k)
+	}
 	r.Acq = time.Now().UnixNano()
 	if err != nil {
 		r.LockErr = err.Error()
@@ -155,9 +176,18 @@ func semOnce(stop context.Context, sem *semaphore.Weighted, id string, g, i int,
 		time.Sleep(semHold + time.Duration(rand.Int64N(int64(semHoldSpan))))
 	}
 	r.End = time.Now().UnixNano()
+	if leased && held.Err() != nil {
+		// The lease was lost (its worker was stopped or cut off past it, or the server
+		// restarted): when it was lost is not known, so the checker leaves it out.
+		r.LeaseLost = true
+	}
 	sec.note(SemRelease, r.End)
 	// Release works with an ended context; its call is bounded by the client's timeout.
-	err = sem.Release(context.WithoutCancel(stop), k)
+	if leased {
+		err = sem.ReleaseLease(held)
+	} else {
+		err = sem.Release(context.WithoutCancel(stop), k)
+	}
 	r.Rel = time.Now().UnixNano()
 	r.UnlockOK = err == nil
 	if err != nil {
@@ -177,6 +207,8 @@ type semID struct {
 // semState is what the notes of an open section (no record yet) say.
 type semState struct {
 	k       int64
+	leased  bool   // AcquireLease: the permits live in the zset of leased permits
+	ids     string // a leased section's ids (hex), from its latest acquire script
 	note    string // the latest note
 	granted int64  // when the granting reply came (SemGranted)
 	end     int64  // when the section ended (SemRelease)
@@ -202,12 +234,27 @@ type semTracker struct {
 	alive  map[string]bool
 
 	// What the summary reports.
-	lostKills int64 // permits that killed workers surely held
+	kills     int   // kills announced to semHolding
+	lostKills int64 // plain permits that killed workers surely held
+	// Leased permits of killed workers: each kill's leases are looked at one lease after
+	// the kill (leaseChecks), when they must have run out and be put back by a count.
+	leaseChecks []leaseCheck
+	leasedKills int64         // leased permits that killed workers held or may have held
+	leasedBack  int64         // of them, found put back one lease after the kill
+	leasedLost  int64         // of them, still leased then: lost beyond one lease
+	leasedLate  time.Duration // the longest time from a kill to its leases' last expiry
 	uncertain int   // sections of killed workers with an acquire script in flight
 	restored  int64 // permits given back after kills (AddPermits)
 	repaired  int64 // permits given back otherwise (semRepair)
 	resets    []int64
 	countErrs int // looks at the count that found it impossible
+}
+
+// leaseCheck is a killed worker's leases, to be looked at once they must have run out.
+type leaseCheck struct {
+	worker string
+	killed time.Time
+	ids    []string // permit ids, hex
 }
 
 func newSemTracker(h *harness) *semTracker {
@@ -238,7 +285,10 @@ func (tr *semTracker) update() {
 				s = &semState{k: r.Permits}
 				tr.open[id] = s
 			}
-			s.note = r.SemNote
+			s.note, s.leased = r.SemNote, r.Leased
+			if r.LeaseIDs != "" {
+				s.ids = r.LeaseIDs
+			}
 			switch r.SemNote {
 			case SemGranted:
 				s.granted = r.Acq
@@ -297,6 +347,9 @@ func (tr *semTracker) possiblyHeld(t0 int64) int64 {
 	var p int64
 	for id, s := range tr.open {
 		switch {
+		case s.leased:
+			// A lease's permits are in the zset of leased permits from its acquisition to
+			// its release or expiry, which the count's reader adds (semCount).
 		case tr.alive[id.worker] && (s.note == SemTry || s.note == SemGranted || s.note == SemRelease):
 			p += s.k
 		case !tr.alive[id.worker] && s.note == SemRelease && s.end+int64(semInFlight) >= t0:
@@ -304,7 +357,7 @@ func (tr *semTracker) possiblyHeld(t0 int64) int64 {
 		}
 	}
 	for _, r := range tr.closed {
-		if r.UnlockOK && r.Rel >= t0 || !r.UnlockOK && r.End+int64(semInFlight) >= t0 {
+		if !r.Leased && (r.UnlockOK && r.Rel >= t0 || !r.UnlockOK && r.End+int64(semInFlight) >= t0) {
 			p += r.Permits
 		}
 	}
@@ -317,12 +370,12 @@ func (tr *semTracker) possiblyHeld(t0 int64) int64 {
 func (tr *semTracker) surelyHeld(from, to int64) int64 {
 	var p int64
 	for id, s := range tr.open {
-		if tr.alive[id.worker] && s.granted != 0 && s.granted < from && (s.note == SemGranted || s.note == SemRelease && s.end > to) {
+		if !s.leased && tr.alive[id.worker] && s.granted != 0 && s.granted < from && (s.note == SemGranted || s.note == SemRelease && s.end > to) {
 			p += s.k
 		}
 	}
 	for _, r := range tr.closed {
-		if r.Acq < from && r.End > to {
+		if !r.Leased && r.Acq < from && r.End > to {
 			p += r.Permits
 		}
 	}
@@ -365,12 +418,16 @@ func (h *harness) semStart() {
 
 // semHolding waits a little (at most semHoldingWait) for a worker about to be killed to
 // hold permits, so that kills lose permits more often than by chance, and stay inside the
-// long lock section that picked the worker (holder).
+// long lock section that picked the worker (holder). Kills take turns at waiting for
+// leased and for plain permits (any granted ones do if those do not come), so that a run's
+// kills find both kinds.
 func (h *harness) semHolding(w *worker) {
+	leased := h.sem.kills%2 == 0
+	h.sem.kills++
 	for end := time.Now().Add(semHoldingWait); time.Now().Before(end); time.Sleep(2 * time.Millisecond) {
 		h.sem.update()
 		for id, s := range h.sem.open {
-			if id.worker == w.id && s.note == SemGranted {
+			if id.worker == w.id && s.note == SemGranted && s.leased == leased {
 				return
 			}
 		}
@@ -386,8 +443,19 @@ func (h *harness) semKilled(w *worker) {
 	tr.update()
 	var sure int64
 	uncertain, releasing := 0, 0
+	check := leaseCheck{worker: w.id, killed: time.Now()}
 	for id, s := range tr.open {
 		if id.worker != w.id {
+			continue
+		}
+		if s.leased {
+			// Granted, or maybe granted (a script in flight), or releasing: its ids may
+			// be leased, and nobody gives them back but their expiry.
+			if s.note != SemWait && s.note != SemError && s.ids != "" {
+				for i := 0; i+32 <= len(s.ids); i += 32 {
+					check.ids = append(check.ids, s.ids[i:i+32])
+				}
+			}
 			continue
 		}
 		switch s.note {
@@ -401,6 +469,7 @@ func (h *harness) semKilled(w *worker) {
 	}
 	tr.lostKills += sure
 	tr.uncertain += uncertain
+	h.semLeasesKilled(check)
 	h.t.Logf("semaphore: %s killed holding %d permits for sure; %d of its sections had an acquire script in flight, %d a release",
 		w.id, sure, uncertain, releasing)
 	if sure > 0 {
@@ -409,6 +478,81 @@ func (h *harness) semKilled(w *worker) {
 		})
 		tr.restored += sure
 	}
+}
+
+// semLeasedKey is the semaphore's zset of leased permits.
+var semLeasedKey = keys.SemaphoreOf(semName).Leases
+
+// semLeasesKilled notes the leased permits that a killed worker holds in Redis (of its
+// sections' ids, those in the zset now) and when each runs out: no later than one lease
+// after the kill, since nobody renews them any more. A later semLeasesBack looks again.
+func (h *harness) semLeasesKilled(check leaseCheck) {
+	tr := h.sem
+	var present []string
+	for _, id := range check.ids {
+		raw, _ := hex.DecodeString(id)
+		until, err := h.lock.Do(h.t, "ZSCORE", semLeasedKey, string(raw)).AsInt64()
+		if err != nil {
+			continue // not leased: its script did not run, or it was released
+		}
+		present = append(present, id)
+		late := time.Duration(until-check.killed.UnixMilli()) * time.Millisecond
+		tr.leasedLate = max(tr.leasedLate, late)
+		// Both times are this machine's clock, in milliseconds: 2ms for their rounding.
+		if late > watchdogTimeout+2*time.Millisecond {
+			h.t.Errorf("semaphore: a killed worker's leased permit %s runs out %v after the kill, beyond its lease of %v", id, late, watchdogTimeout)
+		}
+	}
+	if len(present) > 0 {
+		check.ids = present
+		tr.leaseChecks = append(tr.leaseChecks, check)
+		tr.leasedKills += int64(len(present))
+		h.t.Logf("semaphore: %s killed holding %d leased permits", check.worker, len(present))
+	}
+}
+
+// semLeasesBack looks at the leases of killed workers whose lease has run out: once a
+// count of the semaphore's (AvailablePermits) has put back the permits that ran out, none
+// of their ids may be left in the zset. One left would be a permit lost beyond one lease.
+// end: every worker is done, and every lease left (a kill's, or one an acquire script
+// took whose reply was lost) has run out one lease from now: wait for that, and count the
+// permits, which puts them all back.
+func (h *harness) semLeasesBack(end bool) {
+	tr := h.sem
+	if end {
+		time.Sleep(watchdogTimeout + 100*time.Millisecond)
+		h.semDo("put back the leases that ran out", func(ctx context.Context, s *semaphore.Weighted) error {
+			_, err := s.AvailablePermits(ctx)
+			return err
+		})
+	}
+	if len(tr.leaseChecks) == 0 {
+		return
+	}
+	due := 0
+	for due < len(tr.leaseChecks) && time.Since(tr.leaseChecks[due].killed) > watchdogTimeout+100*time.Millisecond {
+		due++
+	}
+	if due == 0 {
+		return
+	}
+	h.semDo("count the permits", func(ctx context.Context, s *semaphore.Weighted) error {
+		_, err := s.AvailablePermits(ctx)
+		return err
+	})
+	for _, check := range tr.leaseChecks[:due] {
+		for _, id := range check.ids {
+			raw, _ := hex.DecodeString(id)
+			if n, err := h.lock.Do(h.t, "ZSCORE", semLeasedKey, string(raw)).AsInt64(); err == nil {
+				tr.leasedLost++
+				h.t.Errorf("semaphore: %s's leased permit %s is still leased (until %d) %v after the worker was killed",
+					check.worker, id, n, time.Since(check.killed).Round(time.Millisecond))
+				continue
+			}
+			tr.leasedBack++
+		}
+	}
+	tr.leaseChecks = tr.leaseChecks[due:]
 }
 
 // semReset sets the count again after a restart without persistence lost the key, while
@@ -454,16 +598,17 @@ func (h *harness) semReset() {
 func (h *harness) semRepair(why string) {
 	t := h.t
 	tr := h.sem
+	h.semLeasesBack(why == "end")
 	from := time.Now().UnixNano()
-	avail, err := h.lock.Do(t, "GET", semName).AsInt64()
+	// The count, and the leased permits (live or run out): both at one moment.
+	v, err := h.lock.Do(t, "EVAL", "return {tonumber(redis.call('get', KEYS[1]) or '0'), redis.call('zcard', KEYS[2])}",
+		"2", semName, semLeasedKey).AsIntSlice()
 	to := time.Now().UnixNano()
-	if rueidis.IsRedisNil(err) {
-		avail, err = 0, nil
-	}
-	if err != nil {
-		t.Errorf("semaphore: GET %s: %v", semName, err)
+	if err != nil || len(v) != 2 {
+		t.Errorf("semaphore: the count of %s: %v %v", semName, v, err)
 		return
 	}
+	avail, leased := v[0], v[1]
 	tr.update()
 	if avail < 0 {
 		tr.countErrs++
@@ -472,20 +617,20 @@ func (h *harness) semRepair(why string) {
 		}
 		return
 	}
-	if sure := tr.surelyHeld(from, to); avail+sure > semPermits {
+	if sure := tr.surelyHeld(from, to); avail+leased+sure > semPermits {
 		tr.countErrs++
 		if tr.countErrs <= 3 {
-			t.Errorf("semaphore: the count is %d while live sections surely held %d permits: more than its %d (%s)", avail, sure, semPermits, why)
+			t.Errorf("semaphore: the count is %d and %d permits are leased while live sections surely held %d plain permits: more than its %d (%s)", avail, leased, sure, semPermits, why)
 		}
 		return
 	}
 	p := tr.possiblyHeld(from)
-	if x := semPermits - avail - p; x > 0 {
+	if x := semPermits - avail - leased - p; x > 0 {
 		h.semDo("repair the count", func(ctx context.Context, s *semaphore.Weighted) error {
 			return s.AddPermits(ctx, x)
 		})
 		tr.repaired += x
-		t.Logf("semaphore: %d permits repaired (%s): count %d, %d permits may be held", x, why, avail, p)
+		t.Logf("semaphore: %d permits repaired (%s): count %d, %d leased, %d plain permits may be held", x, why, avail, leased, p)
 	}
 }
 
@@ -498,6 +643,11 @@ type semSummary struct {
 	uncertain              int
 	repaired               int64
 	countErrs              int
+	leased                 int // acquisitions of leased permits
+	// Leased permits of killed workers: how many, how many were found back one lease
+	// after the kill, how many were not, and the longest time from a kill to a lease's end.
+	leasedKills, leasedBack, leasedLost int64
+	leasedLate                          time.Duration
 }
 
 func (s *semSummary) add(o semSummary) {
@@ -510,11 +660,18 @@ func (s *semSummary) add(o semSummary) {
 	s.uncertain += o.uncertain
 	s.repaired += o.repaired
 	s.countErrs += o.countErrs
+	s.leased += o.leased
+	s.leasedKills += o.leasedKills
+	s.leasedBack += o.leasedBack
+	s.leasedLost += o.leasedLost
+	s.leasedLate = max(s.leasedLate, o.leasedLate)
 }
 
 func (s semSummary) String() string {
-	return fmt.Sprintf("semaphore(N=%d): acquisitions=%d most-held=%d over-N=%d count-errors=%d permits-lost-to-kills=%d restored=%d repaired=%d",
-		semPermits, s.acquisitions, s.most, s.over, s.countErrs, s.lostKills, s.restored, s.repaired)
+	return fmt.Sprintf("semaphore(N=%d): acquisitions=%d (leased %d) most-held=%d over-N=%d count-errors=%d permits-lost-to-kills=%d restored=%d repaired=%d "+
+		"leased-permits-of-kills=%d back-within-a-lease=%d lost-beyond-a-lease=%d latest-lease-end=%v after a kill (lease %v)",
+		semPermits, s.acquisitions, s.leased, s.most, s.over, s.countErrs, s.lostKills, s.restored, s.repaired,
+		s.leasedKills, s.leasedBack, s.leasedLost, s.leasedLate.Round(time.Millisecond), watchdogTimeout)
 }
 
 // semNote is the summary's sentence on what the plain semaphore does with a killed
@@ -524,7 +681,8 @@ func (s semSummary) semNote() string {
 		"(plain RSemaphore: a killed worker's permits are lost for good and only AddPermits brings them back; "+
 		"%d sections of killed workers had an acquire in flight, left to the repairs). "+
 		"Permits repaired otherwise (lost replies, restart margins): %d. "+
-		"Leased permits come back by themselves after a crash: see the leased permits line",
+		"Leased permits (AcquireLease) of killed workers are not given back by the parent: they run out within one lease "+
+			"and the next count puts them back (leased-permits-of-kills, back-within-a-lease)",
 		s.lostKills, s.restored, s.uncertain, s.repaired)
 }
 
@@ -533,7 +691,8 @@ func (h *harness) checkSemaphore(history []Record) semSummary {
 	t := h.t
 	tr := h.sem
 	hs := OfLock(history, LockSemaphore)
-	s := semSummary{lostKills: tr.lostKills, restored: tr.restored, uncertain: tr.uncertain, repaired: tr.repaired, countErrs: tr.countErrs}
+	s := semSummary{lostKills: tr.lostKills, restored: tr.restored, uncertain: tr.uncertain, repaired: tr.repaired, countErrs: tr.countErrs,
+		leasedKills: tr.leasedKills, leasedBack: tr.leasedBack, leasedLost: tr.leasedLost, leasedLate: tr.leasedLate}
 	relErrs := 0
 	var ks [semMaxK + 1]int
 	for _, r := range hs {
@@ -543,6 +702,9 @@ func (h *harness) checkSemaphore(history []Record) semSummary {
 		s.attempts++
 		if r.Held() {
 			s.acquisitions++
+			if r.Leased {
+				s.leased++
+			}
 			ks[r.Permits]++
 			if !r.UnlockOK {
 				relErrs++

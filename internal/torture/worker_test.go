@@ -422,8 +422,8 @@ func script(args []string) (role int, keys, argv []string) {
 
 func (s *spy) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
 	if sec, _ := ctx.Value(semKey{}).(*semSection); sec != nil {
-		if role, _, _ := script(cmd.Commands()); role == roleSemAcquire {
-			return sec.acquireScript(ctx, s.Client, cmd)
+		if role, _, argv := script(cmd.Commands()); role == roleSemAcquire {
+			return sec.acquireScript(ctx, s.Client, cmd, argv)
 		}
 	}
 	log, _ := ctx.Value(attemptKey{}).(*attemptLog)
