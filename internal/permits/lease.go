@@ -57,16 +57,8 @@ func (s *Semaphore) TryAcquireLease(ctx context.Context, n int64) (context.Conte
 	if err := s.check(ctx, n, 1); err != nil {
 		return ctx, false, s.fail("tryacquirelease", err)
 	}
-	g := s.gates.get(s.n.Permits)
-	defer s.gates.put(s.n.Permits, g)
-	s.gates.mu.Lock()
-	waiting := len(g.queue) > 0
-	s.gates.mu.Unlock()
-	if waiting {
-		return ctx, false, nil
-	}
 	ids := newIDs(n)
-	a, err := s.attempt(ctx, s.acquire(n, false, ids))
+	a, err := s.tryTake(ctx, n, ids)
 	if err != nil || !a.ok {
 		return ctx, false, s.fail("tryacquirelease", err)
 	}

@@ -364,22 +364,30 @@ func (s *Semaphore) TryAcquire(ctx context.Context, n int64) (bool, error) {
 	if err := s.check(ctx, n, 1); err != nil {
 		return false, s.fail("tryacquire", err)
 	}
+	a, err := s.tryTake(ctx, n, "")
+	if err != nil {
+		return false, s.fail("tryacquire", err)
+	}
+	return a.ok, nil
+}
+
+// tryTake makes one attempt to take n permits, without queueing; none while waiters of
+// this client are queued. ids: lease them under these ids ("": plain permits, which the
+// client then counts as held).
+func (s *Semaphore) tryTake(ctx context.Context, n int64, ids string) (attempted, error) {
 	g := s.gates.get(s.n.Permits)
 	defer s.gates.put(s.n.Permits, g)
 	s.gates.mu.Lock()
 	waiting := len(g.queue) > 0
 	s.gates.mu.Unlock()
 	if waiting {
-		return false, nil
+		return attempted{}, nil
 	}
-	a, err := s.attempt(ctx, s.acquire(n, false, ""))
-	if err != nil {
-		return false, s.fail("tryacquire", err)
-	}
-	if a.ok {
+	a, err := s.attempt(ctx, s.acquire(n, false, ids))
+	if err == nil && a.ok && ids == "" {
 		s.gates.hold(g, n)
 	}
-	return a.ok, nil
+	return a, err
 }
 
 // Release gives back n of the permits this client took.
