@@ -243,11 +243,11 @@ type semTracker struct {
 	leasedBack  int64         // of them, found put back one lease after the kill
 	leasedLost  int64         // of them, still leased then: lost beyond one lease
 	leasedLate  time.Duration // the longest time from a kill to its leases' last expiry
-	uncertain int   // sections of killed workers with an acquire script in flight
-	restored  int64 // permits given back after kills (AddPermits)
-	repaired  int64 // permits given back otherwise (semRepair)
-	resets    []int64
-	countErrs int // looks at the count that found it impossible
+	uncertain   int           // sections of killed workers with an acquire script in flight
+	restored    int64         // permits given back after kills (AddPermits)
+	repaired    int64         // permits given back otherwise (semRepair)
+	resets      []int64
+	countErrs   int // looks at the count that found it impossible
 }
 
 // leaseCheck is a killed worker's leases, to be looked at once they must have run out.
@@ -682,7 +682,7 @@ func (s semSummary) semNote() string {
 		"%d sections of killed workers had an acquire in flight, left to the repairs). "+
 		"Permits repaired otherwise (lost replies, restart margins): %d. "+
 		"Leased permits (AcquireLease) of killed workers are not given back by the parent: they run out within one lease "+
-			"and the next count puts them back (leased-permits-of-kills, back-within-a-lease)",
+		"and the next count puts them back (leased-permits-of-kills, back-within-a-lease)",
 		s.lostKills, s.restored, s.uncertain, s.repaired)
 }
 
