@@ -32,7 +32,8 @@
 -- Leased permits whose lease ran out are put back before the count is read, as Redisson
 -- does, on every path but the one that finds enough without them; when that leaves some
 -- available, the count is published, which wakes Redisson's waiters too.
--- A key that is not a whole number is refused with WRONGTYPE before anything is written.
+-- A key that is not a whole number, and for leased permits a zset key of another type, is
+-- refused with WRONGTYPE before anything is written.
 
 local avail, err = count(KEYS[1])
 if err then return err end
@@ -41,6 +42,8 @@ local leased = nil
 if lease > 0 then
   leased = ids(ARGV[8])
   if not leased or #leased ~= n then return redis.error_reply('ERR the permit ids do not match the permits asked for') end
+  local t = redis.call('type', KEYS[4]).ok
+  if t ~= 'zset' and t ~= 'none' then return redis.error_reply('WRONGTYPE the leased permits key holds data that is not a zset') end
 end
 -- take takes the permits; leased ones are recorded with the time they run out.
 local function take(now)

@@ -322,7 +322,9 @@ func TestLeaseKeepsTheOwner(t *testing.T) {
 }
 
 // Bad input: n below 1 is ErrInvalidCount, and a permits key of another type is
-// ErrWrongType with the key untouched; neither panics.
+// ErrWrongType with the key untouched, as is a zset of leased permits of another type,
+// with the count untouched too (a script that took the permits and then failed to record
+// their ids would lose them); none panics.
 func TestLeaseBadInput(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
@@ -339,6 +341,15 @@ func TestLeaseBadInput(t *testing.T) {
 			_, err := s.AcquireLease(bounded(t, 5*time.Second), 1)
 			wantErr(t, err, relock.ErrWrongType, "lease-bad")
 		})
+		// The zset of leased permits holding another type: refused before the count moves.
+		redistest.MustDo(t, side, "DEL", "lease-bad")
+		mustSet(t, s, 2)
+		redistest.MustDo(t, side, "SET", leasesKey("lease-bad"), "not a zset")
+		unchanged(t, side, leasesKey("lease-bad"), func() {
+			_, err := s.AcquireLease(bounded(t, 5*time.Second), 1)
+			wantErr(t, err, relock.ErrWrongType, "lease-bad")
+		})
+		wantValue(t, side, "lease-bad", "2")
 		if ids := s.PermitIDs(context.Background()); ids != nil {
 			t.Fatalf("PermitIDs of a context without a lease = %q; want nil", ids)
 		}
@@ -486,6 +497,16 @@ func TestRedissonLeasesShare(t *testing.T) {
 				}
 				if err := redistest.Recv(t, done, 10*time.Second, "the relock waiter after a Redisson release"); err != nil {
 					t.Fatalf("relock waiter: %v", err)
+				}
+
+				// A Java waiter hears the count when a relock lease is released.
+				msgs := (&redisson{rc: side, name: name, publish: pub}).subscribe(t)
+				extra := acquireLease(t, s, 1)
+				if err := s.ReleaseLease(extra); err != nil {
+					t.Fatal(err)
+				}
+				if m := redistest.Recv(t, msgs, 10*time.Second, "the Java waiter's message after a relock ReleaseLease"); m != "1" {
+					t.Fatalf("message after ReleaseLease with one permit free: %q; want the count, 1", m)
 				}
 
 				// Java releases relock's permit by the id relock gives: relock's lease is lost.
