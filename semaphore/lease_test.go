@@ -321,7 +321,7 @@ func TestLeaseKeepsTheOwner(t *testing.T) {
 	})
 }
 
-// Bad input: n below 1 is ErrInvalidCount, and a permits key of another type is
+// Bad input: n below 1 or above 10,000 is ErrInvalidCount, and a permits key of another type is
 // ErrWrongType with the key untouched, as is a zset of leased permits of another type,
 // with the count untouched too (a script that took the permits and then failed to record
 // their ids would lose them); none panics.
@@ -330,7 +330,7 @@ func TestLeaseBadInput(t *testing.T) {
 		side := b.Client(t)
 		c := relocktest.New(t, b)
 		s := c.Semaphore("lease-bad")
-		for _, n := range []int64{0, -1} {
+		for _, n := range []int64{0, -1, 10001, 1 << 62} {
 			_, err := s.AcquireLease(context.Background(), n)
 			wantErr(t, err, relock.ErrInvalidCount, "lease-bad")
 			_, _, err = s.TryAcquireLease(context.Background(), n)

@@ -114,7 +114,7 @@ func (s *Weighted) AvailablePermits(ctx context.Context) (int64, error) {
 // returns how many it took, as Redisson's drainPermits does. They are not the client's to release: add them back with AddPermits.
 func (s *Weighted) Drain(ctx context.Context) (int64, error) { return s.s().Drain(ctx) }
 
-// AcquireLease takes n permits (n at least 1) as a lease, waiting as Acquire does (in the
+// AcquireLease takes n permits (n from 1 to 10,000: each has an id) as a lease, waiting as Acquire does (in the
 // same order as the semaphore's other waiters), and returns the lease's context, derived
 // from ctx. The watchdog renews the lease until ReleaseLease; the context ends when the
 // lease does: with cause ErrLeaseLost when it is lost, ErrClosed when the client closes
@@ -129,7 +129,7 @@ func (s *Weighted) AcquireLease(ctx context.Context, n int64) (context.Context, 
 	return s.s().AcquireLease(ctx, n)
 }
 
-// TryAcquireLease makes one attempt to take n permits (n at least 1) as a lease, without
+// TryAcquireLease makes one attempt to take n permits (n from 1 to 10,000) as a lease, without
 // waiting. It returns the lease's context and true when it took them, and ctx and false
 // when fewer are available or relock waiters are queued, as TryAcquire does.
 func (s *Weighted) TryAcquireLease(ctx context.Context, n int64) (context.Context, bool, error) {

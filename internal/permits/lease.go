@@ -30,6 +30,18 @@ type leaseKey struct {
 	name  string
 }
 
+// maxLease is the most permits one lease takes: each has an id of its own that every
+// renewal sends, so a lease of more is refused (ErrInvalidCount) rather than built.
+const maxLease = 10000
+
+// checkLease returns the error of a lease call asking for n permits, or nil.
+func (s *Semaphore) checkLease(ctx context.Context, n int64) error {
+	if n > maxLease {
+		return fmt.Errorf("%w: %d permits; a lease takes at most %d", lockerr.ErrInvalidCount, n, maxLease)
+	}
+	return s.check(ctx, n, 1)
+}
+
 // newIDs returns n new permit ids, one string of hex.
 func newIDs(n int64) string {
 	b := make([]byte, 16*n)
@@ -40,7 +52,7 @@ func newIDs(n int64) string {
 // AcquireLease takes n permits as a lease, waiting as Acquire does, and returns the
 // lease's context. The package semaphore documents the contract.
 func (s *Semaphore) AcquireLease(ctx context.Context, n int64) (context.Context, error) {
-	if err := s.check(ctx, n, 1); err != nil {
+	if err := s.checkLease(ctx, n); err != nil {
 		return ctx, s.fail("acquirelease", err)
 	}
 	ids := newIDs(n)
@@ -54,7 +66,7 @@ func (s *Semaphore) AcquireLease(ctx context.Context, n int64) (context.Context,
 
 // TryAcquireLease makes one attempt to take n permits as a lease.
 func (s *Semaphore) TryAcquireLease(ctx context.Context, n int64) (context.Context, bool, error) {
-	if err := s.check(ctx, n, 1); err != nil {
+	if err := s.checkLease(ctx, n); err != nil {
 		return ctx, false, s.fail("tryacquirelease", err)
 	}
 	ids := newIDs(n)
