@@ -273,7 +273,7 @@ func section(lk locker, read bool, rrc rueidis.Client, id string, g, i int, env 
 	r.Acq = time.Now().UnixNano()
 	log.mu.Lock()
 	r.Owner, r.Queued = log.field, log.queued
-	grantSent := log.grantSent
+	grantSent, grantToken := log.grantSent, log.grantToken
 	log.mu.Unlock()
 	if lk.kind != kindFair {
 		r.Queued = nil
@@ -285,7 +285,14 @@ func section(lk locker, read bool, rrc rueidis.Client, id string, g, i int, env 
 	}
 	defer env.spy.forget(env.name, r.Owner)
 	if !read {
-		r.Token, _ = lk.token(held)
+		var known bool
+		if r.Token, known = lk.token(held); !known {
+			// The hold ended before the section could ask for its token: a worker stopped
+			// past its lease while Lock returned, whose watchdog dropped the hold on waking
+			// before this goroutine ran. Its token is the one the granting reply carried;
+			// 0 would make the history illegal (tokens only grow) and say nothing.
+			r.Token = grantToken
+		}
 	}
 	if env.linger.CompareAndSwap(true, false) {
 		r.Lingered = true
@@ -369,6 +376,9 @@ type attemptLog struct {
 	field     string     // the hash field the scripts were sent for
 	queued    [][2]int64 // {sent, reply} of each attempt answered "wait"
 	grantSent int64      // when the attempt answered "granted" was sent
+	// grantToken is the granting reply's fencing token (its third value): the section's
+	// token when the hold ended before the section could ask for it.
+	grantToken int64
 }
 
 // spy is the worker's Redis client as relock sees it: it passes every call through and
@@ -448,6 +458,9 @@ func (s *spy) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult
 			log.queued = append(log.queued, [2]int64{sent, got})
 		case 1:
 			log.grantSent = sent
+			if len(v) > 2 {
+				log.grantToken = v[2]
+			}
 		}
 	}
 	return res
