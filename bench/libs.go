@@ -65,17 +65,26 @@ type relockInst struct {
 
 func openRelock(fair bool) func(endpoint) (instance, error) {
 	return func(e endpoint) (instance, error) {
-		rc, err := rueidis.NewClient(e.rueidisOption())
+		rc, c, err := dialRelock(e)
 		if err != nil {
-			return nil, err
-		}
-		c, err := relock.New(rc)
-		if err != nil {
-			rc.Close()
 			return nil, err
 		}
 		return &relockInst{rc: rc, c: c, fair: fair}, nil
 	}
+}
+
+// dialRelock makes a rueidis client of e and a relock client on it, with relock's defaults.
+func dialRelock(e endpoint) (rueidis.Client, *relock.Client, error) {
+	rc, err := rueidis.NewClient(e.rueidisOption())
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err := relock.New(rc)
+	if err != nil {
+		rc.Close()
+		return nil, nil, err
+	}
+	return rc, c, nil
 }
 
 func (r *relockInst) Handle(key string) locker {

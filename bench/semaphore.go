@@ -136,13 +136,8 @@ type relockSemInst struct {
 }
 
 func openRelockSem(e endpoint) (semInstance, error) {
-	rc, err := rueidis.NewClient(e.rueidisOption())
+	rc, c, err := dialRelock(e)
 	if err != nil {
-		return nil, err
-	}
-	c, err := relock.New(rc)
-	if err != nil {
-		rc.Close()
 		return nil, err
 	}
 	return &relockSemInst{rc: rc, c: c}, nil

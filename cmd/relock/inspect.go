@@ -290,35 +290,29 @@ func counted(ctx context.Context, rc rueidis.Client, r *Report) error {
 	if err != nil {
 		return err
 	}
-	if len(zs) > 0 {
-		now, err := redisNowMs(ctx, rc)
-		if err != nil {
-			return err
-		}
-		for _, client := range zs {
-			score, err := rc.Do(ctx, rc.B().Zscore().Key(sem.Deadlines).Member(client).Build()).AsFloat64()
-			if err != nil && !rueidis.IsRedisNil(err) {
-				return err
-			}
-			r.PermitWaiters = append(r.PermitWaiters, QueueEntry{Owner: client, ExpiresInMs: int64(score) - now})
-		}
-	}
 	leased, err := rc.Do(ctx, rc.B().Zrange().Key(sem.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
 	if err != nil {
 		return err
 	}
-	if len(leased) > 0 {
-		now, err := redisNowMs(ctx, rc)
-		if err != nil {
+	var now int64 // Redis's clock, read once for the queue's deadlines and the leases
+	if len(zs) > 0 || len(leased) > 0 {
+		if now, err = redisNowMs(ctx, rc); err != nil {
 			return err
 		}
-		for _, z := range leased {
-			p := LeasedPermit{ID: hex.EncodeToString([]byte(z.Member)), ExpiresInMs: int64(z.Score) - now}
-			if z.Score >= noExpiry {
-				p.ExpiresInMs, p.NoExpiry = 0, true
-			}
-			r.Leased = append(r.Leased, p)
+	}
+	for _, client := range zs {
+		score, err := rc.Do(ctx, rc.B().Zscore().Key(sem.Deadlines).Member(client).Build()).AsFloat64()
+		if err != nil && !rueidis.IsRedisNil(err) {
+			return err
 		}
+		r.PermitWaiters = append(r.PermitWaiters, QueueEntry{Owner: client, ExpiresInMs: int64(score) - now})
+	}
+	for _, z := range leased {
+		p := LeasedPermit{ID: hex.EncodeToString([]byte(z.Member)), ExpiresInMs: int64(z.Score) - now}
+		if z.Score >= noExpiry {
+			p.ExpiresInMs, p.NoExpiry = 0, true
+		}
+		r.Leased = append(r.Leased, p)
 	}
 	semSubs, err := subscribers(ctx, rc, sem.Channel)
 	if err != nil {

@@ -12,7 +12,6 @@ import (
 	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/lockerr"
-	"github.com/relock-go/relock/internal/permits"
 	"github.com/relock-go/relock/internal/script"
 )
 
@@ -72,7 +71,7 @@ func (l *Latch) Count(ctx context.Context) (int64, error) {
 	if err := l.check(ctx); err != nil {
 		return 0, l.fail("count", err)
 	}
-	n, err := permits.Count(ctx, l.c.Redis, l.n.Count)
+	n, err := count(ctx, l.c.Redis, l.n.Count)
 	return max(n, 0), l.fail("count", err)
 }
 
@@ -85,7 +84,7 @@ func (l *Latch) Await(ctx context.Context) error {
 	}
 	c := l.c
 	mark := c.Hub.Mark()
-	n, err := permits.Count(ctx, c.Redis, l.n.Count)
+	n, err := count(ctx, c.Redis, l.n.Count)
 	if err != nil || n <= 0 {
 		return l.fail("await", err)
 	}
@@ -104,7 +103,7 @@ func (l *Latch) Await(ctx context.Context) error {
 	}
 	for {
 		if again {
-			if n, err = permits.Count(ctx, c.Redis, l.n.Count); err != nil {
+			if n, err = count(ctx, c.Redis, l.n.Count); err != nil {
 				return l.fail("await", err)
 			}
 			if n <= 0 {

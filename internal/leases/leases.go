@@ -317,9 +317,12 @@ func (w *Watchdog) keepWrite(h *Hold) {
 	}
 }
 
-// writeHold returns, for a read hold, its owner's write hold of the same lock, if known.
+// writeHold returns, for a read hold, its owner's write hold of the same lock, if known:
+// nil for any other hold, since only a read-write lock's write holds have a field ending in
+// writeSuffix. It is looked for only when a read hold is lost or raised the hash's expiry,
+// never on a release.
 func (w *Watchdog) writeHold(h *Hold) *Hold {
-	if h.renewal != script.RWLockRenew() || strings.HasSuffix(h.key.owner, writeSuffix) {
+	if strings.HasSuffix(h.key.owner, writeSuffix) {
 		return nil
 	}
 	return w.holds[holdKey{h.key.name, h.key.owner + writeSuffix}]
@@ -351,7 +354,10 @@ func (w *Watchdog) drop(h *Hold, cause error) {
 		w.obs.Released(h.event()) // by Unlock, or by Close (ReleasedAtClose)
 	}
 	h.end(cause)
-	if wh := w.writeHold(h); wh != nil && lost {
+	if !lost {
+		return
+	}
+	if wh := w.writeHold(h); wh != nil {
 		// The read hold is gone, and maybe the hash with it (deleted, or a restart): look
 		// at the write hold, which the read hold's expiry may have been keeping, at once.
 		w.check.Store(true)

@@ -97,15 +97,13 @@ func (s *Semaphore) keep(ctx context.Context, ids string, sent time.Time) (conte
 		if carried != nil {
 			who, _, _ = c.Owners.Own(context.Background())
 		}
-		lc := new(leased)
+		lc := &leased{key: leaseKey{s.gates, s.n.Permits}, ids: ids}
 		g := leases.Grant{Name: s.n.Permits, Owner: ids, Count: 1, Sent: sent, Lease: c.Lease, Renew: true,
 			Renewal: script.SemaphoreRenew(), Extra: s.n.Leases, Who: who, Kind: string(observe.Lease),
 			Carried: carried, Fresh: fresh, Anchor: true, Lock: s}
-		held, ok := c.Watchdog.Acquired(&lc.hold, ctx, g)
-		if ok {
-			lc.Context = held
-			lc.key = leaseKey{s.gates, s.n.Permits}
-			lc.ids = ids
+		// A lease is always a first-level hold (its ids are new), whose context the
+		// watchdog makes in place.
+		if _, ok := c.Watchdog.Acquired(&lc.Context, ctx, g); ok {
 			return lc, nil
 		}
 		err = lockerr.ErrClosed
@@ -115,12 +113,12 @@ func (s *Semaphore) keep(ctx context.Context, ids string, sent time.Time) (conte
 }
 
 // leased is a lease's context: the watchdog's hold context, which answers for the lease's
-// ids too. It is one allocation with the hold's context.
+// ids too. It is one allocation with the hold's context, whose methods it has (AfterFunc
+// among them, so that contexts derived from it need no goroutine each).
 type leased struct {
-	context.Context // &hold, once the watchdog has made it
-	hold            leases.Context
-	key             leaseKey
-	ids             string
+	leases.Context
+	key leaseKey
+	ids string
 }
 
 func (l *leased) Value(key any) any {
@@ -130,11 +128,11 @@ func (l *leased) Value(key any) any {
 	return l.Context.Value(key)
 }
 
-// AfterFunc lets contexts derived from the lease's end with it as they do with a lock's
-// hold context, without a goroutine each (see leases.Context.AfterFunc).
-func (l *leased) AfterFunc(f func()) (stop func() bool) { return l.hold.AfterFunc(f) }
-
-func (l *leased) String() string { return l.Context.(fmt.Stringer).String() }
+// lease returns the ids of the lease of this semaphore that held carries.
+func (s *Semaphore) lease(held context.Context) (ids string, ok bool) {
+	ids, ok = held.Value(leaseKey{s.gates, s.n.Permits}).(string)
+	return ids, ok
+}
 
 // errNoLease is the ErrNotHeld of a ReleaseLease whose context carries no lease.
 var errNoLease = fmt.Errorf("%w (this context carries no lease of the semaphore: pass the one AcquireLease returned)", lockerr.ErrNotHeld)
@@ -144,7 +142,7 @@ func (s *Semaphore) ReleaseLease(held context.Context) error {
 	if s.err != nil {
 		return s.fail("releaselease", s.err)
 	}
-	ids, ok := held.Value(leaseKey{s.gates, s.n.Permits}).(string)
+	ids, ok := s.lease(held)
 	if !ok {
 		return s.fail("releaselease", errNoLease)
 	}
@@ -198,7 +196,7 @@ func (s *Semaphore) giveBack(ctx context.Context, ids string) (back, live int64,
 // PermitIDs returns the ids of the permits of the lease held carries, as Redisson's
 // RPermitExpirableSemaphore spells them (32 hex digits each); nil when it carries none.
 func (s *Semaphore) PermitIDs(held context.Context) []string {
-	ids, ok := held.Value(leaseKey{s.gates, s.n.Permits}).(string)
+	ids, ok := s.lease(held)
 	if !ok {
 		return nil
 	}

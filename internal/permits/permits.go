@@ -140,7 +140,6 @@ func (s *Semaphore) take(ctx context.Context, n int64, ids string) (time.Time, e
 	idle := len(g.queue) == 0
 	s.gates.mu.Unlock()
 	if idle {
-		m := s.c.Hub.Mark()
 		a, err := s.attempt(ctx, s.acquire(n, true, ids))
 		if err != nil {
 			s.leave(ctx)
@@ -152,7 +151,6 @@ func (s *Semaphore) take(ctx context.Context, n int64, ids string) (time.Time, e
 			}
 			return a.sent, nil
 		}
-		a.mark = m
 		tried = &a
 	}
 
@@ -211,9 +209,10 @@ func (s *Semaphore) next(g *gate, me *turn) {
 	}
 }
 
-// attempted is what an attempt found: whether it took the permits and when it was sent;
-// when it did not, the hub's mark before it, whether the client is first in line, and how
-// long until the next leased permit runs out (below zero: none is leased).
+// attempted is what an attempt found: whether it took the permits, when it was sent and
+// the hub's mark just before (a channel quiet since then missed no release); when it did
+// not take them, whether the client is first in line, and how long until the next leased
+// permit runs out (below zero: none is leased).
 type attempted struct {
 	ok    bool
 	sent  time.Time
@@ -236,12 +235,10 @@ func (s *Semaphore) wait(ctx context.Context, n int64, ids string, tried *attemp
 	refresh := c.Lease / 3
 	call := s.acquire(n, true, ids)
 	if tried == nil {
-		m := c.Hub.Mark()
 		a, err := s.attempt(ctx, call)
 		if err != nil || a.ok {
 			return a.sent, err
 		}
-		a.mark = m
 		tried = &a
 	}
 	var sub *hub.Sub
@@ -291,7 +288,6 @@ func (s *Semaphore) wait(ctx context.Context, n int64, ids string, tried *attemp
 				return fail(err)
 			}
 		}
-		m := c.Hub.Mark()
 		a, err := s.attempt(ctx, call)
 		if err != nil {
 			return fail(err)
@@ -299,7 +295,6 @@ func (s *Semaphore) wait(ctx context.Context, n int64, ids string, tried *attemp
 		if a.ok {
 			return a.sent, nil
 		}
-		a.mark = m
 		tried = &a
 	}
 }
@@ -333,7 +328,7 @@ func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) ruei
 		return attempted{}, lockerr.ErrClosed
 	}
 	dctx := s.c.Detached(ctx)
-	a := attempted{sent: time.Now(), next: -1}
+	a := attempted{mark: s.c.Hub.Mark(), sent: time.Now(), next: -1}
 	reply, err := call(dctx).AsIntSlice()
 	switch {
 	case err != nil:
@@ -474,30 +469,4 @@ func (s *Semaphore) Drain(ctx context.Context) (int64, error) {
 	}
 	v, err := script.SemaphoreDrain().Exec(ctx, s.c.Redis, []string{s.n.Permits, s.n.Leases}, nil).AsInt64()
 	return v, s.fail("drain", err)
-}
-
-// Count reads a counting kind's key: the number it holds, 0 when there is none, and
-// ErrWrongType when it holds anything but a whole number.
-func Count(ctx context.Context, rc rueidis.Client, key string) (int64, error) {
-	v, err := rc.Do(ctx, rc.B().Get().Key(key).Build()).ToString()
-	if rueidis.IsRedisNil(err) {
-		return 0, nil
-	}
-	if err != nil {
-		return 0, err
-	}
-	// Only a whole number as Redis writes one, as the scripts take it (lua/count.lua):
-	// "+5" and "05" are not counts to INCRBY and DECR.
-	n, perr := strconv.ParseInt(v, 10, 64)
-	if perr != nil || strconv.FormatInt(n, 10) != v {
-		return 0, fmt.Errorf("%w: the key holds %q, not a count", lockerr.ErrWrongType, clip(v))
-	}
-	return n, nil
-}
-
-func clip(s string) string {
-	if len(s) > 32 {
-		return s[:32] + "..."
-	}
-	return s
 }
