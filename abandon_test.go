@@ -3,8 +3,11 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -170,5 +173,127 @@ func TestDoneWithoutItsContext(t *testing.T) {
 			t.Errorf("%d holds abandoned; want 1", n)
 		}
 		runtime.KeepAlive(worker)
+	})
+}
+
+// A context being passed to Unlock, Extend or ReleaseLease names its hold's owner, so the
+// hold is not abandoned while that call runs, however soon after the call the caller lets
+// the context go: a loop of Lock and Unlock is the commonest code there is. Collections
+// run all along, so that one finds an owner's anchor unreachable inside any such call that
+// does not keep it. An Extend that finds its hold abandoned under it says ErrNotHeld.
+//
+// It runs on redis-server alone: miniredis answers in the same process, too soon for a
+// collection to fall inside a call.
+func TestHoldInUseIsNotAbandoned(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		// The abandoned holds this test makes on purpose are not logged.
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(abandonLease), relock.WithLogger(nil))
+		ctx := context.Background()
+		const workers, cycles = 32, 200
+
+		stop := make(chan struct{})
+		collector := make(chan struct{})
+		go func() {
+			defer close(collector)
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(time.Millisecond):
+					runtime.GC()
+				}
+			}
+		}()
+
+		// Each worker takes and gives back every kind of hold in turn, its context dropped
+		// as soon as the call that ends the hold is made.
+		var extended atomic.Int64
+		kinds := []func(name string, i int) error{
+			func(name string, _ int) error {
+				mu := c.Lock(name)
+				held, err := mu.Lock(ctx)
+				if err != nil {
+					return err
+				}
+				return mu.Unlock(held)
+			},
+			// Extend as the context's last use: the hold is abandoned after it (each on a
+			// lock of its own, which frees when its lease runs out), never during it.
+			func(name string, i int) error {
+				mu := c.Lock(name + ":extend:" + strconv.Itoa(i))
+				held, err := mu.Lock(ctx)
+				if err != nil {
+					return err
+				}
+				if err := mu.Extend(held, abandonLease); err != nil {
+					return err
+				}
+				extended.Add(1)
+				return nil
+			},
+			func(name string, _ int) error {
+				mu := c.FairLock(name + ":fair")
+				held, err := mu.Lock(ctx)
+				if err != nil {
+					return err
+				}
+				return mu.Unlock(held)
+			},
+			func(name string, _ int) error {
+				rw := c.RWLock(name + ":rw")
+				held, err := rw.RLock(ctx)
+				if err != nil {
+					return err
+				}
+				return rw.RUnlock(held)
+			},
+			func(name string, _ int) error {
+				s := c.Semaphore(name + ":sem")
+				held, err := s.AcquireLease(ctx, 1)
+				if err != nil {
+					return err
+				}
+				return s.ReleaseLease(held)
+			},
+		}
+		errs := make(chan error, workers)
+		for w := range workers {
+			go func() {
+				name := "inuse:" + strconv.Itoa(w)
+				if ok, err := c.Semaphore(name+":sem").TrySetPermits(ctx, 1); err != nil || !ok {
+					errs <- fmt.Errorf("worker %d: TrySetPermits: %v, %v", w, ok, err)
+					return
+				}
+				for i := range cycles {
+					if err := kinds[i%len(kinds)](name, i); err != nil {
+						errs <- fmt.Errorf("worker %d, cycle %d: %w", w, i, err)
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range workers {
+			select {
+			case err := <-errs:
+				if err != nil {
+					t.Error(err)
+				}
+			case <-time.After(60 * time.Second):
+				t.Fatal("the workers did not finish within 60s")
+			}
+		}
+		close(stop)
+		<-collector
+		want := uint64(extended.Load())
+		collect(t, "the holds whose last use was Extend were never abandoned", func() bool {
+			return c.WatchdogStats().Abandoned >= want
+		})
+		if n := c.WatchdogStats().Abandoned; n != want {
+			t.Fatalf("%d holds abandoned; want %d, those whose context was dropped after Extend: the others were abandoned while a call that ends them ran with their context", n, want)
+		}
+		if n := c.WatchdogStats().Holds; n != 0 {
+			t.Errorf("the watchdog still knows %d holds after every one was released or abandoned", n)
+		}
 	})
 }

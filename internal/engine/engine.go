@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"time"
 
@@ -162,11 +163,19 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if !ok {
 		return l.fail("unlock", errNoOwner)
 	}
+	// ctx names the owner until the watchdog has heard how the release went: were it
+	// unreachable before, a collection could take the hold for abandoned (owner.Watch)
+	// while its release runs, and nothing else may keep it (a caller that unlocks its last
+	// reference to it is the common case).
+	defer runtime.KeepAlive(ctx)
 	owner = l.kind.field(owner)
 	// The owner's turn: its count as this client knows it is the count the release
 	// compares with (see release).
 	turn := l.c.Watchdog.Begin(l.n.Lock, owner)
 	defer turn.End()
+	if turn.Count == 1 {
+		turn.Releasing()
+	}
 	dctx := l.c.Detached(ctx)
 	switch released, err := l.release(dctx, owner, turn.Count, turn.Deadline); {
 	case err == nil:
@@ -201,6 +210,7 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if !ok {
 		return l.fail("extend", lockerr.ErrNotHeld)
 	}
+	defer runtime.KeepAlive(ctx) // as in Unlock: the hold is not abandoned while it extends
 	field := l.kind.field(owner)
 	turn := l.c.Watchdog.Begin(l.n.Lock, field)
 	defer turn.End()
@@ -226,6 +236,9 @@ func (l *Lock) ReleaseAll(ctx context.Context, field string) error {
 	turn := l.c.Watchdog.Begin(l.n.Lock, field)
 	defer turn.End()
 	for count := turn.Count; count > 0; count-- {
+		if count == 1 {
+			turn.Releasing()
+		}
 		released, err := l.release(ctx, field, count, turn.Deadline)
 		switch {
 		case err != nil:

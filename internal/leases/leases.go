@@ -100,6 +100,9 @@ type Hold struct {
 	// op is held by the call that is changing this hold's count in Redis (an unlock, a
 	// re-entry) from before it sends until the client has recorded the result: see Begin.
 	op sync.Mutex
+	// releasing is set while the call in op's turn releases the hold's last count (see
+	// Turn.Releasing).
+	releasing atomic.Bool
 }
 
 // New starts the watchdog of a client whose default lease is lease; renewals run every
@@ -760,7 +763,18 @@ func (w *Watchdog) Begin(name, owner string) Turn {
 // End gives the turn back.
 func (t Turn) End() {
 	if t.h != nil {
+		t.h.releasing.Store(false)
 		t.h.op.Unlock()
+	}
+}
+
+// Releasing says that the call in this turn is about to release the hold's last count.
+// Until End, a renewal round that finds the hold gone from Redis leaves it to that call to
+// say how the hold ended (Released, or Lost): the release may simply have run first, and
+// a hold its holder released did not end as lost.
+func (t Turn) Releasing() {
+	if t.h != nil {
+		t.h.releasing.Store(true)
 	}
 }
 
@@ -1026,6 +1040,9 @@ func (w *Watchdog) renew(sent time.Time, checkAll bool) (first error) {
 					w.keepWrite(h)
 				}
 				continue
+			}
+			if h.releasing.Load() {
+				continue // gone by its own release, which says so (Turn.Releasing)
 			}
 			w.drop(h, lockerr.ErrLeaseLost)
 		}

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"runtime"
 	"time"
 
 	"github.com/relock-go/relock/internal/leases"
@@ -146,6 +147,9 @@ func (s *Semaphore) ReleaseLease(held context.Context) error {
 	if !ok {
 		return s.fail("releaselease", errNoLease)
 	}
+	// held names the lease's owner until the watchdog has heard how the release went, so
+	// that a collection meanwhile does not take the lease for abandoned.
+	defer runtime.KeepAlive(held)
 	return s.fail("releaselease", s.end(s.c.Detached(held), ids, nil))
 }
 
@@ -159,6 +163,9 @@ func (s *Semaphore) ReleaseAll(ctx context.Context, owner string) error {
 // had every permit of it, lost otherwise, for which it returns ErrNotHeld.
 func (s *Semaphore) end(ctx context.Context, ids string, cause error) error {
 	w := s.c.Watchdog
+	turn := w.Begin(s.n.Permits, ids)
+	defer turn.End()
+	turn.Releasing()
 	back, live, err := s.giveBack(ctx, ids)
 	switch n := int64(len(ids) / idLen); {
 	case err != nil:
