@@ -63,15 +63,22 @@ func (r *report) targets() []target {
 
 // s1Targets are the S1 ratios against the peers and relock's allocations per cycle.
 func (r *report) s1Targets() []target {
-	relock := libIndex("relock")
+	relock, raw := libIndex("relock"), libIndex("raw scripts")
 	var ts []target
 	for _, c := range []struct {
 		peer string
 		want float64
 	}{{"raw scripts", 0.95}, {"redislock", 1.4}, {"redsync", 2}, {"rueidislock", 2}} {
-		got := r.s1Ratio(relock, libIndex(c.peer))
+		peer := libIndex(c.peer)
+		got := r.s1Ratio(relock, peer)
+		measured := fmt.Sprintf("%.2f× (median of the rounds' ratios)", got)
+		if peer != raw {
+			// What relock's own scripts reach with no library around them: the most that
+			// client work alone could give.
+			measured += fmt.Sprintf("; the raw scripts: %.2f×", r.s1Ratio(raw, peer))
+		}
 		ts = append(ts, target{fmt.Sprintf("S1 cycles/s: relock at least %.2g× %s", c.want, c.peer),
-			fmt.Sprintf("%.2f× (median of the rounds' ratios)", got), got >= c.want})
+			measured, got >= c.want})
 	}
 	allocs := r.s1Cost(relock).allocs
 	ts = append(ts, target{fmt.Sprintf("S1: relock at most %d allocations per cycle", s1MaxAllocs),
