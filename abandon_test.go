@@ -30,6 +30,40 @@ func collect(t *testing.T, what string, cond func() bool) {
 	})
 }
 
+// cycleWorkers runs workers goroutines of cycles calls of fn each, with the names
+// "<prefix>:<worker>" and the cycle's number, and fails t with the first error of each.
+// Each worker's semaphore, "<name>:sem", has one permit. It waits at most 60s.
+func cycleWorkers(t *testing.T, c *relock.Client, prefix string, workers, cycles int, fn func(name string, i int) error) {
+	t.Helper()
+	errs := make(chan error, workers)
+	for w := range workers {
+		go func() {
+			name := prefix + ":" + strconv.Itoa(w)
+			if ok, err := c.Semaphore(name+":sem").TrySetPermits(context.Background(), 1); err != nil || !ok {
+				errs <- fmt.Errorf("worker %d: TrySetPermits: %v, %v", w, ok, err)
+				return
+			}
+			for i := range cycles {
+				if err := fn(name, i); err != nil {
+					errs <- fmt.Errorf("worker %d, cycle %d: %w", w, i, err)
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range workers {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Error(err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the workers did not finish within 60s")
+		}
+	}
+}
+
 // The natural mistake of a redsync or redislock user, Unlock with the context Lock was
 // called with, must not keep the lock for the life of the process. The Unlock says which
 // context it wanted; and once the context Lock returned is unreachable, the hold is
@@ -256,33 +290,9 @@ func TestHoldInUseIsNotAbandoned(t *testing.T) {
 				return s.ReleaseLease(held)
 			},
 		}
-		errs := make(chan error, workers)
-		for w := range workers {
-			go func() {
-				name := "inuse:" + strconv.Itoa(w)
-				if ok, err := c.Semaphore(name+":sem").TrySetPermits(ctx, 1); err != nil || !ok {
-					errs <- fmt.Errorf("worker %d: TrySetPermits: %v, %v", w, ok, err)
-					return
-				}
-				for i := range cycles {
-					if err := kinds[i%len(kinds)](name, i); err != nil {
-						errs <- fmt.Errorf("worker %d, cycle %d: %w", w, i, err)
-						return
-					}
-				}
-				errs <- nil
-			}()
-		}
-		for range workers {
-			select {
-			case err := <-errs:
-				if err != nil {
-					t.Error(err)
-				}
-			case <-time.After(60 * time.Second):
-				t.Fatal("the workers did not finish within 60s")
-			}
-		}
+		cycleWorkers(t, c, "inuse", workers, cycles, func(name string, i int) error {
+			return kinds[i%len(kinds)](name, i)
+		})
 		close(stop)
 		<-collector
 		want := uint64(extended.Load())

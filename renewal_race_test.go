@@ -3,7 +3,6 @@ package relock_test
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"testing"
 	"time"
 
@@ -49,44 +48,21 @@ func TestReleaseDuringRenewalIsNotALoss(t *testing.T) {
 				return held, s.ReleaseLease, err
 			},
 		}
-		errs := make(chan error, workers)
-		for w := range workers {
-			go func() {
-				name := "race:" + strconv.Itoa(w)
-				if ok, err := c.Semaphore(name+":sem").TrySetPermits(ctx, 1); err != nil || !ok {
-					errs <- fmt.Errorf("worker %d: TrySetPermits: %v, %v", w, ok, err)
-					return
-				}
-				for i := range cycles {
-					held, release, err := kinds[i%len(kinds)](name)
-					if err != nil {
-						errs <- fmt.Errorf("worker %d, cycle %d: %w", w, i, err)
-						return
-					}
-					// Held for 0 to 3ms, so that releases fall all over the renewal period.
-					time.Sleep(time.Duration(i*7919%4) * time.Millisecond)
-					if err := release(held); err != nil {
-						errs <- fmt.Errorf("worker %d, cycle %d: release: %w", w, i, err)
-						return
-					}
-					if cause := context.Cause(held); cause != context.Canceled {
-						errs <- fmt.Errorf("worker %d, cycle %d: after its release the hold's context has cause %v; want context.Canceled", w, i, cause)
-						return
-					}
-				}
-				errs <- nil
-			}()
-		}
-		for range workers {
-			select {
-			case err := <-errs:
-				if err != nil {
-					t.Error(err)
-				}
-			case <-time.After(60 * time.Second):
-				t.Fatal("the workers did not finish within 60s")
+		cycleWorkers(t, c, "race", workers, cycles, func(name string, i int) error {
+			held, release, err := kinds[i%len(kinds)](name)
+			if err != nil {
+				return err
 			}
-		}
+			// Held for 0 to 3ms, so that releases fall all over the renewal period.
+			time.Sleep(time.Duration(i*7919%4) * time.Millisecond)
+			if err := release(held); err != nil {
+				return fmt.Errorf("release: %w", err)
+			}
+			if cause := context.Cause(held); cause != context.Canceled {
+				return fmt.Errorf("after its release the hold's context has cause %v; want context.Canceled", cause)
+			}
+			return nil
+		})
 		st := c.WatchdogStats()
 		t.Logf("%d releases over %d renewal rounds", workers*cycles, st.Ticks)
 		if lost := len(rec.snapshot().lost); st.Lost != 0 || lost != 0 {
