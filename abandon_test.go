@@ -64,6 +64,26 @@ func cycleWorkers(t *testing.T, c *relock.Client, prefix string, workers, cycles
 	}
 }
 
+// holdTurns is how many kinds of hold takeHold takes, one per turn.
+const holdTurns = 4
+
+// takeHold takes the hold of turn k (below holdTurns) on a name made from name: a lock's,
+// a fair lock's or a read hold (the kinds of kinds_test.go), or a lease of one permit of
+// the semaphore "<name>:sem" (see cycleWorkers). It returns the hold's context and the
+// call that releases it.
+func takeHold(c *relock.Client, k int, name string) (context.Context, func(context.Context) error, error) {
+	ctx := context.Background()
+	if locks := []holdKind{kindRLock, kindFair, kindRead}; k < len(locks) {
+		kind := locks[k]
+		n := name + ":" + kind.name
+		held, err := kind.lock(c, ctx, n, 0)
+		return held, func(held context.Context) error { return kind.unlock(c, held, n) }, err
+	}
+	s := c.Semaphore(name + ":sem")
+	held, err := s.AcquireLease(ctx, 1)
+	return held, s.ReleaseLease, err
+}
+
 // The natural mistake of a redsync or redislock user, Unlock with the context Lock was
 // called with, must not keep the lock for the life of the process. The Unlock says which
 // context it wanted; and once the context Lock returned is unreachable, the hold is
@@ -240,58 +260,28 @@ func TestHoldInUseIsNotAbandoned(t *testing.T) {
 		}()
 
 		// Each worker takes and gives back every kind of hold in turn, its context dropped
-		// as soon as the call that ends the hold is made.
+		// as soon as the call that ends the hold is made; and, as one more turn, extends a
+		// lock's hold as the context's last use: that hold is abandoned after it (each on a
+		// lock of its own, which frees when its lease runs out), never during it.
 		var extended atomic.Int64
-		kinds := []func(name string, i int) error{
-			func(name string, _ int) error {
-				mu := c.Lock(name)
-				held, err := mu.Lock(ctx)
-				if err != nil {
-					return err
-				}
-				return mu.Unlock(held)
-			},
-			// Extend as the context's last use: the hold is abandoned after it (each on a
-			// lock of its own, which frees when its lease runs out), never during it.
-			func(name string, i int) error {
-				mu := c.Lock(name + ":extend:" + strconv.Itoa(i))
-				held, err := mu.Lock(ctx)
-				if err != nil {
-					return err
-				}
-				if err := mu.Extend(held, abandonLease); err != nil {
-					return err
-				}
-				extended.Add(1)
-				return nil
-			},
-			func(name string, _ int) error {
-				mu := c.FairLock(name + ":fair")
-				held, err := mu.Lock(ctx)
-				if err != nil {
-					return err
-				}
-				return mu.Unlock(held)
-			},
-			func(name string, _ int) error {
-				rw := c.RWLock(name + ":rw")
-				held, err := rw.RLock(ctx)
-				if err != nil {
-					return err
-				}
-				return rw.RUnlock(held)
-			},
-			func(name string, _ int) error {
-				s := c.Semaphore(name + ":sem")
-				held, err := s.AcquireLease(ctx, 1)
-				if err != nil {
-					return err
-				}
-				return s.ReleaseLease(held)
-			},
-		}
 		cycleWorkers(t, c, "inuse", workers, cycles, func(name string, i int) error {
-			return kinds[i%len(kinds)](name, i)
+			if k := i % (holdTurns + 1); k < holdTurns {
+				held, release, err := takeHold(c, k, name)
+				if err != nil {
+					return err
+				}
+				return release(held)
+			}
+			mu := c.Lock(name + ":extend:" + strconv.Itoa(i))
+			held, err := mu.Lock(ctx)
+			if err != nil {
+				return err
+			}
+			if err := mu.Extend(held, abandonLease); err != nil {
+				return err
+			}
+			extended.Add(1)
+			return nil
 		})
 		close(stop)
 		<-collector

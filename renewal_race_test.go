@@ -23,33 +23,10 @@ func TestReleaseDuringRenewalIsNotALoss(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		rec := &recorder{}
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(600*time.Millisecond), relock.WithObserver(rec))
-		ctx := context.Background()
 		const workers, cycles = 32, 1000
 
-		kinds := []func(name string) (context.Context, func(context.Context) error, error){
-			func(name string) (context.Context, func(context.Context) error, error) {
-				mu := c.Lock(name)
-				held, err := mu.Lock(ctx)
-				return held, mu.Unlock, err
-			},
-			func(name string) (context.Context, func(context.Context) error, error) {
-				mu := c.FairLock(name + ":fair")
-				held, err := mu.Lock(ctx)
-				return held, mu.Unlock, err
-			},
-			func(name string) (context.Context, func(context.Context) error, error) {
-				rw := c.RWLock(name + ":rw")
-				held, err := rw.RLock(ctx)
-				return held, rw.RUnlock, err
-			},
-			func(name string) (context.Context, func(context.Context) error, error) {
-				s := c.Semaphore(name + ":sem")
-				held, err := s.AcquireLease(ctx, 1)
-				return held, s.ReleaseLease, err
-			},
-		}
 		cycleWorkers(t, c, "race", workers, cycles, func(name string, i int) error {
-			held, release, err := kinds[i%len(kinds)](name)
+			held, release, err := takeHold(c, i%holdTurns, name)
 			if err != nil {
 				return err
 			}
