@@ -301,3 +301,82 @@ func TestNoLostWakeUpUnderContention(t *testing.T) {
 		}
 	})
 }
+
+// A holder kept by its watchdog renews every third of its lease, so the moment its lease was
+// due to end, as a waiter last saw it, is also a moment it renews. The waiters' channel timer
+// looks a little after that moment, so it finds the renewal landed and sleeps a whole lease
+// again: between two looks of the waiting client there is a whole lease, never the two thirds
+// of one that a look just before the renewal would leave.
+func TestRenewedHolderIsLookedAtOncePerLease(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const (
+			waiters = 50
+			lease   = 2 * time.Second
+			looks   = 4 // timed looks to see, after the first
+		)
+		holder := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
+		waiter := relocktest.New(t, b)
+		hctx, hcancel := context.WithTimeout(context.Background(), time.Minute)
+		defer hcancel()
+		mu := holder.Lock("renewed")
+		held, err := mu.Lock(hctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		var wg sync.WaitGroup
+		wmu := waiter.Lock("renewed")
+		for range waiters {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if _, err := wmu.Lock(relock.NewOwner(ctx)); !errors.Is(err, context.Canceled) {
+					t.Errorf("a waiter's Lock: %v; want context.Canceled", err)
+				}
+			}()
+		}
+		redistest.Eventually(t, 30*time.Second, "the waiters never all parked", func() bool {
+			return waiter.PubSubStats().Waiting == waiters
+		})
+
+		// Every timed look is one waiter woken by the channel's timer; note when each lands.
+		var at []time.Time
+		last := waiter.PubSubStats().TimedOut
+		deadline := time.Now().Add(time.Duration(looks+2) * lease)
+		for len(at) < looks+1 && time.Now().Before(deadline) {
+			time.Sleep(2 * time.Millisecond)
+			if n := waiter.PubSubStats().TimedOut; n != last {
+				if n-last > 1 {
+					t.Fatalf("%d timed looks at once; want one for the client", n-last)
+				}
+				last = n
+				at = append(at, time.Now())
+			}
+		}
+		if len(at) < looks+1 {
+			t.Fatalf("%d timed looks in %v; want %d, one per lease", len(at), time.Duration(looks+2)*lease, looks+1)
+		}
+		gaps := make([]time.Duration, 0, looks)
+		for i := 1; i < len(at); i++ {
+			gaps = append(gaps, at[i].Sub(at[i-1]).Round(time.Millisecond))
+		}
+		t.Logf("gaps between timed looks: %v", gaps)
+		for i, gap := range gaps {
+			// A look that beat the renewal leaves two thirds of a lease to the next one.
+			if gap < lease*5/6 {
+				t.Errorf("look %d came %v after the one before; want about a lease, %v", i+1, gap, lease)
+			}
+		}
+		cancel()
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		redistest.Recv(t, done, 30*time.Second, "the cancelled waiters' return")
+		if err := held.Err(); err != nil {
+			t.Fatalf("the holder's hold ended while it was renewed: %v", err)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

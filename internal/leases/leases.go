@@ -875,8 +875,8 @@ func (w *Watchdog) Stats() watchdog.Stats {
 // lease that ends before the next renewal.
 func (w *Watchdog) run() {
 	defer close(w.done)
-	next := time.Now().Add(w.period)
-	timer := time.NewTimer(w.period)
+	next := w.wakeAt // set by newWatchdog before it started run
+	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
 	// A check (Check) whose round failed is tried again soon, with backoff: right after a
 	// restart the first command on a pooled connection meets the dead one.
@@ -896,7 +896,7 @@ func (w *Watchdog) run() {
 		if !recheck.IsZero() && !now.Before(recheck) {
 			checking, recheck = true, time.Time{}
 		}
-		if checking || !now.Before(next) {
+		if due := !now.Before(next); checking || due {
 			err := w.renew(now, checking)
 			failed := err != nil
 			switch {
@@ -914,7 +914,7 @@ func (w *Watchdog) run() {
 				}
 				failing = time.Time{}
 			}
-			next = now.Add(w.period)
+			next = w.following(next, now, due)
 			w.expire(time.Now())
 			switch {
 			case checking && failed:
@@ -937,6 +937,26 @@ func (w *Watchdog) run() {
 		timer.Reset(time.Until(w.wakeAt))
 		w.mu.Unlock()
 	}
+}
+
+// following returns when the round after one that ran at now is due; next is when this one
+// was due, and due tells whether it had come.
+//
+// The rounds keep one cadence: a round that was due sets the next a period after its own due
+// time, not after the moment the timer got it running, so that the renewals do not slide later
+// by each round's wake-up. A waiter elsewhere looks at the lock a little after the lease it saw
+// was due to end (see package pubsub), counting on the renewal that lands at that moment;
+// renewals sliding later, a few milliseconds a round, would let its look come first. A round
+// run early for a check renews everything, so the next waits a whole period from it; and a
+// round that came more than a period late restarts the cadence from now.
+func (w *Watchdog) following(next, now time.Time, due bool) time.Time {
+	if due {
+		next = next.Add(w.period)
+	}
+	if !due || !next.After(now) {
+		next = now.Add(w.period)
+	}
+	return next
 }
 
 // minRecheck is the first delay before a failed check is tried again.

@@ -151,3 +151,72 @@ func TestForeignKeyInBatch(t *testing.T) {
 		}
 	})
 }
+
+// The renewal rounds keep one cadence: a round that starts late, as a timer's wake-up or a
+// busy process makes it, does not push the rounds after it later. A waiter elsewhere counts
+// on a renewal landing when the lease it saw was due to end (see package pubsub).
+func TestRoundsKeepTheirCadence(t *testing.T) {
+	w := &Watchdog{period: 100 * time.Millisecond}
+	t0 := time.Unix(1_000_000, 0)
+	for _, c := range []struct {
+		what      string
+		next, now time.Time
+		due       bool
+		want      time.Time
+	}{
+		{"a round on time", t0, t0, true, t0.Add(100 * time.Millisecond)},
+		{"a round 7ms late", t0, t0.Add(7 * time.Millisecond), true, t0.Add(100 * time.Millisecond)},
+		{"a round 99ms late", t0, t0.Add(99 * time.Millisecond), true, t0.Add(100 * time.Millisecond)},
+		{"a round a whole period late", t0, t0.Add(100 * time.Millisecond), true, t0.Add(200 * time.Millisecond)},
+		{"a round two and a half periods late", t0, t0.Add(250 * time.Millisecond), true, t0.Add(350 * time.Millisecond)},
+		{"a check 40ms before the round", t0, t0.Add(-40 * time.Millisecond), false, t0.Add(60 * time.Millisecond)},
+	} {
+		if got := w.following(c.next, c.now, c.due); !got.Equal(c.want) {
+			t.Errorf("%s: next round at %v; want %v", c.what, got.Sub(t0), c.want.Sub(t0))
+		}
+	}
+
+	// Thirty rounds each started 3ms late end where thirty on time would.
+	next := t0
+	for range 30 {
+		next = w.following(next, next.Add(3*time.Millisecond), true)
+	}
+	if want := t0.Add(30 * w.period); !next.Equal(want) {
+		t.Errorf("after 30 rounds each 3ms late the next is due at %v; want %v", next.Sub(t0), want.Sub(t0))
+	}
+}
+
+// The running watchdog keeps that cadence: rounds made to start 20ms late (the test holds
+// the watchdog's mutex across each due time) are still due a period apart.
+func TestLateRoundsDoNotDelayTheNext(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	w := newWatchdog(rc, 600*time.Millisecond, false, nil)
+	defer w.Close()
+	hold(t, w, rc, "cadence", "o:1")
+	dueAt := func() time.Time {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.wakeAt
+	}
+	const rounds = 6
+	due := make([]time.Time, 0, rounds+1)
+	due = append(due, dueAt())
+	for range rounds {
+		at, ticks := due[len(due)-1], w.Stats().Ticks
+		time.Sleep(time.Until(at) - 2*time.Millisecond)
+		w.mu.Lock()
+		time.Sleep(20 * time.Millisecond)
+		w.mu.Unlock()
+		waitRounds(t, w, ticks+1)
+		redistest.Eventually(t, 10*time.Second, "the next round was never scheduled", func() bool {
+			return dueAt().After(at)
+		})
+		due = append(due, dueAt())
+	}
+	for i := 1; i < len(due); i++ {
+		if gap := due[i].Sub(due[i-1]); gap != w.period {
+			t.Errorf("round %d is due %v after the one before, which started 20ms late; want a period, %v", i, gap, w.period)
+		}
+	}
+}
