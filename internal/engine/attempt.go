@@ -24,15 +24,20 @@ type attempt struct {
 	s       *lockopt.Settings
 	who     string // the owner
 	owner   string // the hash field that counts its holds: the owner, or its write field
-	wait    bool   // Lock rather than TryLock: the call may queue
-	queued  bool   // the waiter keeps an entry that it refreshes and leaves (fair; preferred writer)
 	stay    string // a woken waiter's "1" (others of this client wait: stay registered) or "0"; "" for a first attempt
-	fenced  bool   // a first-level acquisition takes a fencing token
 	lease   time.Duration
 	leaseMs string
+	wait    bool // Lock rather than TryLock: the call may queue
+	queued  bool // the waiter keeps an entry that it refreshes and leaves (fair; preferred writer)
+	fenced  bool // a first-level acquisition takes a fencing token
 	renew   bool
-	call    call // the acquire call
-	grant   leases.Grant
+
+	// What the acquisition got: the hold count after it, the acquire reply's third value
+	// (see layout.keepsWrite), and when the request that got it was sent. The hold's
+	// leases.Grant is made from them when the hold is kept; the attempt outlives the call
+	// as part of the hold's context, and so carries no more than it needs.
+	count, third int64
+	sent         time.Time
 
 	ctx    context.Context // the caller's: a hold taken after it ended is released again
 	parent context.Context // what the hold's context derives from
@@ -90,6 +95,9 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 		dctx = l.c.Detached(ctx)
 	}
 	known := turn.Count
+	// The call is made for each try: a woken waiter's says whether its client stays
+	// registered (a.stay), and it is no part of the attempt, which lives on with the hold.
+	call := l.kind.acquire(l, a)
 	var ttl time.Duration
 	var sent time.Time
 	var failed error // the last send's failure: did that request run?
@@ -108,10 +116,10 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 		var v []int64
 		var err error
 		if l.c.SyncReplicas > 0 {
-			v, err = a.execSynced(dctx, sent)
+			v, err = a.execSynced(dctx, &call, sent)
 		} else {
 			var buf [3]int64 // the longest reply: read it without allocating
-			v, err = ints(buf[:0], a.call.exec(dctx, l.c.Redis))
+			v, err = ints(buf[:0], call.exec(dctx, l.c.Redis))
 		}
 		if err != nil {
 			failed = err
@@ -129,10 +137,10 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 // execSynced runs the acquire script and WAIT in one round trip (in a cluster WAIT goes to
 // the node of the script's keys). If the owner got the lock and no replica has it by the
 // timeout, the acquisition is rolled back and the attempt fails with ErrNotSynced.
-func (a *attempt) execSynced(ctx context.Context, sent time.Time) ([]int64, error) {
+func (a *attempt) execSynced(ctx context.Context, call *call, sent time.Time) ([]int64, error) {
 	l := a.l
 	rc := l.c.Redis
-	res, _ := script.Batch(ctx, rc, []script.Call{a.call.batched()}, func() rueidis.Commands {
+	res, _ := script.Batch(ctx, rc, []script.Call{call.batched()}, func() rueidis.Commands {
 		return rueidis.Commands{rc.B().Wait().Numreplicas(int64(l.c.SyncReplicas)).Timeout(l.c.SyncTimeout.Milliseconds()).Build()}
 	})
 	v, err := res[0].AsIntSlice()
@@ -209,14 +217,24 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 
 // granted records what the acquisition got; third is the acquire reply's third value.
 func (a *attempt) granted(count, third int64, sent time.Time) {
+	a.count, a.third, a.sent = count, third, sent
+}
+
+// grant is what the watchdog keeps of the acquisition.
+func (a *attempt) grant() leases.Grant {
 	l := a.l
-	a.grant = leases.Grant{Name: l.n.Lock, Owner: a.owner, Count: count, Fenced: a.fenced,
-		Sent: sent, Lease: a.lease, Renew: a.renew, Who: a.who, Kind: l.kind.name, Carried: a.carried, Fresh: a.fresh, Lock: l}
-	a.grant.Renewal = l.kind.hash.renewal
+	g := leases.Grant{Name: l.n.Lock, Owner: a.owner, Count: a.count, Fenced: a.fenced,
+		Sent: a.sent, Lease: a.lease, Renew: a.renew, Who: a.who, Kind: l.kind.name, Carried: a.carried, Fresh: a.fresh, Lock: l,
+		Renewal: l.kind.hash.renewal}
 	if l.kind.hash.tagged {
-		a.grant.Extra = l.n.Tag
+		g.Extra = l.n.Tag
 	}
-	l.kind.grant(&a.grant, third)
+	if l.kind.keepsWrite {
+		g.KeepsWrite = a.third == 1
+	} else {
+		g.Token = a.third
+	}
+	return g
 }
 
 // keep registers an acquisition with the watchdog and sets the hold's context; unless the
@@ -227,13 +245,13 @@ func (a *attempt) keep() error {
 	err := a.ctx.Err()
 	if err == nil {
 		var ok bool
-		if a.held, ok = a.l.c.Watchdog.Acquired(&a.hold, a.parent, a.grant); ok {
+		if a.held, ok = a.l.c.Watchdog.Acquired(&a.hold, a.parent, a.grant()); ok {
 			return nil
 		}
 		err = lockerr.ErrClosed
 	}
 	dctx := a.l.c.Detached(a.ctx)
-	_, _ = a.l.release(dctx, a.owner, a.grant.Count, a.grant.Sent.Add(a.grant.Lease))
+	_, _ = a.l.release(dctx, a.owner, a.count, a.sent.Add(a.lease))
 	return err
 }
 
@@ -290,10 +308,7 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 		if again {
 			// If this attempt gets the lock, the client stays registered to be woken
 			// while others of its waiters remain, and leaves the registry otherwise.
-			if stay := flag(sub.Others()); stay != a.stay {
-				a.stay = stay
-				a.call = l.kind.acquire(l, a)
-			}
+			a.stay = flag(sub.Others())
 			if ttl, err = a.try(ctx); err != nil || ttl == 0 {
 				if err == nil && l.kind.shared {
 					sub.Took(a.lease, l.kind.shares)

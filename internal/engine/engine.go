@@ -100,7 +100,6 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 		a.leaseMs = strconv.FormatInt(s.Lease.Milliseconds(), 10)
 	}
 	a.fenced = s.Fencing && l.kind.fenced
-	a.call = l.kind.acquire(l, &a)
 
 	// A wait bound applies to the attempts and the wait, never to the hold, which derives
 	// from ctx: a lock held past the bound stays held, and its context live.
@@ -139,7 +138,7 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 	}
 	if l.c.Observer != nil {
 		l.c.Observer.Acquired(observe.Acquisition{Lock: l.n.Lock, Kind: observe.Kind(l.kind.name), Owner: who,
-			Count: a.grant.Count, Wait: time.Since(start), Woken: a.woken})
+			Count: a.count, Wait: time.Since(start), Woken: a.woken})
 	}
 	return a.held, nil
 }

@@ -15,7 +15,6 @@ var Fair = &layout{
 	hash:   rlockHash,
 	fenced: true,
 	field:  self,
-	grant:  token,
 	acquire: func(l *Lock, a *attempt) call {
 		a.queued = true
 		return l.fence(a, newCall(script.FairAcquire(), []string{l.n.Lock, l.n.Queue, l.n.Deadlines},

@@ -5,7 +5,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/script"
 )
 
@@ -36,9 +35,9 @@ type layout struct {
 	// acquire is the acquire call of a, and marks a as queued when its waiter keeps an
 	// entry that it must refresh and leave.
 	acquire func(l *Lock, a *attempt) call
-	// grant completes g from the acquire reply's third value: the fencing token, unless
-	// the kind says otherwise.
-	grant func(g *leases.Grant, third int64)
+	// keepsWrite: the acquire reply's third value says whether the hold was taken beside
+	// the owner's write hold (leases.Grant.KeepsWrite), rather than being the fencing token.
+	keepsWrite bool
 	// parent is the context a new hold of owner derives from; nil: the caller's.
 	parent func(l *Lock, held context.Context, owner string) context.Context
 	// channel is the channel a waiter of owner listens on.
@@ -100,9 +99,6 @@ var (
 	rlockHash  = hash{shape: "rlock", renewal: script.RLockRenew()}
 	rwlockHash = hash{shape: "rwlock", tagged: true, renewal: script.RWLockRenew()}
 )
-
-// token is the grant of a kind whose third reply value is the fencing token.
-func token(g *leases.Grant, third int64) { g.Token = third }
 
 // self is the field of a kind that counts an owner's holds under the owner itself.
 func self(owner string) string { return owner }

@@ -14,7 +14,6 @@ var Plain = &layout{
 	fenced: true,
 	shared: true,
 	field:  self,
-	grant:  token,
 	acquire: func(l *Lock, a *attempt) call {
 		return l.fence(a, newCall(script.RLockAcquire(), []string{l.n.Lock, l.n.Wake}, []string{a.leaseMs, a.who, a.code(), a.stay, l.n.Channel, l.c.Publish}))
 	},

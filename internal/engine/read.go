@@ -5,7 +5,6 @@ import (
 
 	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/keys"
-	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/script"
 )
 
@@ -24,7 +23,7 @@ var Read = &layout{
 	},
 	// The read acquire script's third value says whether the hold was taken beside the
 	// owner's write hold, which then lives as long as it does.
-	grant: func(g *leases.Grant, third int64) { g.KeepsWrite = third == 1 },
+	keepsWrite: true,
 	// A read hold taken with the context of the owner's write hold is the first step of a
 	// downgrade: it must outlive the write hold, so it does not derive from it.
 	parent: func(l *Lock, held context.Context, owner string) context.Context {

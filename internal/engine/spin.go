@@ -19,7 +19,6 @@ var Spin = &layout{
 	fenced: true,
 	spins:  true,
 	field:  self,
-	grant:  token,
 	acquire: func(l *Lock, a *attempt) call {
 		return l.fence(a, newCall(script.RLockAcquire(), []string{l.n.Lock, l.n.Wake}, []string{a.leaseMs, a.who, "", "", l.n.Channel, l.c.Publish}))
 	},

@@ -16,7 +16,6 @@ var Write = &layout{
 	fenced: true,
 	shared: true,
 	field:  keys.WriteField,
-	grant:  token,
 	acquire: func(l *Lock, a *attempt) call {
 		a.queued = a.wait && a.s.WriterPreference
 		return l.fence(a, newCall(script.RWLockWriteAcquire(), []string{l.n.Lock, l.n.Writers, l.n.ReadTimeouts(a.who), l.n.Wake},
