@@ -640,3 +640,40 @@ func TestDeadWriterReleasesReaders(t *testing.T) {
 		}
 	})
 }
+
+// A read hold taken with the context of its owner's write hold, on a longer fixed lease,
+// raises the hash's expiry, and the write field lives as long as the hash (a write hold has
+// no key of its own). The write hold is then held longer than its own lease: its context
+// must stay live as long as Redis keeps it, and its Unlock must release it.
+func TestReadHoldBesideWriteKeepsTheWriteHold(t *testing.T) {
+	const writeLease, readLease = time.Second, 5 * time.Second
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		mu := c.RWLock("beside-write")
+		w, err := mu.Lock(context.Background(), rlock.WithLease(writeLease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := mu.RLock(w, rlock.WithLease(readLease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(writeLease * 2) // past the write hold's own lease, well within the read hold's
+		n, err := mu.HoldCount(context.WithoutCancel(w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("write holds in Redis %d %v after the write lease; want 1: the read hold raised the hash's expiry", n, writeLease*2)
+		}
+		if w.Err() != nil {
+			t.Errorf("the write hold's context ended (cause %v) while Redis keeps the hold, for the read hold beside it", context.Cause(w))
+		}
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Errorf("Unlock of the write hold kept by the read hold: %v", err)
+		}
+	})
+}
