@@ -6,8 +6,9 @@ import (
 )
 
 // Plain is Redisson's RLock: the hash <name> maps owners to hold counts; waiters share
-// the lock's channel, and an unlock wakes one waiter per client, whichever wins the next
-// attempt.
+// the lock's channel and register their client in the lock's wake registry, and an unlock
+// wakes one waiter of the client registered longest (with none registered, one waiter per
+// client, as Redisson's unlock does; see lua/wake.lua).
 var Plain = &layout{
 	name:   "lock",
 	hash:   rlockHash,
