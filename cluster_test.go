@@ -651,6 +651,12 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 	// one must be on the promoted master: a demoted node accepts SSUBSCRIBE too, as a
 	// replica, but gets the shard's messages only once the new master has learnt of it by
 	// gossip, so an unlock published before then would be lost.
+	var seen string
+	defer func() {
+		if t.Failed() {
+			t.Logf("last seen: %s", seen)
+		}
+	}()
 	redistest.Eventually(t, 15*time.Second, "the channel was not subscribed again on the promoted master", func() bool {
 		n := int64(0)
 		for _, node := range cl.Nodes() {
@@ -658,7 +664,9 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 				n += node.Subscribers(t, "SHARDNUMSUB", channel)
 			}
 		}
-		return n == 1 && replica.Subscribers(t, "SHARDNUMSUB", channel) == 1 && waiter.PubSubStats().Waiting == 1
+		promoted, waiting := replica.Subscribers(t, "SHARDNUMSUB", channel), waiter.PubSubStats().Waiting
+		seen = fmt.Sprintf("%d subscriptions on nodes other than the old master, %d on the promoted one, %d waiting", n, promoted, waiting)
+		return n == 1 && promoted == 1 && waiting == 1
 	})
 	resubscribed := time.Since(start)
 	st := waiter.PubSubStats()
@@ -691,5 +699,86 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 	// the message is in long before.
 	if took > 30*time.Second {
 		t.Errorf("the waiter acquired %v after the unlock; want it woken by the unlock message", took)
+	}
+}
+
+// aclCluster hands out cluster clients that log in as an ACL user.
+type aclCluster struct {
+	cl         *redistest.Cluster
+	user, pass string
+}
+
+func (a aclCluster) Client(t testing.TB) rueidis.Client {
+	t.Helper()
+	rc, err := rueidis.NewClient(rueidis.ClientOption{
+		InitAddress: a.cl.Addrs(), Username: a.user, Password: a.pass, DisableCache: true,
+		// The user may not ask CLUSTER SLOTS: the client learns the topology another way.
+		ClusterOption: rueidis.ClusterOption{PreferClusterShards: true},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(rc.Close)
+	return rc
+}
+
+// A user that may not ask CLUSTER SLOTS still gets its waiters woken by an unlock under
+// sharded pub/sub: the hub cannot ask the cluster where a channel's shard lives, and
+// subscribes where the client's own slot map routes it, rather than look again forever.
+func TestClusterShardedSlotsRefused(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	for _, node := range cl.Nodes() {
+		if err := node.Do(t, "ACL", "SETUSER", "app", "on", ">app-pass", "~*", "&*", "+@all", "-cluster|slots").Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := aclCluster{cl: cl, user: "app", pass: "app-pass"}
+	if rc := src.Client(t); rc.Do(context.Background(), rc.B().ClusterSlots().Build()).Error() == nil {
+		t.Fatal("the user may ask CLUSTER SLOTS; the test needs it refused")
+	}
+	opts := []relock.Option{relock.WithShardedPubSub(true), relock.WithTimeout(10 * time.Second)}
+	holder := relocktest.New(t, src, opts...)
+	waiter := relocktest.New(t, src, opts...)
+	name := cl.NamesOnEveryMaster(t, "refused-")[1]
+	channel := "redisson_lock__channel:{" + name + "}"
+	master := cl.MasterOf(cl.Slot(name))
+	ctx := context.Background()
+
+	held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 50*time.Second)
+		defer cancel()
+		h, err := waiter.Lock(name).Lock(wctx)
+		if err == nil {
+			err = waiter.Lock(name).Unlock(h)
+		}
+		acquired <- err
+	}()
+	redistest.Eventually(t, 15*time.Second, "the waiter's channel is not subscribed on the shard's master", func() bool {
+		return master.Subscribers(t, "SHARDNUMSUB", channel) == 1 && waiter.PubSubStats().Waiting == 1
+	})
+	before := waiter.PubSubStats()
+	unlocked := time.Now()
+	if err := holder.Lock(name).Unlock(held); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-acquired:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(55 * time.Second):
+		t.Fatal("the waiter did not acquire the lock after the unlock")
+	}
+	after := waiter.PubSubStats()
+	t.Logf("waiter acquired %v after the unlock: woken +%d, timed out +%d", time.Since(unlocked).Round(time.Millisecond),
+		after.Woken-before.Woken, after.TimedOut-before.TimedOut)
+	if after.Woken == before.Woken || after.TimedOut != before.TimedOut {
+		t.Errorf("the waiter was not woken by the unlock's message (woken +%d, timed out +%d)",
+			after.Woken-before.Woken, after.TimedOut-before.TimedOut)
 	}
 }

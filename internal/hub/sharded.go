@@ -186,6 +186,9 @@ func (h *Hub) receive(ctx context.Context, name string, c *channel, r *router) {
 // It returns the generation of the slot map it routed by, for router.forget.
 func (h *Hub) subscribeOnce(ctx context.Context, name string, c *channel, r *router) uint64 {
 	node, checked, gen := r.route(ctx, name)
+	if node == nil {
+		return gen // the shard's master is not known yet: look again after a pause
+	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	bound := time.AfterFunc(subscribeTimeout, cancel)
@@ -274,7 +277,8 @@ type router struct {
 	gen     uint64      // counts the slot maps fetched
 }
 
-// slotRange is one entry of CLUSTER SLOTS: slots start to end are served by master.
+// slotRange is one entry of CLUSTER SLOTS: slots start to end are served by master ("" when
+// its endpoint is unknown).
 type slotRange struct {
 	start, end uint16
 	master     string
@@ -285,15 +289,24 @@ func newRouter(rc rueidis.Client) *router {
 }
 
 // route returns the client to subscribe channel on, whether it is a single node that must
-// be checked to be a master, and the generation of the slot map it used. When the shard's node cannot be found (not a cluster, no
-// answer, an address the client does not know), it returns the client itself, which
-// routes by its own slot map: the best there is then.
+// be checked to be a master, and the generation of the slot map it used. It returns a nil
+// client when the shard's master is not known yet: the slot map leaves the slot out, which
+// a node's answer does for a moment during a failover, or the cluster did not answer. The
+// receiver then looks again after a pause, rather than subscribe through the client's own
+// slot map, which may still name the demoted master: that node accepts the subscription as
+// a replica, and nothing would check it. When the cluster does not say where the shard
+// lives (not a cluster, CLUSTER SLOTS refused, a master of unknown endpoint, or one the
+// client cannot reach), route returns the client itself, which routes by its own slot
+// map: the best there is then.
 func (r *router) route(ctx context.Context, channel string) (rueidis.Client, bool, uint64) {
 	if !r.cluster {
 		return r.rc, false, 0
 	}
-	addr, gen := r.master(ctx, keys.Slot(channel))
-	if addr == "" {
+	addr, known, gen := r.master(ctx, keys.Slot(channel))
+	switch {
+	case !known:
+		return nil, false, gen
+	case addr == "":
 		return r.rc, false, gen
 	}
 	if node, ok := r.rc.Nodes()[addr]; ok {
@@ -319,30 +332,44 @@ func (r *router) route(ctx context.Context, channel string) (rueidis.Client, boo
 	}
 }
 
-// master returns the address of the master serving slot, asking the cluster when the slot
-// map is not known ("" when that fails), and the generation of the map.
-func (r *router) master(ctx context.Context, slot uint16) (string, uint64) {
+// master returns the address of the master serving slot ("" when the cluster does not say),
+// whether that is known, and the generation of the slot map, which it asks the cluster for
+// when it has none. A refusal (an error reply, such as an ACL's) or a reply it cannot read
+// leaves the routing to the client; no answer, or a map without the slot, is not known yet.
+func (r *router) master(ctx context.Context, slot uint16) (string, bool, uint64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ranges == nil {
 		qctx, cancel := context.WithTimeout(ctx, routeTimeout)
-		reply, err := r.rc.Do(qctx, r.rc.B().ClusterSlots().Build()).ToArray()
+		res := r.rc.Do(qctx, r.rc.B().ClusterSlots().Build())
 		cancel()
+		if err := res.Error(); err != nil {
+			_, refused := rueidis.IsRedisErr(err)
+			return "", refused, r.gen
+		}
+		reply, err := res.ToArray()
 		if err == nil {
 			r.ranges, err = parseSlots(reply)
 		}
 		if err != nil {
 			r.ranges = nil
-			return "", r.gen
+			return "", true, r.gen // a reply it cannot read would read no better again
 		}
 		r.gen++
 	}
-	for _, s := range r.ranges {
+	addr, known := find(r.ranges, slot)
+	return addr, known, r.gen
+}
+
+// find returns the master of the range that holds slot ("" when its endpoint is unknown),
+// and whether any range does.
+func find(ranges []slotRange, slot uint16) (string, bool) {
+	for _, s := range ranges {
 		if s.start <= slot && slot <= s.end {
-			return s.master, r.gen
+			return s.master, true
 		}
 	}
-	return "", r.gen
+	return "", false
 }
 
 // forget drops the slot map of generation gen, so that the next route asks the cluster
@@ -357,8 +384,8 @@ func (r *router) forget(gen uint64) {
 }
 
 // parseSlots reads a CLUSTER SLOTS reply: entries [start, end, [host, port, ...], replicas...].
-// A master whose endpoint is unknown ("" or "?") is left out, so its slots route as the
-// client does.
+// A master whose endpoint is unknown (nil, "" or "?") is kept with the address "", so that
+// its slots route as the client does.
 func parseSlots(reply []rueidis.RedisMessage) ([]slotRange, error) {
 	ranges := make([]slotRange, 0, len(reply))
 	for _, e := range reply {
@@ -372,16 +399,19 @@ func parseSlots(reply []rueidis.RedisMessage) ([]slotRange, error) {
 		if err := errors.Join(err1, err2, err3); err != nil || len(node) < 2 {
 			return nil, errors.New("pubsub: malformed CLUSTER SLOTS entry")
 		}
-		host, err1 := node[0].ToString()
+		var host string
+		if !node[0].IsNil() { // nil: the endpoint is unknown (cluster-preferred-endpoint-type)
+			host, err1 = node[0].ToString()
+		}
 		port, err2 := node[1].AsInt64()
 		if errors.Join(err1, err2) != nil {
 			return nil, errors.New("pubsub: malformed CLUSTER SLOTS node")
 		}
-		if host == "" || host == "?" {
-			continue
+		master := ""
+		if host != "" && host != "?" {
+			master = net.JoinHostPort(host, strconv.FormatInt(port, 10))
 		}
-		ranges = append(ranges, slotRange{start: uint16(start), end: uint16(end),
-			master: net.JoinHostPort(host, strconv.FormatInt(port, 10))})
+		ranges = append(ranges, slotRange{start: uint16(start), end: uint16(end), master: master})
 	}
 	return ranges, nil
 }

@@ -1,0 +1,58 @@
+package hub
+
+import (
+	"testing"
+
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// The router's slot map, read from a real CLUSTER SLOTS reply, names the master a channel's
+// slot is served by. A master whose endpoint the cluster does not know ("?") is served,
+// and routes as the client does. A slot the map leaves out is not known yet: mid-failover
+// a node omits a shard whose old master it already counts as a replica, and a receiver
+// that then subscribed through the client's own routing, which may still point at the
+// demoted master, would keep a subscription that no unlock reaches and nothing checks. It
+// must look again.
+func TestSlotMapFind(t *testing.T) {
+	// A lone node knows its address only when told to announce it.
+	s := redistest.StartServer(t, "--cluster-enabled", "yes", "--cluster-announce-ip", "127.0.0.1")
+	if err := s.Do(t, "CLUSTER", "ADDSLOTSRANGE", "0", "999", "5000", "5999").Error(); err != nil {
+		t.Fatal(err)
+	}
+	read := func() []slotRange {
+		t.Helper()
+		reply, err := s.Do(t, "CLUSTER", "SLOTS").ToArray()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ranges, err := parseSlots(reply)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ranges
+	}
+	check := func(ranges []slotRange, slot uint16, master string, found bool) {
+		t.Helper()
+		if got, ok := find(ranges, slot); got != master || ok != found {
+			t.Errorf("slot %d: got (%q, %v), want (%q, %v)", slot, got, ok, master, found)
+		}
+	}
+	ranges := read()
+	for _, slot := range []uint16{0, 999, 5000, 5999} {
+		check(ranges, slot, s.Addr(), true)
+	}
+	for _, slot := range []uint16{1000, 4999, 6000, 16383} {
+		check(ranges, slot, "", false)
+	}
+
+	if err := s.Do(t, "CONFIG", "SET", "cluster-preferred-endpoint-type", "unknown-endpoint").Error(); err != nil {
+		t.Fatal(err)
+	}
+	ranges = read()
+	check(ranges, 0, "", true) // served: the client's routing
+	check(ranges, 5999, "", true)
+	check(ranges, 1000, "", false) // not served: look again
+	if _, ok := find(nil, 1); ok {
+		t.Error("an empty map found a slot")
+	}
+}
