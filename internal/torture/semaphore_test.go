@@ -594,11 +594,12 @@ func (h *harness) semReset() {
 // It also checks the count: it is never below zero (the acquire script takes only what
 // is there), and with the permits that live sections surely held all along it never
 // exceeds semPermits (a release counted twice, or a grant the client did not count,
-// would).
-func (h *harness) semRepair(why string) {
+// would). why says when, for the log; end says that every worker is done (see
+// semLeasesBack).
+func (h *harness) semRepair(why string, end bool) {
 	t := h.t
 	tr := h.sem
-	h.semLeasesBack(why == "end")
+	h.semLeasesBack(end)
 	from := time.Now().UnixNano()
 	// The count, and the leased permits (live or run out): both at one moment.
 	v, err := h.lock.Do(t, "EVAL", "return {tonumber(redis.call('get', KEYS[1]) or '0'), redis.call('zcard', KEYS[2])}",

@@ -648,12 +648,12 @@ func run(t *testing.T, cfg config) summary {
 		if len(cfg.faults) > 0 && h.injected < cfg.maxFaults && time.Now().After(nextFault) {
 			f := h.nextFault()
 			h.inject(f)
-			h.semRepair("after " + string(f))
+			h.semRepair("after "+string(f), false)
 			nextFault = time.Now().Add(cfg.period)
 			nextRepair = time.Now().Add(semRepairPeriod)
 		}
 		if time.Now().After(nextRepair) {
-			h.semRepair("periodic")
+			h.semRepair("periodic", false)
 			nextRepair = time.Now().Add(semRepairPeriod)
 		}
 		time.Sleep(20 * time.Millisecond)
@@ -669,7 +669,7 @@ func run(t *testing.T, cfg config) summary {
 	}
 	// Every section has ended: the count must be right, and what it lacks is repaired
 	// (and counted) as during the run.
-	h.semRepair("end")
+	h.semRepair("end", true)
 
 	// Every worker that was not killed by a fault counts once: as a hang when it did not
 	// finish its iterations (still running at the deadline, or exited early), as a worker
