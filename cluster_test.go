@@ -612,7 +612,6 @@ func TestClusterShardedResubscribeAfterKill(t *testing.T) {
 // fail, unlocks, and checks that the unlock's message woke the waiter.
 func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, replica *redistest.Server)) {
 	cl := redistest.StartCluster(t)
-	ctx := context.Background()
 	opts := []relock.Option{relock.WithShardedPubSub(true), relock.WithTimeout(10 * time.Second)}
 	// The hold must survive a killed master as well, so the replica confirms it first.
 	holder := relocktest.New(t, cl, append(opts, relock.WithSyncReplicas(1, 5*time.Second))...)
@@ -622,23 +621,7 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 	master := cl.MasterOf(cl.Slot(name))
 	replica := cl.ReplicaOf(master)
 
-	held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	acquired := make(chan error, 1)
-	go func() {
-		wctx, cancel := context.WithTimeout(ctx, 50*time.Second)
-		defer cancel()
-		h, err := waiter.Lock(name).Lock(wctx)
-		if err == nil {
-			err = waiter.Lock(name).Unlock(h)
-		}
-		acquired <- err
-	}()
-	redistest.Eventually(t, 15*time.Second, "the waiter is not subscribed on the shard's master", func() bool {
-		return master.Subscribers(t, "SHARDNUMSUB", channel) == 1 && waiter.PubSubStats().Waiting == 1
-	})
+	held, acquired := parkWaiter(t, holder, waiter, name, master)
 	parked := waiter.PubSubStats()
 
 	start := time.Now()
@@ -671,19 +654,7 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 	resubscribed := time.Since(start)
 	st := waiter.PubSubStats()
 
-	unlocked := time.Now()
-	if err := holder.Lock(name).Unlock(held); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-acquired:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(55 * time.Second):
-		t.Fatal("the waiter did not acquire the lock after the unlock")
-	}
-	took := time.Since(unlocked)
+	took := unlockForWaiter(t, holder, name, held, acquired)
 	now := waiter.PubSubStats()
 	t.Logf("failover of %s to %s done in %v, subscribed again after %v (reconnects +%d, wake-ups meanwhile +%d); waiter acquired %v after the unlock: woken +%d, timed out +%d, messages +%d",
 		master.Addr(), replica.Addr(), failedOver.Round(time.Millisecond), resubscribed.Round(time.Millisecond),
@@ -700,6 +671,53 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 	if took > 30*time.Second {
 		t.Errorf("the waiter acquired %v after the unlock; want it woken by the unlock message", took)
 	}
+}
+
+// parkWaiter has holder take the lock name for a minute, and parks a Lock of waiter's
+// behind the hold until the lock's channel is subscribed on master, the node of its shard,
+// under sharded pub/sub. It returns the hold's context, and where the waiter's Lock, and
+// then its Unlock, reports: within 50 s.
+func parkWaiter(t *testing.T, holder, waiter *relock.Client, name string, master *redistest.Server) (context.Context, <-chan error) {
+	t.Helper()
+	ctx := context.Background()
+	held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	acquired := make(chan error, 1)
+	go func() {
+		wctx, cancel := context.WithTimeout(ctx, 50*time.Second)
+		defer cancel()
+		h, err := waiter.Lock(name).Lock(wctx)
+		if err == nil {
+			err = waiter.Lock(name).Unlock(h)
+		}
+		acquired <- err
+	}()
+	channel := "redisson_lock__channel:{" + name + "}"
+	redistest.Eventually(t, 15*time.Second, "the waiter's channel is not subscribed on the shard's master", func() bool {
+		return master.Subscribers(t, "SHARDNUMSUB", channel) == 1 && waiter.PubSubStats().Waiting == 1
+	})
+	return held, acquired
+}
+
+// unlockForWaiter releases the hold held of holder's on name, waits for the waiter that
+// parkWaiter parked to report, and returns how long that took after the unlock.
+func unlockForWaiter(t *testing.T, holder *relock.Client, name string, held context.Context, acquired <-chan error) time.Duration {
+	t.Helper()
+	unlocked := time.Now()
+	if err := holder.Lock(name).Unlock(held); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-acquired:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(55 * time.Second):
+		t.Fatal("the waiter did not acquire the lock after the unlock")
+	}
+	return time.Since(unlocked)
 }
 
 // aclCluster hands out cluster clients that log in as an ACL user.
@@ -740,42 +758,11 @@ func TestClusterShardedSlotsRefused(t *testing.T) {
 	holder := relocktest.New(t, src, opts...)
 	waiter := relocktest.New(t, src, opts...)
 	name := cl.NamesOnEveryMaster(t, "refused-")[1]
-	channel := "redisson_lock__channel:{" + name + "}"
-	master := cl.MasterOf(cl.Slot(name))
-	ctx := context.Background()
-
-	held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
-	if err != nil {
-		t.Fatal(err)
-	}
-	acquired := make(chan error, 1)
-	go func() {
-		wctx, cancel := context.WithTimeout(ctx, 50*time.Second)
-		defer cancel()
-		h, err := waiter.Lock(name).Lock(wctx)
-		if err == nil {
-			err = waiter.Lock(name).Unlock(h)
-		}
-		acquired <- err
-	}()
-	redistest.Eventually(t, 15*time.Second, "the waiter's channel is not subscribed on the shard's master", func() bool {
-		return master.Subscribers(t, "SHARDNUMSUB", channel) == 1 && waiter.PubSubStats().Waiting == 1
-	})
+	held, acquired := parkWaiter(t, holder, waiter, name, cl.MasterOf(cl.Slot(name)))
 	before := waiter.PubSubStats()
-	unlocked := time.Now()
-	if err := holder.Lock(name).Unlock(held); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case err := <-acquired:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(55 * time.Second):
-		t.Fatal("the waiter did not acquire the lock after the unlock")
-	}
+	took := unlockForWaiter(t, holder, name, held, acquired)
 	after := waiter.PubSubStats()
-	t.Logf("waiter acquired %v after the unlock: woken +%d, timed out +%d", time.Since(unlocked).Round(time.Millisecond),
+	t.Logf("waiter acquired %v after the unlock: woken +%d, timed out +%d", took.Round(time.Millisecond),
 		after.Woken-before.Woken, after.TimedOut-before.TimedOut)
 	if after.Woken == before.Woken || after.TimedOut != before.TimedOut {
 		t.Errorf("the waiter was not woken by the unlock's message (woken +%d, timed out +%d)",
