@@ -524,7 +524,6 @@ func commandCalls(t *testing.T, cl *redistest.Cluster, cmds ...string) map[strin
 // time bound, and no command of the other kind is sent.
 func TestClusterShardedPubSubOption(t *testing.T) {
 	cl := redistest.StartCluster(t)
-	ctx := context.Background()
 	for _, sharded := range []bool{false, true} {
 		t.Run(fmt.Sprintf("sharded=%t", sharded), func(t *testing.T) {
 			holder := relocktest.New(t, cl, relock.WithShardedPubSub(sharded))
@@ -534,33 +533,12 @@ func TestClusterShardedPubSubOption(t *testing.T) {
 				before := commandCalls(t, cl, "publish", "spublish", "subscribe", "ssubscribe")
 				st := waiter.PubSubStats()
 
-				held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
-				if err != nil {
-					t.Fatal(err)
-				}
-				acquired := make(chan error, 1)
-				go func() {
-					wctx, cancel := context.WithTimeout(ctx, 45*time.Second)
-					defer cancel()
-					h, err := waiter.Lock(name).Lock(wctx)
-					if err == nil {
-						err = waiter.Lock(name).Unlock(h)
-					}
-					acquired <- err
-				}()
 				var classic, shard int64
-				redistest.Eventually(t, 15*time.Second, "the waiter is not subscribed", func() bool {
+				held, acquired := parkWaiter(t, holder, waiter, name, func() bool {
 					classic, shard = pubsubCounts(t, cl, channel)
-					return classic+shard >= 1 && waiter.PubSubStats().Waiting == 1
+					return classic+shard >= 1
 				})
-				unlocked := time.Now()
-				if err := holder.Lock(name).Unlock(held); err != nil {
-					t.Fatal(err)
-				}
-				if err := redistest.Recv(t, acquired, 60*time.Second, "the waiter's turn"); err != nil {
-					t.Fatal(err)
-				}
-				took := time.Since(unlocked)
+				took := unlockForWaiter(t, holder, name, held, acquired)
 				after := commandCalls(t, cl, "publish", "spublish", "subscribe", "ssubscribe")
 				delta := func(c string) int64 { return after[c] - before[c] }
 				now := waiter.PubSubStats()
@@ -621,7 +599,7 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 	master := cl.MasterOf(cl.Slot(name))
 	replica := cl.ReplicaOf(master)
 
-	held, acquired := parkWaiter(t, holder, waiter, name, master)
+	held, acquired := parkWaiter(t, holder, waiter, name, onShardMaster(t, master, name))
 	parked := waiter.PubSubStats()
 
 	start := time.Now()
@@ -674,10 +652,10 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 }
 
 // parkWaiter has holder take the lock name for a minute, and parks a Lock of waiter's
-// behind the hold until the lock's channel is subscribed on master, the node of its shard,
-// under sharded pub/sub. It returns the hold's context, and where the waiter's Lock, and
-// then its Unlock, reports: within 50 s.
-func parkWaiter(t *testing.T, holder, waiter *relock.Client, name string, master *redistest.Server) (context.Context, <-chan error) {
+// behind the hold until subscribed says the lock's channel is subscribed where the unlock
+// will publish. It returns the hold's context, and where the waiter's Lock, and then its
+// Unlock, reports: within 50 s.
+func parkWaiter(t *testing.T, holder, waiter *relock.Client, name string, subscribed func() bool) (context.Context, <-chan error) {
 	t.Helper()
 	ctx := context.Background()
 	held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
@@ -694,11 +672,17 @@ func parkWaiter(t *testing.T, holder, waiter *relock.Client, name string, master
 		}
 		acquired <- err
 	}()
-	channel := "redisson_lock__channel:{" + name + "}"
-	redistest.Eventually(t, 15*time.Second, "the waiter's channel is not subscribed on the shard's master", func() bool {
-		return master.Subscribers(t, "SHARDNUMSUB", channel) == 1 && waiter.PubSubStats().Waiting == 1
+	redistest.Eventually(t, 15*time.Second, "the waiter's channel is not subscribed", func() bool {
+		return subscribed() && waiter.PubSubStats().Waiting == 1
 	})
 	return held, acquired
+}
+
+// onShardMaster says whether name's channel has one sharded subscriber on master.
+func onShardMaster(t *testing.T, master *redistest.Server, name string) func() bool {
+	return func() bool {
+		return master.Subscribers(t, "SHARDNUMSUB", "redisson_lock__channel:{"+name+"}") == 1
+	}
 }
 
 // unlockForWaiter releases the hold held of holder's on name, waits for the waiter that
@@ -709,13 +693,8 @@ func unlockForWaiter(t *testing.T, holder *relock.Client, name string, held cont
 	if err := holder.Lock(name).Unlock(held); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case err := <-acquired:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(55 * time.Second):
-		t.Fatal("the waiter did not acquire the lock after the unlock")
+	if err := redistest.Recv(t, acquired, 55*time.Second, "the waiter's Lock after the unlock"); err != nil {
+		t.Fatal(err)
 	}
 	return time.Since(unlocked)
 }
@@ -758,7 +737,7 @@ func TestClusterShardedSlotsRefused(t *testing.T) {
 	holder := relocktest.New(t, src, opts...)
 	waiter := relocktest.New(t, src, opts...)
 	name := cl.NamesOnEveryMaster(t, "refused-")[1]
-	held, acquired := parkWaiter(t, holder, waiter, name, cl.MasterOf(cl.Slot(name)))
+	held, acquired := parkWaiter(t, holder, waiter, name, onShardMaster(t, cl.MasterOf(cl.Slot(name)), name))
 	before := waiter.PubSubStats()
 	took := unlockForWaiter(t, holder, name, held, acquired)
 	after := waiter.PubSubStats()
