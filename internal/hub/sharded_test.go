@@ -1,8 +1,12 @@
 package hub
 
 import (
+	"context"
 	"testing"
 
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
 )
 
@@ -54,5 +58,58 @@ func TestSlotMapFind(t *testing.T) {
 	check(ranges, 1000, "", false) // not served: look again
 	if _, ok := find(nil, 1); ok {
 		t.Error("an empty map found a slot")
+	}
+}
+
+// route sends a subscription to the node that the cluster's map names, checked; through the
+// client's own routing, unchecked, for a master of unknown endpoint; and nowhere while the
+// slot is missing from the map, so that the receiver looks again.
+func TestRouteBySlotMap(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	rc := cl.Client(t)
+	r := newRouter(rc)
+	if !r.cluster {
+		t.Fatal("the router does not take the cluster client for a cluster")
+	}
+	channel := "redisson_lock__channel:{route}"
+	slot := keys.Slot(channel)
+	master := cl.MasterOf(slot)
+	id, err := master.Do(t, "CLUSTER", "MYID").ToString()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	which := func(node rueidis.Client) string {
+		switch node {
+		case nil:
+			return "no node"
+		case rc:
+			return "the client itself"
+		}
+		return "one node"
+	}
+	set := func(ranges ...slotRange) {
+		r.mu.Lock()
+		r.ranges = ranges
+		r.mu.Unlock()
+	}
+
+	set(slotRange{start: slot, end: slot, master: master.Addr()})
+	node, checked, _ := r.route(ctx, channel)
+	if node == nil || node == rc || !checked {
+		t.Fatalf("named: got %s (checked %v); want the master's own node, checked", which(node), checked)
+	}
+	if got, err := node.Do(ctx, node.B().ClusterMyid().Build()).ToString(); err != nil || got != id {
+		t.Errorf("named: routed to node %q (%v); want the master %s", got, err, id)
+	}
+
+	set(slotRange{start: slot, end: slot}) // a master of unknown endpoint
+	if node, checked, _ := r.route(ctx, channel); node != rc || checked {
+		t.Errorf("unknown endpoint: got %s (checked %v); want the client itself, unchecked", which(node), checked)
+	}
+
+	set(slotRange{start: slot + 1, end: 16383, master: master.Addr()}) // the slot left out
+	if node, checked, _ := r.route(ctx, channel); node != nil || checked {
+		t.Errorf("left out: got %s (checked %v); want no node, to look again", which(node), checked)
 	}
 }
