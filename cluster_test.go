@@ -707,16 +707,11 @@ type aclCluster struct {
 
 func (a aclCluster) Client(t testing.TB) rueidis.Client {
 	t.Helper()
-	rc, err := rueidis.NewClient(rueidis.ClientOption{
-		InitAddress: a.cl.Addrs(), Username: a.user, Password: a.pass, DisableCache: true,
+	return a.cl.ClientWith(t, func(o *rueidis.ClientOption) {
+		o.Username, o.Password = a.user, a.pass
 		// The user may not ask CLUSTER SLOTS: the client learns the topology another way.
-		ClusterOption: rueidis.ClusterOption{PreferClusterShards: true},
+		o.ClusterOption.PreferClusterShards = true
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(rc.Close)
-	return rc
 }
 
 // A user that may not ask CLUSTER SLOTS still gets its waiters woken by an unlock under

@@ -11,8 +11,8 @@ import (
 )
 
 // The router's slot map, read from a real CLUSTER SLOTS reply, names the master a channel's
-// slot is served by. A master whose endpoint the cluster does not know ("?") is served,
-// and routes as the client does. A slot the map leaves out is not known yet: mid-failover
+// slot is served by. A master whose endpoint the cluster does not know (nil, under
+// cluster-preferred-endpoint-type unknown-endpoint) is served, and routes as the client does. A slot the map leaves out is not known yet: mid-failover
 // a node omits a shard whose old master it already counts as a replica, and a receiver
 // that then subscribed through the client's own routing, which may still point at the
 // demoted master, would keep a subscription that no unlock reaches and nothing checks. It

@@ -284,12 +284,21 @@ func (c *Cluster) Slot(key string) uint16 {
 // closed at t's cleanup. Client-side caching is off, as for Backend.Client.
 func (c *Cluster) Client(t testing.TB) rueidis.Client {
 	t.Helper()
-	return newClient(t, rueidis.ClientOption{
+	return c.ClientWith(t, func(*rueidis.ClientOption) {})
+}
+
+// ClientWith is Client with its options changed by adjust first: to log in as
+// an ACL user, say.
+func (c *Cluster) ClientWith(t testing.TB, adjust func(*rueidis.ClientOption)) rueidis.Client {
+	t.Helper()
+	opt := rueidis.ClientOption{
 		InitAddress:  c.Addrs(),
 		ShuffleInit:  true,
 		DisableCache: true,
 		Dialer:       net.Dialer{Timeout: dialTimeout},
-	}, "the cluster")
+	}
+	adjust(&opt)
+	return newClient(t, opt, "the cluster")
 }
 
 // Failover runs CLUSTER FAILOVER on replica, which swaps it with its
