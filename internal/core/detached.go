@@ -43,10 +43,26 @@ func (c *Detached) Err() error                  { return c.d.Err() }
 // that start within one grain of each other: a call then costs no timer and no context of
 // its own, which on the hot path (every acquisition and every unlock) would be most of the
 // client's allocations. The price is that a call's bound is up to one grain longer.
+//
+// The calls take turns at a few of them rather than all sharing one. A call waits on its
+// reply and its deadline's Done channel at once, so every waiting call is queued on that
+// channel: with one channel for all, every call's wait would lock the same channel, and
+// the processors would take its lock (and its cache line) from each other on every call.
 type deadlines struct {
 	timeout time.Duration
 	grain   time.Duration
-	cur     atomic.Pointer[deadline]
+	turn    atomic.Uint32
+	shards  [deadlineShards]shard
+}
+
+// deadlineShards is how many deadlines are current at once: a power of two, a few per
+// processor of a large machine.
+const deadlineShards = 32
+
+// shard is one current deadline, alone on its cache line.
+type shard struct {
+	cur atomic.Pointer[deadline]
+	_   [56]byte
 }
 
 func newDeadlines(timeout time.Duration) *deadlines {
@@ -57,13 +73,14 @@ func newDeadlines(timeout time.Duration) *deadlines {
 func (ds *deadlines) next() *deadline {
 	now := time.Now()
 	want := now.Add(ds.timeout)
+	sh := &ds.shards[ds.turn.Add(1)%deadlineShards]
 	for {
-		cur := ds.cur.Load()
+		cur := sh.cur.Load()
 		if cur != nil && !cur.at.Before(want) {
 			return cur
 		}
 		d := &deadline{at: want.Add(ds.grain), done: make(chan struct{})}
-		if !ds.cur.CompareAndSwap(cur, d) {
+		if !sh.cur.CompareAndSwap(cur, d) {
 			continue // another call made one first: it may do
 		}
 		time.AfterFunc(d.at.Sub(now), func() {
