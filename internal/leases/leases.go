@@ -53,6 +53,9 @@ type Watchdog struct {
 	closing bool           // Closing was called: a new hold is refused
 	flight  chan struct{}  // closed when the renewal in flight is done; nil when none is
 	wakeAt  time.Time      // when run looks at the holds next
+	// unwatched are the holds whose owner's anchor is not watched yet (see watchLater).
+	unwatched []*Hold
+	watchSoon chan struct{} // unwatched was empty and is not: run watches it after watchDelay
 
 	log atomic.Pointer[slog.Logger] // see SetLogger
 
@@ -71,11 +74,14 @@ type holdKey struct{ name, owner string }
 // Hold is one owner's hold of one lock as its client knows it. Its fields are guarded by
 // the Watchdog's mutex.
 type Hold struct {
-	key      holdKey
-	renew    bool           // renewed by the watchdog; false for a fixed lease
-	renewal  *script.Script // the script that renews holds of its kind (see Grant)
-	extra    string         // the second key of the hold in a renewal call; "": none
-	count    int64          // the hold count as this client last learned it from Redis
+	key     holdKey
+	renew   bool           // renewed by the watchdog; false for a fixed lease
+	renewal *script.Script // the script that renews holds of its kind (see Grant)
+	// anchor is the hold's context while its owner is not watched yet, the one reference
+	// the table has to it, and nil from then on: see watchLater.
+	anchor   *Context
+	extra    string // the second key of the hold in a renewal call; "": none
+	count    int64  // the hold count as this client last learned it from Redis
 	token    int64
 	fenced   bool
 	deadline time.Time
@@ -89,8 +95,9 @@ type Hold struct {
 	since time.Time // when the acquisition that started the hold was sent
 	lock  Releaser  // the lock it is a hold of, which can release it (Closing)
 
-	// The hold's contexts are not the table's to keep reachable: they name the owner, and
-	// a hold is abandoned when nothing that names its owner is left (Abandon). The table
+	// The hold's contexts are not the table's to keep reachable (but for anchor, until
+	// the hold is watchDelay old): they name the owner, and a hold is abandoned when nothing
+	// that names its owner is left (Abandon). The table
 	// keeps what ends them instead: the end of the hold's context, and of each re-entry's
 	// that did not derive from it (see Context).
 	ended atomic.Pointer[ending] // set once the hold has ended
@@ -119,19 +126,20 @@ func New(rc rueidis.Client, lease time.Duration, owners *owner.Issuer, obs obser
 func newWatchdog(rc rueidis.Client, lease time.Duration, cluster bool, owners *owner.Issuer) *Watchdog {
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &Watchdog{
-		owners:  owners,
-		byOwner: make(map[string]int),
-		base:    time.Now(),
-		rc:      rc,
-		lease:   lease,
-		period:  lease / 3,
-		leaseMs: strconv.FormatInt(lease.Milliseconds(), 10),
-		cluster: cluster,
-		ctx:     ctx,
-		cancel:  cancel,
-		kick:    make(chan struct{}, 1),
-		done:    make(chan struct{}),
-		holds:   make(map[holdKey]*Hold),
+		owners:    owners,
+		byOwner:   make(map[string]int),
+		base:      time.Now(),
+		rc:        rc,
+		lease:     lease,
+		period:    lease / 3,
+		leaseMs:   strconv.FormatInt(lease.Milliseconds(), 10),
+		cluster:   cluster,
+		ctx:       ctx,
+		cancel:    cancel,
+		kick:      make(chan struct{}, 1),
+		watchSoon: make(chan struct{}, 1),
+		done:      make(chan struct{}),
+		holds:     make(map[holdKey]*Hold),
 	}
 	w.wakeAt = time.Now().Add(w.period)
 	w.log.Store(discard)
@@ -160,8 +168,10 @@ func (w *Watchdog) Close() {
 	defer w.mu.Unlock()
 	for k, h := range w.holds {
 		delete(w.holds, k)
+		h.anchor = nil
 		h.end(lockerr.ErrClosed)
 	}
+	w.unwatched = nil
 }
 
 // Grant is what an acquisition told the client: who holds what, and for how long.
@@ -241,26 +251,32 @@ func (w *Watchdog) Closing() []Known {
 // or release otherwise.
 func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx context.Context, ok bool) {
 	k := holdKey{g.Name, g.Owner}
+	// A first-level hold is made before the table is locked: every acquisition and release
+	// of the client takes that lock, and an allocation can stall (a collection's assist).
+	var h *Hold
+	if g.Count == 1 {
+		h = newHold(w, k, &g)
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if h := w.holds[k]; h != nil {
+	if old := w.holds[k]; old != nil {
 		if g.Count > 1 {
 			// A re-entry: the scripts never move the expiry earlier, so neither does the
 			// hold's deadline; and a hold that one acquisition asked to be renewed stays
 			// renewed until it is released.
-			h.count = g.Count
-			h.renew = h.renew || g.Renew
-			w.setDeadline(h, later(h.deadline, g.Sent.Add(g.Lease)))
+			old.count = g.Count
+			old.renew = old.renew || g.Renew
+			w.setDeadline(old, later(old.deadline, g.Sent.Add(g.Lease)))
 			if g.KeepsWrite {
-				w.keepWrite(h)
+				w.keepWrite(old)
 			}
-			return h.join(w, parent), true
+			return old.join(w, parent), true
 		}
 		// Redis says this is a first-level acquisition, so the hold we knew of is gone
 		// (its key expired or was deleted) even if we had not noticed yet. The new hold
 		// must not derive from the old one's context, which ends now.
-		w.drop(h, lockerr.ErrLeaseLost)
-		parent = outside(parent, h)
+		w.drop(old, lockerr.ErrLeaseLost)
+		parent = outside(parent, old)
 	}
 	if w.closing || w.ctx.Err() != nil {
 		// Closing or closed meanwhile: nobody will renew, watch or release this hold.
@@ -268,22 +284,22 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 		cancel(lockerr.ErrClosed)
 		return ctx, false
 	}
-	h := &Hold{key: k, renew: g.Renew, renewal: g.Renewal, extra: g.Extra, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1,
-		who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock}
+	if h == nil {
+		h = newHold(w, k, &g)
+	}
 	*dst = Context{parent: parent, w: w, h: h, e: &h.e}
 	if g.Carried != nil {
 		dst.bind = g.Carried
 		if g.Anchor {
-			owner.Watch(w.owners, dst, g.Who)
+			w.watchLater(h, dst)
 		}
 	} else {
 		dst.own = g.Fresh
 		dst.bind = &dst.own
-		owner.Watch(w.owners, dst, g.Who)
+		w.watchLater(h, dst)
 	}
 	w.holds[k] = h
 	w.byOwner[g.Who]++
-	w.setDeadline(h, g.Sent.Add(g.Lease))
 	if g.KeepsWrite {
 		w.keepWrite(h)
 	}
@@ -295,6 +311,54 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 		}
 	}
 	return dst, true
+}
+
+// watchLater has the owner of the new hold h, whose anchor is its context, watched for
+// abandonment (owner.Watch) once the hold is watchDelay old, if it is still held then. The
+// watch costs the runtime a record to keep and a cleanup to run for every owner, which most
+// holds, released within moments, would pay for nothing; until then the table keeps the
+// context reachable, which only delays finding an abandoned hold by as much. w.mu must be
+// held.
+func (w *Watchdog) watchLater(h *Hold, anchor *Context) {
+	h.anchor = anchor
+	if w.unwatched = append(w.unwatched, h); len(w.unwatched) == 1 {
+		select {
+		case w.watchSoon <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// watchDelay is how old a hold gets before its owner is watched for abandonment.
+const watchDelay = 100 * time.Millisecond
+
+// watchPending watches the owners of the holds that watchLater put off and that are still
+// held, and lets go of their contexts.
+func (w *Watchdog) watchPending() {
+	w.mu.Lock()
+	pending := w.unwatched
+	w.unwatched = nil
+	anchors := make([]*Context, 0, len(pending))
+	for _, h := range pending {
+		if h.anchor != nil {
+			anchors = append(anchors, h.anchor)
+			h.anchor = nil
+		}
+	}
+	w.mu.Unlock()
+	// Outside the lock: a hold released meanwhile leaves a watch whose cleanup finds its
+	// owner with no holds, one map lookup.
+	for _, a := range anchors {
+		owner.Watch(w.owners, a, a.h.who)
+	}
+}
+
+// newHold returns the hold that the grant g starts, not yet in the table.
+func newHold(w *Watchdog, k holdKey, g *Grant) *Hold {
+	h := &Hold{key: k, renew: g.Renew, renewal: g.Renewal, extra: g.Extra, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1,
+		who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock}
+	w.setDeadline(h, g.Sent.Add(g.Lease))
+	return h
 }
 
 func later(a, b time.Time) time.Time {
@@ -339,6 +403,7 @@ const writeSuffix = ":write"
 // w.mu must be held.
 func (w *Watchdog) drop(h *Hold, cause error) {
 	delete(w.holds, h.key)
+	h.anchor = nil
 	if n := w.byOwner[h.who] - 1; n > 0 {
 		w.byOwner[h.who] = n
 	} else {
@@ -878,6 +943,9 @@ func (w *Watchdog) run() {
 	next := w.wakeAt // set by newWatchdog before it started run
 	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
+	watch := time.NewTimer(watchDelay)
+	watch.Stop()
+	defer watch.Stop()
 	// A check (Check) whose round failed is tried again soon, with backoff: right after a
 	// restart the first command on a pooled connection meets the dead one.
 	var recheck time.Time
@@ -889,6 +957,12 @@ func (w *Watchdog) run() {
 			return
 		case <-w.kick:
 		case <-timer.C:
+		case <-w.watchSoon:
+			watch.Reset(watchDelay)
+			continue
+		case <-watch.C:
+			w.watchPending()
+			continue
 		}
 		w.expire(time.Now())
 		now := time.Now()
