@@ -83,7 +83,12 @@ func (a *attempt) entryMs() string {
 // this client knew, the request ran and the acquisition stands; if not, it is sent again.
 func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	l := a.l
-	turn := l.c.Watchdog.Begin(l.n.Lock, a.owner)
+	// An owner made for this call holds nothing, and nothing else knows it: its turn is
+	// the empty one, without asking the table.
+	var turn leases.Turn
+	if a.carried != nil {
+		turn = l.c.Watchdog.Begin(l.n.Lock, a.owner)
+	}
 	defer turn.End()
 	// The attempt is one allocation already: its first try's context is part of it. A
 	// later try (a waiter's) gets one of its own, since the client may still hold on to
