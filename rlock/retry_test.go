@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -186,5 +187,86 @@ func TestRetryWhileServerNotReady(t *testing.T) {
 				t.Errorf("the lock is still there after the retried unlock")
 			}
 		})
+	}
+}
+
+// WithTimeout bounds the calls that do not follow the caller's context: an Unlock, and the
+// acquire attempt of a Lock whose context never ends, return with the timeout's error even
+// when Redis never answers (here its server is stopped with SIGSTOP for the whole test).
+// The client is busy first, as a busy client's connections are: rueidis then pipelines
+// the calls, and only their contexts end their waits (a lone call on a connection that has
+// never been busy waits under a connection deadline instead).
+func TestTimeoutBoundsDetachedCalls(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const timeout, calls = 300 * time.Millisecond, 8
+		c := relocktest.New(t, b, relock.WithTimeout(timeout))
+		held := make([]context.Context, calls)
+		for i := range held {
+			var err error
+			if held[i], err = c.Lock("stalled:" + strconv.Itoa(i)).Lock(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Concurrent traffic first: a connection that has had it pipelines from then on,
+		// and its calls wait on their contexts rather than under a connection deadline.
+		busy(t, c, 4*calls)
+		b.Server.Pause(t)
+		defer b.Server.Resume(t)
+		type result struct {
+			call string
+			err  error
+		}
+		done := make(chan result, 2*calls)
+		for i := range calls {
+			name := "stalled:" + strconv.Itoa(i)
+			go func() { done <- result{"Unlock of " + name, c.Lock(name).Unlock(held[i])} }()
+			go func() {
+				_, err := c.Lock(name + ":other").Lock(context.Background())
+				done <- result{"Lock of " + name + ":other", err}
+			}()
+		}
+		bound := time.After(5 * time.Second)
+		for range 2 * calls {
+			select {
+			case r := <-done:
+				if !errors.Is(r.err, context.DeadlineExceeded) {
+					t.Errorf("%s against a stopped server: %v; want the timeout's context.DeadlineExceeded", r.call, r.err)
+				}
+			case <-bound:
+				t.Fatalf("calls against a stopped server had not all returned after 5s; the client's timeout is %v", timeout)
+			}
+		}
+	})
+}
+
+// busy runs n goroutines that each lock and unlock a lock of their own 20 times, at most 30s.
+func busy(t *testing.T, c *relock.Client, n int) {
+	t.Helper()
+	errs := make(chan error, n)
+	for g := range n {
+		go func() {
+			mu := c.Lock("busy:" + strconv.Itoa(g))
+			for range 20 {
+				held, err := mu.Lock(context.Background())
+				if err == nil {
+					err = mu.Unlock(held)
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range n {
+		select {
+		case err := <-errs:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the busy goroutines had not finished after 30s")
+		}
 	}
 }
