@@ -137,6 +137,35 @@ func TestAbandonedHoldFreesWithinALease(t *testing.T) {
 	})
 }
 
+// A hold taken through another hold's context belongs to that hold's owner, and is
+// abandoned when nothing names the owner any more, even if the first hold was released
+// at once: here the second lock is taken with the first hold's context, the first is
+// unlocked, and both contexts are dropped. The second is abandoned, and frees.
+func TestHoldThroughReleasedHoldIsAbandoned(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(abandonLease))
+		first, second := c.Lock("abandon:first"), c.Lock("abandon:second")
+		func() {
+			held, err := first.Lock(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := second.Lock(held); err != nil {
+				t.Fatal(err)
+			}
+			if err := first.Unlock(held); err != nil {
+				t.Fatal(err)
+			}
+		}()
+		collect(t, "the hold taken through a released hold's context was never abandoned", func() bool {
+			return c.WatchdogStats().Abandoned == 1
+		})
+		if n := c.WatchdogStats().Holds; n != 0 {
+			t.Errorf("the watchdog still knows %d holds after abandoning the second", n)
+		}
+	})
+}
+
 // A hold is abandoned only when nothing can name its owner. An owner that lives on in a
 // context the caller still has is not: one made by NewOwner, or another hold's context
 // that the lock was taken with. Their holds are renewed past their lease, and that context

@@ -314,7 +314,8 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 }
 
 // watchLater has the owner of the new hold h, whose anchor is its context, watched for
-// abandonment (owner.Watch) once the hold is watchDelay old, if it is still held then. The
+// abandonment (owner.Watch) once the hold is watchDelay old, if the owner still holds
+// anything then (this hold, or another taken through its context: see drop). The
 // watch costs the runtime a record to keep and a cleanup to run for every owner, which most
 // holds, released within moments, would pay for nothing; until then the table keeps the
 // context reachable, which only delays finding an abandoned hold by as much. w.mu must be
@@ -332,8 +333,8 @@ func (w *Watchdog) watchLater(h *Hold, anchor *Context) {
 // watchDelay is how old a hold gets before its owner is watched for abandonment.
 const watchDelay = 100 * time.Millisecond
 
-// watchPending watches the owners of the holds that watchLater put off and that are still
-// held, and lets go of their contexts.
+// watchPending watches the owners of the holds that watchLater put off whose owners still
+// hold something, and lets go of their contexts.
 func (w *Watchdog) watchPending() {
 	w.mu.Lock()
 	pending := w.unwatched
@@ -403,11 +404,13 @@ const writeSuffix = ":write"
 // w.mu must be held.
 func (w *Watchdog) drop(h *Hold, cause error) {
 	delete(w.holds, h.key)
-	h.anchor = nil
 	if n := w.byOwner[h.who] - 1; n > 0 {
+		// The owner holds other locks, taken through this hold's context, which is their
+		// owner's anchor: it is still to be watched, or they could never be abandoned.
 		w.byOwner[h.who] = n
 	} else {
 		delete(w.byOwner, h.who)
+		h.anchor = nil // nothing left to abandon: the context need not be watched
 	}
 	// The observer hears of the end before the holder's context says it.
 	lost := cause == lockerr.ErrLeaseLost
