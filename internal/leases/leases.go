@@ -95,11 +95,10 @@ type Hold struct {
 	since time.Time // when the acquisition that started the hold was sent
 	lock  Releaser  // the lock it is a hold of, which can release it (Closing)
 
-	// The hold's contexts are not the table's to keep reachable (but for anchor, until
-	// the hold is watchDelay old): they name the owner, and a hold is abandoned when nothing
-	// that names its owner is left (Abandon). The table
-	// keeps what ends them instead: the end of the hold's context, and of each re-entry's
-	// that did not derive from it (see Context).
+	// The hold's contexts are not the table's to keep reachable (but for anchor, until its
+	// watch): they name the owner, and a hold is abandoned when nothing that names its
+	// owner is left (Abandon). The table keeps what ends them instead: the end of the
+	// hold's context, and of each re-entry's that did not derive from it (see Context).
 	ended atomic.Pointer[ending] // set once the hold has ended
 	e     end
 	joins []*end
