@@ -225,15 +225,11 @@ func TestTimeoutBoundsDetachedCalls(t *testing.T) {
 				done <- result{"Lock of " + name + ":other", err}
 			}()
 		}
-		bound := time.After(5 * time.Second)
+		deadline := time.Now().Add(5 * time.Second)
 		for range 2 * calls {
-			select {
-			case r := <-done:
-				if !errors.Is(r.err, context.DeadlineExceeded) {
-					t.Errorf("%s against a stopped server: %v; want the timeout's context.DeadlineExceeded", r.call, r.err)
-				}
-			case <-bound:
-				t.Fatalf("calls against a stopped server had not all returned after 5s; the client's timeout is %v", timeout)
+			r := redistest.Recv(t, done, time.Until(deadline), "every call against a stopped server returning; the client's timeout is "+timeout.String())
+			if !errors.Is(r.err, context.DeadlineExceeded) {
+				t.Errorf("%s against a stopped server: %v; want the timeout's context.DeadlineExceeded", r.call, r.err)
 			}
 		}
 	})
@@ -260,13 +256,8 @@ func busy(t *testing.T, c *relock.Client, n int) {
 		}()
 	}
 	for range n {
-		select {
-		case err := <-errs:
-			if err != nil {
-				t.Fatal(err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the busy goroutines had not finished after 30s")
+		if err := redistest.Recv(t, errs, 30*time.Second, "the busy goroutines' lock cycles"); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
