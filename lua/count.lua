@@ -1,6 +1,7 @@
--- Prepended by package lua to the scripts of the counting kinds (semaphore, count-down
--- latch), whose key is a string holding a whole number, as Redisson's RSemaphore and
--- RCountDownLatch keep it. KEYS, ARGV: none of its own. It defines one function:
+-- Prepended by package script (the functions that each calls) to the scripts of the
+-- counting kinds (semaphore, count-down latch), whose key is a string holding a whole
+-- number, as Redisson's RSemaphore and RCountDownLatch keep it. KEYS, ARGV: none of its
+-- own. It defines one function:
 --
 -- count(key) returns the number the key holds, or 0 when there is no key, or nil and the
 -- WRONGTYPE error to return when it holds anything else: another type (GET's own error),

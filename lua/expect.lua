@@ -1,5 +1,6 @@
--- Prepended by package lua to every script that releases one hold (the rlock, fair and
--- read-write unlock scripts). KEYS, ARGV: none of its own. It defines one function:
+-- Prepended by package script (the functions that each calls) to every script that
+-- releases one hold (the rlock, fair and read-write unlock scripts). KEYS, ARGV: none of
+-- its own. It defines one function:
 --
 -- expect(count, arg) compares the owner's hold count in the hash (count; nil when its field
 -- is absent) with arg, the count the client expects before this release ("" when it knows

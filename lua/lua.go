@@ -3,13 +3,15 @@
 // Redisson's clients run the same data through their own scripts, so a Go service and a
 // Java service share locks; these files say exactly what relock does to that data.
 //
-// shape.lua, expect.lua, wake.lua, count.lua and permit.lua are not scripts of their own but preludes,
-// put in front of the scripts that use them: shape.lua is the lock-shape guard of every
-// script that reads a lock's hash before touching it, expect.lua the compare of a hold
-// count of every unlock script, wake.lua the wake registry of the scripts that make
-// waiters wait and wake them, count.lua the guard of the semaphore's and the count-down
-// latch's key, a string holding a whole number, and permit.lua what the semaphore's
-// scripts need of leased permits: their ids, Redis's clock, and putting back the expired.
+// shape.lua, expect.lua, wake.lua, count.lua and permit.lua are not scripts of their own
+// but preludes: package script puts in front of each script the preludes' functions that
+// it calls, and no others (a script defines its functions anew at every call). shape.lua
+// is the lock-shape guard of every script that reads a lock's hash before touching it,
+// expect.lua the compare of a hold count of every unlock script, wake.lua the wake
+// registry of the scripts that make waiters wait and wake them, count.lua the guard of the
+// semaphore's and the count-down latch's key, a string holding a whole number, and
+// permit.lua what the semaphore's scripts need of leased permits: their ids, Redis's
+// clock, and putting back the expired.
 package lua
 
 import "embed"

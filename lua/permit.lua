@@ -1,7 +1,8 @@
--- Prepended by package lua to the semaphore's scripts that touch leased permits, which
--- keep Redisson's RPermitExpirableSemaphore layout: a zset of permit ids (16 bytes each)
--- scored by the Unix time in milliseconds when each runs out. A permit id is spelt in hex
--- outside Redis, as Redisson's API spells it. KEYS, ARGV: none of its own. It defines:
+-- Prepended by package script (the functions that each calls) to the semaphore's scripts
+-- that touch leased permits, which keep Redisson's RPermitExpirableSemaphore layout: a
+-- zset of permit ids (16 bytes each) scored by the Unix time in milliseconds when each
+-- runs out. A permit id is spelt in hex outside Redis, as Redisson's API spells it. KEYS,
+-- ARGV: none of its own. It defines:
 --
 -- ids(hex) returns the raw ids that hex spells, 32 hex digits each, or nil when hex is not
 -- such a list.

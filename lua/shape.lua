@@ -1,6 +1,7 @@
--- Prepended by package lua to every script that must tell a lock from other data (Redis
--- scripts cannot include one another): the acquire, state, force and fair release scripts.
--- KEYS, ARGV: none of its own. It defines two functions:
+-- Prepended by package script (the functions that each calls) to every script that must
+-- tell a lock from other data (Redis scripts cannot include one another): the acquire,
+-- state, force and fair release scripts. KEYS, ARGV: none of its own. It defines two
+-- functions:
 --
 -- shape(key) reads the whole hash (callers use it only where the caller's own field is
 -- absent) and returns 'rlock' when every field is an owner "<uuid>:<n>" holding a positive

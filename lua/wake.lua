@@ -1,11 +1,11 @@
--- Prepended by package lua to the scripts that make a lock's waiters wait or wake them (the
--- rlock and read-write lock acquire and unlock scripts, and pass.lua). KEYS, ARGV: none of
--- its own. It defines the wake registry: a zset per lock of the relock clients (processes)
--- that have waiters parked on the lock's shared channel, each under its client's wake code
--- (a decimal number of at least 1000, which Redisson's clients ignore as a message), in the
--- order they registered: a client's score is one more than the highest when it joins, and
--- stays while it remains. No command reads the clock: an entry counts while its client
--- listens (see wake), not until a time.
+-- Prepended by package script (the functions that each calls) to the scripts that make a
+-- lock's waiters wait or wake them (the rlock and read-write lock acquire and unlock
+-- scripts, and pass.lua). KEYS, ARGV: none of its own. It defines the wake registry: a
+-- zset per lock of the relock clients (processes) that have waiters parked on the lock's
+-- shared channel, each under its client's wake code (a decimal number of at least 1000,
+-- which Redisson's clients ignore as a message), in the order they registered: a client's
+-- score is one more than the highest when it joins, and stays while it remains. No command
+-- reads the clock: an entry counts while its client listens (see wake), not until a time.
 --
 -- register(registry, code, bound) records that code's client has a waiter that sleeps at
 -- most bound ms before it tries again (and so registers again). A client already in the

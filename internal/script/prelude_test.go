@@ -1,0 +1,94 @@
+package script
+
+import (
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// with takes from the preludes the functions the script calls, and those they call in
+// turn, in the preludes' order; a name in a comment is no call.
+func TestWithTakesCalledFunctions(t *testing.T) {
+	const first = `-- header of the first prelude: c() is mentioned here
+local function a(x)
+  return x
+end
+-- the group of b and c
+local function b(x)
+  return a(x) + 1
+end
+local function c(x)
+  return 0
+end
+`
+	const second = `-- header of the second prelude
+local function d()
+  return b(1)
+end
+local function e()
+  return 2
+end
+`
+	got := definedIn(with("-- calls e() in a comment only\nreturn d()", first, second))
+	if want := []string{"a", "b", "d"}; !slices.Equal(got, want) {
+		t.Errorf("with defined %v; want %v: d, which the script calls, b, which d calls, and a, which b calls", got, want)
+	}
+}
+
+// Every script defines exactly the prelude functions it calls: none missing (a Lua error
+// at the call), none unused (a closure the server makes at every call for nothing).
+func TestScriptsDefineTheFunctionsTheyCall(t *testing.T) {
+	preluded := map[string]bool{}
+	for _, p := range []string{shape, expect, wake, count, permit} {
+		for _, d := range definitions(p) {
+			preluded[d.name] = true
+		}
+	}
+	for name, s := range all() {
+		defined := definedIn(s.Source)
+		for _, f := range defined {
+			if uses(s.Source, f) == 0 {
+				t.Errorf("%s defines %s and never calls it", name, f)
+			}
+		}
+		for f := range calls(s.Source) {
+			if preluded[f] && !slices.Contains(defined, f) {
+				t.Errorf("%s calls %s and does not define it", name, f)
+			}
+		}
+	}
+	if !slices.Equal(definedIn(RLockAcquire().Source), []string{"shape", "wrongtype", "register", "waiting", "settle", "announce"}) {
+		t.Errorf("the acquire script defines %v", definedIn(RLockAcquire().Source))
+	}
+}
+
+// definedIn returns the names of the top-level functions src defines, in order.
+func definedIn(src string) []string {
+	var names []string
+	for _, m := range localFunction.FindAllStringSubmatch(src, -1) {
+		names = append(names, m[1])
+	}
+	return names
+}
+
+// uses counts the calls of f in src, its definition left out.
+func uses(src, f string) int {
+	code := comment.ReplaceAllString(src, "")
+	n := len(regexp.MustCompile(`\b`+f+`\s*\(`).FindAllStringIndex(code, -1))
+	return n - strings.Count(code, "local function "+f+"(")
+}
+
+// all returns every script by its file's name.
+func all() map[string]*Script {
+	return map[string]*Script{
+		"rlock_acquire": RLockAcquire(), "rlock_unlock": RLockUnlock(), "rlock_force_unlock": RLockForceUnlock(),
+		"rlock_state": RLockState(), "rlock_renew": RLockRenew(), "fair_acquire": FairAcquire(),
+		"fair_release": FairRelease(), "rwlock_read_acquire": RWLockReadAcquire(),
+		"rwlock_write_acquire": RWLockWriteAcquire(), "rwlock_unlock": RWLockUnlock(), "rwlock_renew": RWLockRenew(),
+		"pass": Pass(), "semaphore_acquire": SemaphoreAcquire(), "semaphore_leave": SemaphoreLeave(),
+		"semaphore_release": SemaphoreRelease(), "semaphore_return": SemaphoreReturn(),
+		"semaphore_renew": SemaphoreRenew(), "semaphore_available": SemaphoreAvailable(),
+		"semaphore_drain": SemaphoreDrain(), "latch_set": LatchSet(), "latch_count_down": LatchCountDown(),
+	}
+}
