@@ -45,12 +45,16 @@ if lease > 0 then
   local t = redis.call('type', KEYS[4]).ok
   if t ~= 'zset' and t ~= 'none' then return redis.error_reply('WRONGTYPE the leased permits key holds data that is not a zset') end
 end
--- take takes the permits; leased ones are recorded with the time they run out.
+-- take takes the permits; leased ones are recorded with the time they run out, in a zset
+-- that expires with the permits when they have an expiry (as Redisson's acquire does), so
+-- that no ids outlive their semaphore to be put back into one set up anew.
 local function take(now)
   redis.call('decrby', KEYS[1], n)
   if leased then
     now = now or clock()
     for _, id in ipairs(leased) do redis.call('zadd', KEYS[4], now + lease, id) end
+    local ttl = redis.call('pttl', KEYS[1])
+    if ttl > 0 then redis.call('pexpire', KEYS[4], ttl) end
   end
 end
 local was = redis.call('zrange', KEYS[2], 0, 0)[1]

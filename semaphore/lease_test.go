@@ -150,6 +150,41 @@ func TestLeaseLayoutAndRenewal(t *testing.T) {
 	})
 }
 
+// The zset of leased permits expires with the semaphore, as Redisson's acquire makes it: a
+// lease taken while the permits key has an expiry (an application's, or Redisson's
+// RSemaphore.expire) gives the zset the key's remaining PTTL, so that ids are not left
+// behind to be put back, later, into a semaphore set up anew. A key without one leaves the
+// zset without one.
+func TestLeasesExpireWithTheSemaphore(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		pttl := func(key string) int64 {
+			t.Helper()
+			ms, err := side.Do(context.Background(), side.B().Pttl().Key(key).Build()).AsInt64()
+			if err != nil {
+				t.Fatalf("PTTL %s: %v", key, err)
+			}
+			return ms
+		}
+		expiring, lasting := leaseNames[0], leaseNames[1]
+		for _, name := range []string{expiring, lasting} {
+			mustSet(t, c.Semaphore(name), 3)
+		}
+		redistest.MustDo(t, side, "PEXPIRE", expiring, "600000")
+		for _, name := range []string{expiring, lasting} {
+			held := acquireLease(t, c.Semaphore(name), 1)
+			defer func() { _ = c.Semaphore(name).ReleaseLease(held) }()
+		}
+		if ms := pttl(leasesKey(expiring)); ms <= 590000 || ms > 600000 {
+			t.Errorf("%s has PTTL %d; want the semaphore's, about 600000", leasesKey(expiring), ms)
+		}
+		if ms := pttl(leasesKey(lasting)); ms != -1 {
+			t.Errorf("%s has PTTL %d; want none (-1), as its semaphore has none", leasesKey(lasting), ms)
+		}
+	})
+}
+
 // The whole life of one lease, kept: renewed past several leases, then released, which
 // leaves the count as it was and no zset behind.
 func TestLeaseReleased(t *testing.T) {
