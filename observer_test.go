@@ -135,8 +135,8 @@ func TestObserverWaitAndHoldTimes(t *testing.T) {
 			t.Errorf("the uncontended acquisition was %v; want not waited", first.Woken)
 		}
 		within(t, "the uncontended acquisition's wait", first.Wait, 0, firstCall)
-		if second.Woken != observe.ByMessage {
-			t.Errorf("the waiter woken by the unlock heard %v; want message", second.Woken)
+		if second.Woken != observe.ByHandoff {
+			t.Errorf("the waiter of the unlocking client heard %v; want handoff: the unlock hands it the lock", second.Woken)
 		}
 		within(t, "the waiter's wait", second.Wait, blocked, res.took)
 		if first.Owner == second.Owner {
@@ -158,6 +158,43 @@ func TestObserverWaitAndHoldTimes(t *testing.T) {
 			t.Fatalf("releases %+v; none is the holder's (%s)", ev.released, first.Owner)
 		}
 		within(t, "the holder's hold time", rel.Held, blocked, holdEnd)
+	})
+}
+
+// A waiter woken by another client's unlock, and then got the lock by its own attempt, is
+// reported woken by a message.
+func TestObserverWokenByMessage(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rec := &recorder{}
+		holder, c := relocktest.New(t, b), relocktest.New(t, b, relock.WithObserver(rec))
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		held, err := holder.Lock("observe:message").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			w, err := c.Lock("observe:message").Lock(ctx)
+			if err == nil {
+				err = c.Lock("observe:message").Unlock(w)
+			}
+			done <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return relocktest.Waiting(c) == 1 })
+		if err := holder.Lock("observe:message").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, done, 20*time.Second, "the waiter's Lock"); err != nil {
+			t.Fatal(err)
+		}
+		ev := rec.snapshot()
+		if len(ev.acquired) != 1 {
+			t.Fatalf("heard %d acquisitions; want 1", len(ev.acquired))
+		}
+		if got := ev.acquired[0].Woken; got != observe.ByMessage {
+			t.Errorf("the waiter woken by another client's unlock heard %v; want message", got)
+		}
 	})
 }
 

@@ -55,6 +55,9 @@ const (
 	// ByBackOff: the waiter of a spin lock tried again after its back-off, and then got
 	// the lock.
 	ByBackOff
+	// ByHandoff: a release in the waiter's own client handed it the lock (a plain lock:
+	// see rlock), and it made no attempt of its own.
+	ByHandoff
 )
 
 func (w Woken) String() string {
@@ -67,6 +70,8 @@ func (w Woken) String() string {
 		return "lease"
 	case ByBackOff:
 		return "back-off"
+	case ByHandoff:
+		return "handoff"
 	}
 	return "unknown"
 }

@@ -25,8 +25,8 @@
 // relock.lock.kind is the kind of lock (observe.Kind: "lock", "fairlock", "read",
 // "write"). relock.lock.woken is what ended the wait: "message" (a release's wake-up),
 // "lease" (the holder's lease was due to run out), "back_off" (a spin lock's waiter tried
-// again after its back-off) or "not_waited" (the lock was got
-// without parking). relock.wakeups counts the acquisitions that parked, by what woke them:
+// again after its back-off), "handoff" (a release in the waiter's own client handed it the
+// lock) or "not_waited" (the lock was got without parking). relock.wakeups counts the acquisitions that parked, by what woke them:
 // it is relock.lock.wait.duration's count without "not_waited". relock.hold.end is how a
 // hold ended: "released", "lost" or "abandoned".
 //
@@ -156,7 +156,7 @@ type kindAttrs struct {
 	woken [nWoken]attribute.KeyValue
 }
 
-const nWoken = 4 // observe.NotWaited, ByMessage, ByLease, ByBackOff
+const nWoken = 5 // observe.NotWaited, ByMessage, ByLease, ByBackOff, ByHandoff
 
 type holdEnd int
 
@@ -180,6 +180,8 @@ func wokenValue(w observe.Woken) string {
 		return "lease"
 	case observe.ByBackOff:
 		return "back_off"
+	case observe.ByHandoff:
+		return "handoff"
 	}
 	return "unknown"
 }

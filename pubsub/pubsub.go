@@ -40,6 +40,12 @@
 // hold that ends without an unlock; it does so only when that lease is shorter than the
 // registered waiters sleep. docs/design.md tells the whole protocol.
 //
+// Within a process a release does without a wake-up: an unlock of a plain lock that frees
+// it while a waiter of the same process is parked on it hands the lock to that waiter in
+// the same script call, and the waiter holds it without an attempt of its own. A new
+// waiter of a process whose waiters are in line joins them without an attempt. A process
+// hands a lock on at most a few times in a row; the release after that frees it as above.
+//
 // A message lost anyway (a dropped connection) costs at most one lease, never a hang: the
 // waiters of a channel share one timer, set at the earliest end of the holder's lease that
 // their attempts saw, plus a sixty-fourth of it (at most 250 ms), which lets a live
@@ -67,7 +73,7 @@ type Stats struct {
 	Channels   int    // channels subscribed (lingering ones too), or being subscribed or unsubscribed
 	Waiting    int    // waiters parked now
 	Messages   uint64 // wake-up messages received
-	Woken      uint64 // waits ended by a wake-up (message or reconnect, or passed on by another waiter)
+	Woken      uint64 // waits ended by a wake-up (message or reconnect, passed on by another waiter, or a handoff)
 	TimedOut   uint64 // waits ended by a time bound: their own, or their channel's timer
 	Reconnects uint64 // times the subscriber connection was made again
 }

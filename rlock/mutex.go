@@ -46,7 +46,11 @@ func (m *Mutex) Name() string { return m.l().Name() }
 // see rwlock.RWMutex.RLock.)
 //
 // While waiting Lock sends nothing to Redis: it is woken by the unlock message, or at
-// the latest when the holder's lease runs out. When ctx ends first (or has ended before
+// the latest when the holder's lease runs out; or an Unlock of the same client hands it
+// the lock, and it returns holding it without a call of its own. While other waiters of
+// the client are in line for the lock, Lock joins them without an attempt, and they get
+// it in the order they came (a re-entry never waits). A client hands the lock on at most
+// a few times in a row before a release frees it for every client. When ctx ends first (or has ended before
 // the call), Lock returns ctx unchanged and an error for which errors.Is(err, ctx.Err())
 // holds. The attempt already sent when ctx ends is finished (bounded by the client's
 // timeout) rather than abandoned, and if it took the lock, the hold is released again:
@@ -69,7 +73,8 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, e
 
 // Unlock releases one hold of the owner ctx carries; the lock is free when the hold count
 // reaches zero, and then one waiter is woken, the hold's context ends, and no renewal of
-// it is sent any more. It returns an error for which errors.Is(err, ErrNotHeld) holds when
+// it is sent any more. When a waiter of the same client is parked on the lock, the lock
+// is handed to it instead, in the same call: it is never free, and nobody else is woken. It returns an error for which errors.Is(err, ErrNotHeld) holds when
 // that owner does not hold the lock, including when ctx carries no owner (then the error
 // says to pass the context Lock returned) and when the hold's lease ran out.
 //

@@ -73,5 +73,39 @@ func TestSyncReplicas(t *testing.T) {
 		} else {
 			_ = other.Lock("synced").Unlock(h)
 		}
+
+		// An unlock never hands the lock to a waiter of its client (handoff.go) when
+		// acquisitions must be confirmed: the handoff would skip the confirmation. The
+		// waiter's own attempt, with the replica paused, is rolled back.
+		replica.Resume(t)
+		for try := 1; try <= 5; try++ {
+			if held, err = mu.Lock(context.Background()); !errors.Is(err, relock.ErrNotSynced) {
+				break
+			}
+		}
+		if err != nil {
+			t.Fatalf("Lock with the replica running again: %v", err)
+		}
+		waited := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			h, err := mu.Lock(relock.NewOwner(ctx))
+			if err == nil {
+				err = mu.Unlock(h)
+			}
+			waited <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return c.PubSubStats().Waiting == 1 })
+		replica.Pause(t)
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, waited, 15*time.Second, "the waiter's Lock"); !errors.Is(err, relock.ErrNotSynced) {
+			t.Fatalf("the waiter's Lock after its client's unlock, with the replica paused: %v; want ErrNotSynced", err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", "synced").AsInt64(); n != 0 {
+			t.Error("the waiter's unconfirmed acquisition left a hold behind")
+		}
 	})
 }

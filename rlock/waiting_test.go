@@ -3,6 +3,7 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,15 +15,25 @@ import (
 	"github.com/relock-go/relock/rlock"
 )
 
+// commands is how many times the server ran the named commands between two INFO
+// commandstats, the scripts' own included.
+func commands(before, after map[string]int64, names ...string) int64 {
+	var n int64
+	for _, name := range names {
+		n += after[name] - before[name]
+	}
+	return n
+}
+
 // scriptCalls is the number of script calls in the difference of two INFO commandstats.
 func scriptCalls(before, after map[string]int64) int64 {
-	return after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]
+	return commands(before, after, "evalsha", "eval")
 }
 
 // subscriptions is the number of SUBSCRIBE and SSUBSCRIBE (or, with un, UNSUBSCRIBE and
 // SUNSUBSCRIBE) commands in the difference of two INFO commandstats.
 func subscriptions(before, after map[string]int64, un string) int64 {
-	return after[un+"subscribe"] + after["s"+un+"subscribe"] - before[un+"subscribe"] - before["s"+un+"subscribe"]
+	return commands(before, after, un+"subscribe", "s"+un+"subscribe")
 }
 
 // lockInBackground runs mu.Lock with a context bounded by d, unlocks at once when it got
@@ -41,25 +52,45 @@ func lockInBackground(mu *rlock.Mutex, d time.Duration) <-chan error {
 	return done
 }
 
-// A waiter that joins a channel its client already has confirmed, with no message on it
-// since its attempt, parks after that one attempt: any unlock after it is still heard.
-func TestJoiningWaiterTriesOnce(t *testing.T) {
+// A waiter that comes while other waiters of its client are in line for the lock joins
+// them without an attempt of its own: the lock goes to them in turn, each handing it to
+// the next (see TestUnlockHandsToWaiterOfItsClient), so an attempt could only fail, or
+// take the lock from under the waiter it was meant for. They get it in the order they came.
+func TestJoiningWaiterWaitsInLine(t *testing.T) {
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
 		held, err := holder.Lock("joined").Lock(context.Background(), rlock.WithLease(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
-		first := lockInBackground(waiter.Lock("joined"), 30*time.Second)
+		var order sync.Mutex
+		var got []string
+		wait := func(name string) <-chan error {
+			done := make(chan error, 1)
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				mu := waiter.Lock("joined")
+				h, err := mu.Lock(ctx)
+				if err == nil {
+					order.Lock()
+					got = append(got, name)
+					order.Unlock()
+					err = mu.Unlock(h)
+				}
+				done <- err
+			}()
+			return done
+		}
+		first := wait("first")
 		redistest.Eventually(t, 10*time.Second, "the first waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
 
 		stats := b.Commands(t)
 		before := stats.Calls(t)
-		second := lockInBackground(waiter.Lock("joined"), 30*time.Second)
+		second := wait("second")
 		redistest.Eventually(t, 10*time.Second, "the second waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 2 })
-		after := stats.Calls(t)
-		if n := scriptCalls(before, after); n != 1 {
-			t.Errorf("the joining waiter sent %d script calls before it parked; want 1", n)
+		if n := scriptCalls(before, stats.Calls(t)); n != 0 {
+			t.Errorf("the waiter that joined its client's waiter sent %d script calls before it parked; want 0", n)
 		}
 
 		if err := holder.Lock("joined").Unlock(held); err != nil {
@@ -69,6 +100,9 @@ func TestJoiningWaiterTriesOnce(t *testing.T) {
 			if err := redistest.Recv(t, d, 20*time.Second, "a waiter's acquisition"); err != nil {
 				t.Errorf("waiter: %v", err)
 			}
+		}
+		if want := []string{"first", "second"}; !slices.Equal(got, want) {
+			t.Errorf("the waiters got the lock in the order %v; want %v", got, want)
 		}
 	})
 }

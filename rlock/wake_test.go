@@ -3,10 +3,12 @@ package rlock_test
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -247,4 +249,51 @@ func TestWaitersLearnNewHoldsLease(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A client whose releases are handed on among its own waiters still frees the lock for
+// everybody at least once in every hub.HandRun+1 releases: Redisson's waiters, which are
+// not in the wake registry, hear a "0" then, and try. Here one client's goroutines keep
+// the lock busy, and a Redisson client's subscription counts the "0"s.
+func TestHandoffRunsLetRedissonWaitersIn(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		l := b.Listen(t, "redisson_lock__channel:{runs}")
+		c := relocktest.New(t, b)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		const goroutines, each = 3, 40
+		var wg sync.WaitGroup
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				mu := c.Lock("runs")
+				for range each {
+					h, err := mu.Lock(relock.NewOwner(ctx))
+					if err != nil {
+						t.Errorf("Lock: %v", err)
+						return
+					}
+					time.Sleep(2 * time.Millisecond)
+					if err := mu.Unlock(h); err != nil {
+						t.Errorf("Unlock: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		const releases = goroutines * each
+		// The last release's message may still be on its way.
+		want := releases/(hub.HandRun+1) - 1
+		redistest.Eventually(t, 10*time.Second, "too few releases freed the lock for Redisson's waiters", func() bool {
+			zeros := 0
+			for _, m := range l.Messages() {
+				if m == "0" {
+					zeros++
+				}
+			}
+			return zeros >= want
+		})
+	})
 }

@@ -156,7 +156,7 @@ func (a *attempt) execSynced(ctx context.Context, call *call, sent time.Time) ([
 		return v, nil
 	}
 	// Nobody has the grant but the master: a failover now would lose it. Undo it.
-	if _, err := l.release(ctx, a.owner, v[1], sent.Add(a.lease)); err != nil {
+	if _, _, err := l.release(ctx, a.owner, v[1], sent.Add(a.lease), nil); err != nil {
 		return nil, errors.Join(lockerr.ErrNotSynced, err)
 	}
 	return nil, lockerr.ErrNotSynced
@@ -256,12 +256,14 @@ func (a *attempt) keep() error {
 		err = lockerr.ErrClosed
 	}
 	dctx := a.l.c.Detached(a.ctx)
-	_, _ = a.l.release(dctx, a.owner, a.count, a.sent.Add(a.lease))
+	_, _, _ = a.l.release(dctx, a.owner, a.count, a.sent.Add(a.lease), nil)
 	return err
 }
 
 // waitFor subscribes to the channel that announces this waiter's chance and retries on
-// every wake-up until the lock is acquired or ctx ends. mark is the hub's mark taken
+// every wake-up until the lock is acquired (or handed to it: handoff.go) or ctx ends. A
+// ttl below 0 says that no attempt was made: the waiter joins the client's waiters in
+// line (see Lock.lock). mark is the hub's mark taken
 // before the attempt that returned ttl: when the channel was already subscribed then and
 // has heard nothing since, every unlock after that attempt will be heard, and the waiter
 // waits at once; otherwise it waits for the subscription and tries once more, since an
@@ -304,6 +306,14 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 	// error, or its context ended after it was woken.
 	defer sub.Release()
 	again := !listening || !sub.QuietSince(mark)
+	if ttl < 0 {
+		// In line behind this client's waiters, without an attempt: the first wait is
+		// bounded by a lease, the others' timer and their handoffs wake it sooner.
+		again, ttl = false, l.c.Lease
+	}
+	if l.hands() {
+		sub.Offer(a)
+	}
 	if again {
 		if err := sub.Ready(ctx, bound(ttl)); err != nil {
 			return err
@@ -326,6 +336,18 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 			err = sub.WaitOwn(ctx, bound(ttl))
 		} else {
 			err = sub.Wait(ctx, ttl)
+		}
+		if h, ok := sub.Handed().(*handoff); ok {
+			got, terr := a.take(h)
+			if got || terr != nil {
+				a.woken = observe.ByHandoff
+				return terr
+			}
+			// Not handed after all (a lost reply, and the release found its hold gone):
+			// try, unless the wait was to end anyway.
+			if err == nil {
+				err = ctx.Err()
+			}
 		}
 		if err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/core"
+	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
@@ -123,14 +124,22 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 	if l.c.Observer != nil {
 		start = time.Now()
 	}
-	ttl, err := a.try(wctx)
-	if err != nil {
-		return ctx, l.fail(op, err)
-	}
-	if ttl != 0 {
-		if !wait {
+	// While waiters of this client are in line for a lock whose releases are handed on, a
+	// new waiter joins them without trying: the lock is about to go to them (handoff.go).
+	// A re-entry never waits.
+	var ttl time.Duration
+	if !wait || !l.hands() || !l.c.Hub.Lined(l.kind.channel(l, who)) || a.holds() {
+		var err error
+		if ttl, err = a.try(wctx); err != nil {
+			return ctx, l.fail(op, err)
+		}
+		if ttl != 0 && !wait {
 			return ctx, l.fail(op, lockerr.ErrLocked)
 		}
+	} else {
+		ttl = -1
+	}
+	if ttl != 0 {
 		if err := a.waitFor(wctx, ttl, mark); err != nil {
 			a.leave(ctx)
 			return ctx, l.fail(op, err)
@@ -172,25 +181,34 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// compares with (see release).
 	turn := l.c.Watchdog.Begin(l.n.Lock, owner)
 	defer turn.End()
+	var to *hub.Claim // a waiter of this client to hand the lock to (handoff.go)
 	if turn.Count == 1 {
 		turn.Releasing()
+		if l.hands() {
+			to = l.c.Hub.Claim(l.kind.channel(l, owner), l.kind)
+		}
 	}
 	dctx := l.c.Detached(ctx)
-	switch released, err := l.release(dctx, owner, turn.Count, turn.Deadline); {
+	released, h, err := l.release(dctx, owner, turn.Count, turn.Deadline, to)
+	switch {
+	case err == nil && released != 0:
+		l.c.Watchdog.Released(l.n.Lock, owner)
 	case err == nil:
-		if released != 0 {
-			l.c.Watchdog.Released(l.n.Lock, owner)
-		} else {
-			l.c.Watchdog.Unlocked(l.n.Lock, owner)
-		}
-		return nil
+		l.c.Watchdog.Unlocked(l.n.Lock, owner)
 	default:
 		// Not held, or unknown: the unlock may not have run. Either way renewal stops, so
 		// that a lock whose unlock failed frees itself when its lease runs out rather than
 		// being kept alive by a holder that has moved on; the hold's context ends.
 		l.c.Watchdog.Lost(l.n.Lock, owner)
+	}
+	if to != nil {
+		// After the table has dropped this hold: the waiter's owner may be this one.
+		settle(to, h)
+	}
+	if err != nil {
 		return l.fail("unlock", err)
 	}
+	return nil
 }
 
 // Extend makes the hold of the owner ctx carries last at least d from now, as
@@ -238,7 +256,7 @@ func (l *Lock) ReleaseAll(ctx context.Context, field string) error {
 		if count == 1 {
 			turn.Releasing()
 		}
-		released, err := l.release(ctx, field, count, turn.Deadline)
+		released, _, err := l.release(ctx, field, count, turn.Deadline, nil)
 		switch {
 		case err != nil:
 			l.c.Watchdog.Lost(l.n.Lock, field)
@@ -271,6 +289,9 @@ const gone = 3
 // holds nothing. expected is field's hold count as the client knows it (0: it knows of no
 // hold), and until the hold's local deadline: Redis keeps the hold at least that long.
 //
+// With to, a claimed waiter of the client, it sends the kind's hand call instead (expected
+// is then 1), and returns what the waiter was handed: nil when it certainly was not.
+//
 // The script decrements only when Redis has the expected count, which is what makes a
 // release whose reply was lost safe to send again: if the first send ran, the count is one
 // lower (or, for the last hold, the field is gone) and the script answers without
@@ -279,17 +300,30 @@ const gone = 3
 // send ran or that the hold was lost before it; it ran if it was sent before until. A
 // release of no hold the client knows of compares nothing and is not sent again after a
 // lost reply: whether it ran stays unknown, and the error says so.
-func (l *Lock) release(ctx context.Context, field string, expected int64, until time.Time) (int64, error) {
+func (l *Lock) release(ctx context.Context, field string, expected int64, until time.Time, to *hub.Claim) (int64, *handoff, error) {
 	exp := ""
 	if expected > 0 {
 		exp = strconv.FormatInt(expected, 10)
 	}
-	call := l.kind.release(l, field, exp)
+	var call call
+	if to != nil {
+		call = l.kind.hand(l, field, to.Offer().(*attempt))
+	} else {
+		call = l.kind.release(l, field, exp)
+	}
 	var released int64
+	var h *handoff
 	var lost time.Time // when the first send whose reply was lost went out
 	err := retry(ctx, func() error {
 		sent := time.Now()
-		n, err := call.exec(ctx, l.c.Redis).AsInt64()
+		r := call.exec(ctx, l.c.Redis)
+		if to != nil {
+			if token, ok := handed(r); ok {
+				released, h = 1, &handoff{sent: sent, token: token, sure: true}
+				return nil
+			}
+		}
+		n, err := r.AsInt64()
 		switch {
 		case rueidis.IsRedisNil(err):
 			return final(lockerr.ErrNotHeld)
@@ -297,7 +331,11 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 			if lost.IsZero() || !lost.Before(until) {
 				return final(lockerr.ErrNotHeld)
 			}
+			// The first send ran: if it was a hand call, the lock was handed then.
 			released = 1
+			if to != nil {
+				h = &handoff{sent: lost}
+			}
 			return nil
 		case err == nil:
 			released = n
@@ -317,7 +355,10 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 		}
 		return err
 	})
-	return released, err
+	if err != nil && to != nil && !lost.IsZero() {
+		h = &handoff{sent: lost} // a send whose reply was lost may have handed it
+	}
+	return released, h, err
 }
 
 // unknown answers a release of no hold the client knew of whose reply was lost (err): it

@@ -47,6 +47,10 @@ type layout struct {
 	// release releases one hold of field if its count in Redis is expected ("": any), as
 	// expect.lua says.
 	release func(l *Lock, field, expected string) call
+	// hand releases field's last hold and hands the lock to the parked waiter to of the
+	// same client in the same call. nil: the kind's releases are never handed on (see
+	// handoff.go).
+	hand func(l *Lock, field string, to *attempt) call
 	// force deletes the lock whoever holds it and wakes its waiters.
 	force func(l *Lock) call
 }

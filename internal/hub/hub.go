@@ -64,6 +64,10 @@ type Hub struct {
 	// read it without mu; it moves under mu.
 	clock atomic.Uint64
 
+	// subs counts the subscriptions held (Sub), so that a client with no waiters at all
+	// finds that out without the mutex (see Lined and Claim).
+	subs atomic.Int64
+
 	mu     sync.Mutex
 	chans  map[string]*channel
 	passes []pass        // wake-ups this client cannot use, for the hub's goroutine to pass on
@@ -113,6 +117,9 @@ type channel struct {
 
 	permits int // wake-ups for subscribers that were not parked when they came
 	waiters []*waiter
+	// run counts the handoffs in a row on the channel since one of its waiters last got
+	// the lock by its own attempt (see Claim).
+	run int
 
 	// The channel's timer, at due: the earliest bound of the waiters parked with Wait
 	// since it last fired. Zero due: not armed.
@@ -127,6 +134,11 @@ type waiter struct {
 	shared  bool          // parked with Wait: its bound set the channel's timer
 	granted bool          // guarded by Hub.mu
 	byTimer bool          // granted by the channel's timer; written before ch is closed
+	// offer is the subscriber's offer when it parked (see Sub.Offer); claimed is set while
+	// a Claim holds the waiter, and handed is what the claim settled with. Guarded by Hub.mu.
+	offer   any
+	claimed bool
+	handed  any
 }
 
 // Config is what a hub is made from.
@@ -226,6 +238,11 @@ type Sub struct {
 	// channel's timer, or WaitOwn's own) rather than by a message. Only the subscriber's
 	// goroutine touches it.
 	timed bool
+	// offer is what the subscriber's waits offer to a Claim (see Offer); handed is what
+	// the last Wait that returned nil was handed by one, nil when it was woken otherwise.
+	// Only the subscriber's goroutine touches them, but for offer under Hub.mu.
+	offer  any
+	handed any
 }
 
 // Timed reports whether the last Wait or WaitOwn that returned nil was ended by its time
@@ -259,6 +276,7 @@ func (h *Hub) Subscribe(name string, r Reading, class any, reg Registry) (*Sub, 
 		c.reg = reg
 	}
 	c.refs++
+	h.subs.Add(1)
 	needed := !c.sent // a lingering channel is still subscribed: nothing to send
 	h.mu.Unlock()
 	if needed {
@@ -351,6 +369,7 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 		h.mu.Unlock()
 		return lockerr.ErrClosed
 	}
+	s.handed = nil
 	if c.permits > 0 {
 		c.permits--
 		s.owes, s.timed = true, false
@@ -361,7 +380,7 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 	// Parking: the subscriber has acted on any wake-up it held by the attempt it made
 	// since, and a shared waiter's bound, from that attempt, now sets the channel's timer.
 	s.owes = false
-	w := &waiter{s: s, class: s.class, ch: make(chan struct{}), shared: shared}
+	w := &waiter{s: s, class: s.class, ch: make(chan struct{}), shared: shared, offer: s.offer}
 	c.waiters = append(c.waiters, w)
 	if shared {
 		h.arm(c, bound)
@@ -376,9 +395,9 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 	}
 	var err error
 	select {
-	case <-w.ch: // granted: owes is set
+	case <-w.ch: // granted: owes is set, unless it was handed the lock
 		h.count(w)
-		s.timed = w.byTimer
+		s.timed, s.handed = w.byTimer, w.handed
 		return nil
 	case <-expired:
 	case <-ctx.Done():
@@ -389,6 +408,20 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if w.claimed {
+		// A release is handing the lock to this waiter, or may be: its call is in flight,
+		// bounded by the client's timeout. Its outcome is this waiter's, as an attempt's
+		// in flight is (see Claim).
+		h.mu.Unlock()
+		<-w.ch
+		h.mu.Lock()
+	}
+	if w.handed != nil {
+		// Handed the lock, or maybe: the caller acts on it whatever else ended the wait.
+		h.count(w)
+		s.timed, s.handed = false, w.handed
+		return nil
+	}
 	if w.granted {
 		// The wake-up raced with the timer or the cancellation and was granted to us
 		// after all. A waiter that stays takes it; one that leaves must pass it on, or
@@ -436,6 +469,7 @@ func (s *Sub) Release() {
 	s.released = true
 	c := s.c
 	c.refs--
+	h.subs.Add(-1)
 	if c.refs == 0 && (s.owes || c.permits > 0) {
 		// The last subscriber leaves with a wake-up nobody here will act on. It may
 		// have been this client's alone (its wake code): another client must get it.
@@ -470,6 +504,7 @@ func (s *Sub) Took(lease time.Duration, share bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	s.owes = false
+	c.run = 0 // the client's run of handoffs starts again (see Claim)
 	if share {
 		if i := slices.IndexFunc(c.waiters, func(w *waiter) bool { return w.class == s.class }); i >= 0 {
 			h.wake(c, i, false)

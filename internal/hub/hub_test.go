@@ -33,7 +33,13 @@ func publish(t *testing.T, rc rueidis.Client, channel, msg string) {
 
 func subscribe(t *testing.T, h *hub.Hub, channel string) *hub.Sub {
 	t.Helper()
-	s, err := h.Subscribe(channel, hub.LockMessages, nil, hub.Registry{})
+	return subscribeClass(t, h, channel, nil)
+}
+
+// subscribeClass is subscribe for a subscriber of class.
+func subscribeClass(t *testing.T, h *hub.Hub, channel string, class any) *hub.Sub {
+	t.Helper()
+	s, err := h.Subscribe(channel, hub.LockMessages, class, hub.Registry{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -918,6 +918,13 @@ func (w *Watchdog) forget(name, owner string, cause error) {
 	}
 }
 
+// Holds reports whether the client knows of a hold of name by owner (a hash field).
+func (w *Watchdog) Holds(name, owner string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.holds[holdKey{name, owner}] != nil
+}
+
 // Token returns the fencing token of the owner's hold, if it holds a fenced lock.
 func (w *Watchdog) Token(name, owner string) (int64, bool) {
 	w.mu.Lock()

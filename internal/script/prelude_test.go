@@ -82,7 +82,7 @@ func uses(src, f string) int {
 // all returns every script by its file's name.
 func all() map[string]*Script {
 	return map[string]*Script{
-		"rlock_acquire": RLockAcquire(), "rlock_unlock": RLockUnlock(), "rlock_force_unlock": RLockForceUnlock(),
+		"rlock_acquire": RLockAcquire(), "rlock_unlock": RLockUnlock(), "rlock_hand": RLockHand(), "rlock_force_unlock": RLockForceUnlock(),
 		"rlock_state": RLockState(), "rlock_renew": RLockRenew(), "fair_acquire": FairAcquire(),
 		"fair_release": FairRelease(), "rwlock_read_acquire": RWLockReadAcquire(),
 		"rwlock_write_acquire": RWLockWriteAcquire(), "rwlock_unlock": RWLockUnlock(), "rwlock_renew": RWLockRenew(),

@@ -134,6 +134,7 @@ var (
 var (
 	rlockAcquireScript       = newScript(with(source("rlock_acquire.lua"), shape, wake))
 	rlockUnlockScript        = newScript(with(source("rlock_unlock.lua"), expect, wake))
+	rlockHandScript          = newScript(with(source("rlock_hand.lua"), expect, wake))
 	rlockForceUnlockScript   = newScript(with(source("rlock_force_unlock.lua"), shape))
 	rlockStateScript         = newScript(with(source("rlock_state.lua"), shape))
 	rlockRenewScript         = newScript(source("rlock_renew.lua"))
@@ -161,6 +162,10 @@ func RLockAcquire() *Script { return rlockAcquireScript }
 // RLockUnlock releases one hold of a reentrant lock, compared with the count the client
 // expects (rlock_unlock.lua).
 func RLockUnlock() *Script { return rlockUnlockScript }
+
+// RLockHand releases an owner's last hold of a reentrant lock and hands the lock to a
+// waiter of the same client in the same step (rlock_hand.lua).
+func RLockHand() *Script { return rlockHandScript }
 
 // RLockForceUnlock deletes a reentrant lock whoever holds it (rlock_force_unlock.lua).
 func RLockForceUnlock() *Script { return rlockForceUnlockScript }

@@ -1,0 +1,324 @@
+package rlock_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/hub"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// parkWaiter runs mu.Lock for a new owner of ctx in the background, on a lock that c's
+// waiters are not parked on yet, and returns once it is parked; the hold's context (nil on
+// an error, which it reports) comes on the returned channel.
+func parkWaiter(t *testing.T, c *relock.Client, mu *rlock.Mutex, ctx context.Context) <-chan context.Context {
+	t.Helper()
+	parked := c.PubSubStats().Waiting
+	got := make(chan context.Context, 1)
+	go func() {
+		h, err := mu.Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+			h = nil
+		}
+		got <- h
+	}()
+	redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return c.PubSubStats().Waiting == parked+1 })
+	return got
+}
+
+// An unlock that frees the lock while a waiter of its own client is parked on it hands the
+// lock to that waiter in the same call: the waiter holds it without an attempt of its own,
+// no other client is woken (nothing is published: the lock was never free), and the hold
+// is the waiter's as if it had acquired it: its owner's field counts 1, the lease is its
+// own (a fixed one here), and a fenced lock gives it the next token. Twice: the first
+// handoff also loads the script (NOSCRIPT, then EVAL), the second is counted.
+func TestUnlockHandsToWaiterOfItsClient(t *testing.T) {
+	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		stats := b.Commands(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		const lease = 20 * time.Second
+		mu := c.Lock("hand", rlock.WithFencing(), rlock.WithLease(lease))
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for round := range 2 {
+			first, _ := mu.Token(held)
+			got := parkWaiter(t, c, mu, ctx)
+
+			before := stats.Calls(t)
+			if err := mu.Unlock(held); err != nil {
+				t.Fatal(err)
+			}
+			w := redistest.Recv(t, got, 10*time.Second, "the waiter's Lock")
+			if w == nil {
+				t.FailNow()
+			}
+			after := stats.Calls(t)
+			if n := scriptCalls(before, after); round == 1 && n != 1 {
+				t.Errorf("%d script calls from the unlock to the waiter holding the lock; want 1, the unlock's", n)
+			}
+			if n := commands(before, after, "publish", "spublish"); n != 0 {
+				t.Errorf("%d publishes for a lock handed on; want 0", n)
+			}
+			if err := w.Err(); err != nil {
+				t.Fatalf("the handed hold's context ended: %v", context.Cause(w))
+			}
+			owner := mustOwner(t, side, "hand")
+			if n, _ := redistest.Do(t, side, "HGET", "hand", owner).AsInt64(); n != 1 {
+				t.Errorf("the waiter's owner counts %d holds; want 1", n)
+			}
+			if n, _ := mu.HoldCount(w); n != 1 {
+				t.Errorf("HoldCount of the waiter's hold is %d; want 1 (its owner %s)", n, owner)
+			}
+			pttl, _ := redistest.Do(t, side, "PTTL", "hand").AsInt64()
+			if pttl <= 0 || pttl > lease.Milliseconds() {
+				t.Errorf("PTTL %dms after the handoff; want the waiter's lease, at most %v", pttl, lease)
+			}
+			tok, ok := mu.Token(w)
+			counter, _ := redistest.Do(t, side, "GET", "redisson_lock_token:{hand}").AsInt64()
+			if !ok || tok != first+1 || tok != counter {
+				t.Errorf("the handed hold's token %d (%v), the holder's %d, the counter %d; want the holder's + 1, the counter's", tok, ok, first, counter)
+			}
+			held = w
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", "hand").AsInt64(); n != 0 {
+			t.Error("the lock is still there after the handed hold's unlock")
+		}
+	})
+}
+
+// An owner that holds the lock re-enters it at once, even while waiters of its client are
+// in line for it: they wait for that owner, and a re-entry that joined them would wait for
+// itself.
+func TestReentryDoesNotWaitInLine(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		mu := c.Lock("reenter-in-line")
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := parkWaiter(t, c, mu, ctx)
+
+		rctx, rcancel := context.WithTimeout(held, 5*time.Second)
+		defer rcancel()
+		again, err := mu.Lock(rctx)
+		if err != nil {
+			t.Fatalf("re-entry while a waiter of the client is in line: %v", err)
+		}
+		if n, _ := mu.HoldCount(again); n != 2 {
+			t.Fatalf("hold count %d after the re-entry; want 2", n)
+		}
+		for range 2 {
+			if err := mu.Unlock(held); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if w := redistest.Recv(t, got, 10*time.Second, "the waiter's Lock"); w != nil {
+			if err := mu.Unlock(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// A client hands its lock on at most hub.HandRun times in a row before a release frees it
+// for the other clients: a waiter of another client gets it while the first client's
+// goroutines keep asking for it, after at most two runs of theirs (the release that ends a
+// run may pick the first client again, if it registered to be woken first).
+func TestHandoffRunsAreBounded(t *testing.T) {
+	for _, goroutines := range []int{2, 4} {
+		t.Run(strconv.Itoa(goroutines)+" goroutines", func(t *testing.T) { handoffRuns(t, goroutines) })
+	}
+}
+
+// handoffRuns is TestHandoffRunsAreBounded with that many goroutines in the busy client.
+func handoffRuns(t *testing.T, goroutines int) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		busy, other := relocktest.New(t, b), relocktest.New(t, b)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		var (
+			mu      sync.Mutex
+			count   int // the busy client's acquisitions
+			atCall  = -1
+			atOther = -1
+			stop    atomic.Bool
+			wg      sync.WaitGroup
+		)
+		const most = 400
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				l := busy.Lock("runs")
+				for i := 0; i < most && !stop.Load() && ctx.Err() == nil; i++ {
+					h, err := l.Lock(relock.NewOwner(ctx))
+					if err != nil {
+						t.Errorf("busy client: %v", err)
+						return
+					}
+					mu.Lock()
+					count++
+					mu.Unlock()
+					time.Sleep(5 * time.Millisecond)
+					if err := l.Unlock(h); err != nil {
+						t.Errorf("busy client: %v", err)
+						return
+					}
+					// A pause before asking again: the waiter handed the lock is no longer in
+					// line by then, so that a run is bounded however few wait.
+					time.Sleep(time.Millisecond)
+				}
+			}()
+		}
+		redistest.Eventually(t, 10*time.Second, "the busy client never got going", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return count >= 10
+		})
+		done := make(chan error, 1)
+		go func() {
+			l := other.Lock("runs")
+			mu.Lock()
+			atCall = count
+			mu.Unlock()
+			h, err := l.Lock(ctx)
+			mu.Lock()
+			atOther = count
+			mu.Unlock()
+			if err == nil {
+				err = l.Unlock(h)
+			}
+			done <- err
+		}()
+		err := redistest.Recv(t, done, 50*time.Second, "the other client's waiter")
+		stop.Store(true)
+		wg.Wait()
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The busy client's acquisitions from the other's call to its getting the lock: one
+		// while its first attempt is on its way, the rest of the run under way, and at most
+		// one more run.
+		if n, limit := atOther-atCall, 2*(hub.HandRun+1)+1; n > limit {
+			t.Errorf("the busy client took the lock %d times while the other client's waiter waited; want at most %d", n, limit)
+		} else {
+			t.Logf("the busy client took the lock %d times while the other client's waiter waited (at most %d)", n, limit)
+		}
+	})
+}
+
+// A handoff whose reply is lost after Redis ran it is sent again, found done, and the
+// waiter finds out from its hold count that it holds the lock: once, not twice (an attempt
+// of its own would have re-entered the lock it was handed).
+func TestHandoffReplyLost(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, proxy := throughProxy(t, b)
+		side := b.Client(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		mu := c.Lock("hand-lost")
+		// A first handoff loads the script, so that the fault hits the handoff itself, not
+		// a NOSCRIPT.
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := parkWaiter(t, c, mu, ctx)
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if held = redistest.Recv(t, got, 10*time.Second, "the first waiter's Lock"); held == nil {
+			t.FailNow()
+		}
+
+		got = parkWaiter(t, c, mu, ctx)
+		proxy.LoseReplyTo(unlockMarker("hand-lost"))
+		if err := mu.Unlock(held); err != nil {
+			t.Fatalf("Unlock with its reply lost: %v", err)
+		}
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		w := redistest.Recv(t, got, 10*time.Second, "the waiter's Lock")
+		if w == nil {
+			t.FailNow()
+		}
+		owner := mustOwner(t, side, "hand-lost")
+		if n, _ := redistest.Do(t, side, "HGET", "hand-lost", owner).AsInt64(); n != 1 {
+			t.Fatalf("the waiter's owner counts %d holds; want 1", n)
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", "hand-lost").AsInt64(); n != 0 {
+			t.Error("the lock is still there after the waiter's one unlock: its hold was counted twice")
+		}
+	})
+}
+
+// A hold handed on with a short fixed lease, which then runs out without an unlock, is
+// seen by the waiters still parked when it ends, not when the previous hold would have
+// (30s). Those of other clients hear the handoff announce the new lease, as an acquisition
+// does. Those of the same client have their channel's timer set for it by the handoff
+// itself: they are not told otherwise when their client is not registered to be woken
+// (its registry entry ran out; here it is deleted), which the announcement needs.
+func TestHandedLeaseWakesTheOthers(t *testing.T) {
+	for _, where := range []string{"another client", "the same client"} {
+		t.Run(where, func(t *testing.T) {
+			redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+				c, other := relocktest.New(t, b), relocktest.New(t, b)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				held, err := c.Lock("short").Lock(ctx) // the default 30s lease: waiters sleep on it
+				if err != nil {
+					t.Fatal(err)
+				}
+				// The first waiter, handed the lock, keeps it for 300ms and never unlocks.
+				handed := make(chan error, 1)
+				go func() {
+					_, err := c.Lock("short", rlock.WithLease(300*time.Millisecond)).Lock(relock.NewOwner(ctx))
+					handed <- err
+				}()
+				redistest.Eventually(t, 10*time.Second, "the first waiter never parked", func() bool { return c.PubSubStats().Waiting == 1 })
+				var next <-chan error
+				if where == "another client" {
+					next = lockInBackground(other.Lock("short"), 20*time.Second)
+					redistest.Eventually(t, 10*time.Second, "the other client's waiter never parked", func() bool { return other.PubSubStats().Waiting == 1 })
+				} else {
+					next = lockInBackground(c.Lock("short"), 20*time.Second)
+					redistest.Eventually(t, 10*time.Second, "the second waiter never parked", func() bool { return c.PubSubStats().Waiting == 2 })
+					redistest.MustDo(t, b.Client(t), "DEL", "relock_wake:{short}")
+				}
+
+				if err := c.Lock("short").Unlock(held); err != nil {
+					t.Fatal(err)
+				}
+				if err := redistest.Recv(t, handed, 10*time.Second, "the first waiter's Lock"); err != nil {
+					t.Fatal(err)
+				}
+				if err := redistest.Recv(t, next, 10*time.Second, "the next waiter after a 300ms hold: it slept on the old 30s lease"); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
