@@ -43,7 +43,7 @@ type library struct {
 
 func libraries() []library {
 	return []library{
-		{"relock", "rlock.Mutex, default options (30 s lease renewed by the watchdog; waiters woken by pub/sub)", openRelock(false)},
+		{"relock", "rlock.Mutex, default options (30 s lease renewed by the watchdog; waiters woken by pub/sub, or handed the lock by an unlock of their own process)", openRelock(false)},
 		{"relock fair", "fairlock.Mutex (FIFO), default options; the unlock wakes the head of the queue only", openRelock(true)},
 		{"raw scripts", "relock's acquire/unlock Lua scripts sent straight through rueidis; on a busy lock, sleep 1 ms and retry", openRaw},
 		{"redsync", "v4, go-redis v9 pool, defaults (8 s expiry, 32 tries, 50-250 ms random retry delay)", openRedsync(false)},

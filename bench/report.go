@@ -166,7 +166,9 @@ func (r *report) markdown() string {
 		fmt.Fprintf(&b, "| %s | %s |\n", l.name, l.settings)
 	}
 	b.WriteString("\nrelock and rueidislock wake a waiter when the lock is released (pub/sub; client-side-caching " +
-		"invalidations), and rueidislock also queues waiters of one process on a local gate. The others poll: a " +
+		"invalidations). rueidislock also queues waiters of one process on a local gate; relock's waiters of one " +
+		"process wait in line, and an unlock hands the lock to the first of them in its own script call, at most " +
+		"three times in a row. The others poll: a " +
 		"waiter sleeps its retry delay, so the goroutine that has just unlocked can take the lock again before a " +
 		"sleeping waiter wakes; the \"same\" column of S2 shows how often that happened.\n")
 	b.WriteString("\nThe \"relock / x\" columns divide relock's number by the row's: above 1 means relock's number is higher.\n\n")
