@@ -36,17 +36,20 @@ func TestSyncReplicas(t *testing.T) {
 		// With the replica running the acquisition succeeds. A replica starved of CPU for
 		// 200ms (a loaded test machine) may miss one deadline; the rollback leaves the lock
 		// free, so try a few times.
-		var held context.Context
-		var err error
-		for try := 1; try <= 5; try++ {
-			if held, err = mu.Lock(context.Background()); !errors.Is(err, relock.ErrNotSynced) {
-				t.Logf("acquired with the replica running at attempt %d", try)
-				break
+		lockSynced := func() context.Context {
+			t.Helper()
+			for try := 1; ; try++ {
+				held, err := mu.Lock(context.Background())
+				if err == nil {
+					t.Logf("acquired with the replica running at attempt %d", try)
+					return held
+				}
+				if !errors.Is(err, relock.ErrNotSynced) || try == 5 {
+					t.Fatalf("Lock with the replica running: %v", err)
+				}
 			}
 		}
-		if err != nil {
-			t.Fatalf("Lock with the replica running: %v", err)
-		}
+		held := lockSynced()
 		if err := mu.Unlock(held); err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +57,7 @@ func TestSyncReplicas(t *testing.T) {
 		replica.Pause(t)
 		defer replica.Resume(t)
 		start := time.Now()
-		_, err = mu.Lock(context.Background())
+		_, err := mu.Lock(context.Background())
 		if !errors.Is(err, relock.ErrNotSynced) {
 			t.Fatalf("Lock with the replica paused: %v; want ErrNotSynced", err)
 		}
@@ -78,14 +81,7 @@ func TestSyncReplicas(t *testing.T) {
 		// acquisitions must be confirmed: the handoff would skip the confirmation. The
 		// waiter's own attempt, with the replica paused, is rolled back.
 		replica.Resume(t)
-		for try := 1; try <= 5; try++ {
-			if held, err = mu.Lock(context.Background()); !errors.Is(err, relock.ErrNotSynced) {
-				break
-			}
-		}
-		if err != nil {
-			t.Fatalf("Lock with the replica running again: %v", err)
-		}
+		held = lockSynced()
 		waited := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

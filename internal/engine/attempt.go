@@ -339,8 +339,10 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 		}
 		if h, ok := sub.Handed().(*handoff); ok {
 			got, terr := a.take(h)
-			if got || terr != nil {
+			if got {
 				a.woken = observe.ByHandoff
+			}
+			if got || terr != nil {
 				return terr
 			}
 			// Not handed after all (a lost reply, and the release found its hold gone):
