@@ -23,7 +23,14 @@
 -- the new lease, so a re-entry with a short lease cannot cut short what an earlier hold
 -- of the same owner was promised.
 
-local pttl = redis.call('pttl', KEYS[1])
+-- Most acquisitions are a first attempt at a free lock that no client waits for: then one
+-- command tells that the lock and its registry are both absent, and there is nobody to
+-- settle or announce to. Any other attempt pays that command on top of its own.
+local quiet = ARGV[4] == '' and redis.call('exists', KEYS[1], KEYS[2]) == 0
+local pttl = -2
+if not quiet then
+  pttl = redis.call('pttl', KEYS[1])
+end
 if pttl == -2 then
   local token = 0
   if KEYS[3] then
@@ -34,8 +41,10 @@ if pttl == -2 then
   end
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  settle(KEYS[2], ARGV[3], ARGV[4], tonumber(ARGV[1]))
-  announce(KEYS[2], ARGV[5], ARGV[6], ARGV[1])
+  if not quiet then
+    settle(KEYS[2], ARGV[3], ARGV[4], tonumber(ARGV[1]))
+    announce(KEYS[2], ARGV[5], ARGV[6], ARGV[1])
+  end
   return {1, 1, token}
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then

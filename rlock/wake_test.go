@@ -197,6 +197,32 @@ func TestWakeUpSkipsDeadClient(t *testing.T) {
 	})
 }
 
+// A lock freed without an unlock (its key deleted here, as when its holder's process died
+// and the lease ran out, or Redis evicted it) goes to whoever tries first: here a first
+// attempt of another client, with a 300ms fixed lease that then runs out without an unlock.
+// The waiter parked meanwhile sleeps until the old 30s lease's end, unless the newcomer's
+// acquisition tells it of the shorter lease, as any acquisition does while clients are
+// registered to be woken. It must, also on the cheap path of a first attempt at a free lock.
+func TestFirstAttemptAnnouncesItsLease(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		holder, waiter, newcomer := relocktest.New(t, b), relocktest.New(t, b), relocktest.New(t, b)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := holder.Lock("vanish", rlock.WithLease(30*time.Second)).Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		next := lockInBackground(waiter.Lock("vanish"), 20*time.Second)
+		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
+		redistest.MustDo(t, b.Client(t), "DEL", "vanish")
+		if _, err := newcomer.Lock("vanish", rlock.WithLease(300*time.Millisecond)).TryLock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, next, 10*time.Second, "the waiter's Lock after the newcomer's 300ms hold: it slept on the old 30s lease"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // Waiters that an unlock did not wake learn the new hold's lease, whether they wait in
 // other clients than the one woken or beside the woken waiter in its client: when that hold
 // ends without an unlock (a fixed lease that runs out, a holder that died), they try at its

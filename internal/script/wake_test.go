@@ -2,6 +2,7 @@ package script_test
 
 import (
 	"context"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -80,6 +81,45 @@ func TestRetryRefusesHashWithoutExpiry(t *testing.T) {
 		}
 		if got, err := rc.Do(context.Background(), rc.B().Hgetall().Key("app").Build()).AsStrMap(); err != nil || len(got) != 1 || got["color"] != "blue" {
 			t.Errorf("the application's hash is now %v (%v); want it untouched", got, err)
+		}
+	})
+}
+
+// A woken waiter that gets the lock settles its client's entry, which the unlock that woke
+// it took: stay "1" (other waiters of the client remain) registers the client again, also
+// when that unlock took the registry's last entry and the registry is gone; stay "0" leaves
+// it out; a first attempt ("") leaves the registry as it is.
+func TestWokenWaiterSettlesItsEntry(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := context.Background()
+		for _, c := range []struct {
+			stay   string
+			before []string // the registry's codes before the attempt
+			want   string
+		}{
+			{"1", nil, "1111"},
+			{"1", []string{"2222"}, "2222 1111"},
+			{"0", nil, ""},
+			{"0", []string{"2222"}, "2222"},
+			{"", nil, ""},
+			{"", []string{"2222"}, "2222"},
+		} {
+			name := "settle-" + c.stay + "-" + strings.Join(c.before, "-")
+			reg := "relock_wake:{" + name + "}"
+			for i, code := range c.before {
+				redistest.MustDo(t, rc, "ZADD", reg, strconv.Itoa(i+1), code)
+			}
+			if v, err := acquire(t, rc, name, first, "1111", c.stay); err != nil || v[0] != 1 {
+				t.Fatalf("stay %q, registry %v: %v %v; want the free lock", c.stay, c.before, v, err)
+			}
+			m, err := rc.Do(ctx, rc.B().Zrange().Key(reg).Min("0").Max("-1").Build()).AsStrSlice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(m, " "); got != c.want {
+				t.Errorf("stay %q, registry %v before: registry %q after; want %q", c.stay, c.before, got, c.want)
+			}
 		}
 	})
 }
