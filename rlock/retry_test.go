@@ -3,10 +3,14 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
@@ -260,4 +264,78 @@ func busy(t *testing.T, c *relock.Client, n int) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// A call that times out on a deadline that is not its own is sent again while its own
+// deadline (the client's timeout) has time left. Here the connection is cut and the new
+// one's handshake held at the proxy: rueidis gives a handshake its dial timeout (1s here)
+// and fails the call with context.DeadlineExceeded, though neither the caller's context
+// (30s) nor the client's timeout (20s) has ended. Lock and Unlock still succeed, on the
+// next connection, and count the hold once. The client pipelines on one connection, so
+// that the held handshake is the one the lock's calls wait for.
+func TestRetryAfterFailedHandshake(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		p := redistest.StartProxy(t, b.Addr)
+		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr()}, DisableCache: true,
+			ForceSingleClient: true, PipelineMultiplex: -1, Dialer: net.Dialer{Timeout: time.Second}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rc.Close()
+		failing := &failures{Client: rc}
+		c, err := relock.New(failing, relock.WithTimeout(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		side := b.Client(t)
+		mu := c.Lock("handshake")
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := mu.Do(ctx, func(context.Context) error { return nil }); err != nil { // the scripts loaded
+			t.Fatal(err)
+		}
+		for _, step := range []string{"Lock", "Unlock"} {
+			arrived, release := p.HoldRequest("HELLO")
+			defer release()
+			p.Cut()
+			failed := failing.n.Load()
+			var err error
+			if step == "Lock" {
+				ctx, err = mu.Lock(ctx)
+			} else {
+				err = mu.Unlock(ctx)
+			}
+			if err != nil {
+				t.Fatalf("%s after a failed handshake: %v", step, err)
+			}
+			select {
+			case <-arrived:
+			default:
+				t.Fatalf("%s: no handshake was held: the test proved nothing", step)
+			}
+			if failing.n.Load() == failed {
+				t.Fatalf("%s: none of its calls failed: the test proved nothing", step)
+			}
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", "handshake").AsInt64(); n != 0 {
+			t.Error("the lock is still there after one Lock and one Unlock: the hold was counted twice")
+		}
+	})
+}
+
+// failures is a rueidis client that counts the calls that got no answer from Redis.
+type failures struct {
+	rueidis.Client
+	n atomic.Int64
+}
+
+func (c *failures) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	r := c.Client.Do(ctx, cmd)
+	if err := r.Error(); err != nil && !rueidis.IsRedisNil(err) {
+		if _, answer := rueidis.IsRedisErr(err); !answer {
+			c.n.Add(1)
+		}
+	}
+	return r
 }

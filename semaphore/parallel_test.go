@@ -61,8 +61,11 @@ func TestAcquiresInParallel(t *testing.T) {
 		rc.most.Store(0)
 
 		slept := make(chan error, 1)
-		go func() { slept <- b.Server.Do(t, "DEBUG", "SLEEP", "3").Error() }()
-		time.Sleep(500 * time.Millisecond) // the server is asleep for the next 2.5s
+		// The server is asleep for 1.5s after the Acquires start: less than the harness's
+		// dial timeout (2s), since an attempt may go out on a connection that rueidis dials
+		// only then, whose handshake fails the attempt if the server sleeps through it.
+		go func() { slept <- b.Server.Do(t, "DEBUG", "SLEEP", "2").Error() }()
+		time.Sleep(500 * time.Millisecond)
 		var wg sync.WaitGroup
 		errs := make(chan error, goroutines)
 		for range goroutines {

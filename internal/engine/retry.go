@@ -53,15 +53,17 @@ func final(err error) error {
 // Redis or its reply was lost. A Redis error is an answer, not a failure to get one, and
 // so is a verdict of relock's own (ErrNotSynced); except the answers that say the command
 // was refused unrun until the server or the cluster is ready (CLUSTERDOWN and TRYAGAIN
-// during a failover, LOADING after a restart).
+// during a failover, LOADING after a restart). A closed client will not send it again.
+//
+// A context error is a failure like any other: whether the call's own context ended is
+// for retry to ask of that context. rueidis also ends calls with a deadline of its own,
+// such as a new connection's handshake, bounded by its dial timeout, when the server is
+// slow to answer; the call's deadline may be far off then, and is what bounds the retries.
 func retryable(err error) bool {
 	if _, ok := rueidis.IsRedisErr(err); ok {
 		return refused(err)
 	}
-	if errors.Is(err, lockerr.ErrNotSynced) {
-		return false
-	}
-	return !errors.Is(err, rueidis.ErrClosing) && !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+	return !errors.Is(err, lockerr.ErrNotSynced) && !errors.Is(err, rueidis.ErrClosing)
 }
 
 // refused reports whether err is Redis's answer that it did not run the command and will
