@@ -3,7 +3,6 @@ package rlock_test
 import (
 	"context"
 	"errors"
-	"net"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -276,12 +275,11 @@ func busy(t *testing.T, c *relock.Client, n int) {
 func TestRetryAfterFailedHandshake(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		p := redistest.StartProxy(t, b.Addr)
-		rc, err := rueidis.NewClient(rueidis.ClientOption{InitAddress: []string{p.Addr()}, DisableCache: true,
-			ForceSingleClient: true, PipelineMultiplex: -1, Dialer: net.Dialer{Timeout: time.Second}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rc.Close()
+		via := &redistest.Backend{Name: b.Name, Addr: p.Addr()}
+		rc := via.ClientWith(t, func(o *rueidis.ClientOption) {
+			o.PipelineMultiplex = -1
+			o.Dialer.Timeout = time.Second
+		})
 		failing := &failures{Client: rc}
 		c, err := relock.New(failing, relock.WithTimeout(20*time.Second))
 		if err != nil {

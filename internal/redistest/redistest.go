@@ -58,6 +58,19 @@ func (b *Backend) Client(t testing.TB) rueidis.Client {
 	return newClient(t, clientOption(b.Addr), b.Name+" at "+b.Addr)
 }
 
+// ClientWith is Client for a single server, with tune applied to its options first: for
+// a test that needs a connection setting of its own (a dial timeout, one pipelined
+// connection). It fails the test for a cluster backend.
+func (b *Backend) ClientWith(t testing.TB, tune func(*rueidis.ClientOption)) rueidis.Client {
+	t.Helper()
+	if b.Cluster != nil {
+		t.Fatal("redistest: ClientWith is for a single server, not a cluster")
+	}
+	opt := clientOption(b.Addr)
+	tune(&opt)
+	return newClient(t, opt, b.Name+" at "+b.Addr)
+}
+
 // Client returns a new rueidis client for s, closed at t.Cleanup, configured as
 // Backend.Client configures it for a real server. It fails the test if the client
 // cannot be created.
