@@ -473,6 +473,19 @@ func TestHoldsLikeRLock(t *testing.T) {
 		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
 			t.Errorf("cause %v; want ErrLeaseLost", context.Cause(held))
 		}
+		// The next first-level hold's token is newer than every one before it.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		next, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok3, ok3 := mu.Token(next); !ok || !ok3 || tok < 1 || tok3 <= tok {
+			t.Errorf("tokens %d (ok %v) then %d (ok %v) for the next hold; want them positive and increasing", tok, ok, tok3, ok3)
+		}
+		if err := mu.Unlock(next); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

@@ -30,6 +30,17 @@
 -- A key that is not a hash with a plain lock's shape (see shape.lua) is refused with WRONGTYPE
 -- before anything is written.
 
+-- Most acquisitions find neither the lock nor a queue: one command tells, and the lock is
+-- taken at once, as below for a free lock with no head.
+if redis.call('exists', KEYS[1], KEYS[2]) == 0 then
+  local token = 0
+  if KEYS[4] then
+    token = redis.call('incr', KEYS[4])
+  end
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, 1, token}
+end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))

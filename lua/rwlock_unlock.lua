@@ -25,32 +25,37 @@
 -- try: readers can all enter), "0" when the last reader leaves (one may try). When writers
 -- wait under writer preference, the last reader sends "1", so that a woken reader that
 -- gives way does not swallow the wake-up the writer needs.
-local mode = redis.call('hget', KEYS[1], 'mode')
-local holds = nil
+local read = redis.call('hmget', KEYS[1], 'mode', ARGV[1])
+local mode, holds = read[1], nil
 if mode then
-  holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
+  holds = tonumber(read[2])
 end
 local go, reply = expect(holds, ARGV[3])
 if not go then
   return reply
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[1], -1)
-if ARGV[2] == 'read' then
-  redis.call('del', KEYS[3] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. (count + 1))
-end
+-- holds is the field's count in Redis (expect let it through): the count after this
+-- release is known without asking, and a field whose last hold goes is deleted at once.
+local count = holds - 1
 local result = 0
-if count <= 0 then
+if count > 0 then
+  redis.call('hincrby', KEYS[1], ARGV[1], -1)
+else
   redis.call('hdel', KEYS[1], ARGV[1])
   result = 2
 end
+if ARGV[2] == 'read' then
+  redis.call('del', KEYS[3] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. holds)
+end
+local free = redis.call('hlen', KEYS[1]) <= 1
 local downgraded = false
-if ARGV[2] == 'write' and count <= 0 then
-  -- The writer is gone; what is left are its own read holds, if any.
+if ARGV[2] == 'write' and count <= 0 and not free then
+  -- The writer is gone, and what is left are its own read holds: the lock is read now.
+  -- (A lock left with nothing is deleted below, mode and all.)
   redis.call('hset', KEYS[1], 'mode', 'read')
   mode = 'read'
   downgraded = true
 end
-local free = redis.call('hlen', KEYS[1]) <= 1
 if not free then
   local longest = -3
   for _, field in ipairs(redis.call('hkeys', KEYS[1])) do

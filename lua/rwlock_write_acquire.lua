@@ -23,9 +23,15 @@
 -- hash with a read-write lock's shape (see shape.lua) is refused with WRONGTYPE before anything
 -- is written.
 
-local mode = redis.call('hget', KEYS[1], 'mode')
+-- As in rlock_acquire.lua, a first attempt at a free lock that no writer and no client waits
+-- for is one command to tell, and has nobody to leave, settle or announce to.
+local quiet = ARGV[7] == '' and redis.call('exists', KEYS[1], KEYS[2], KEYS[4]) == 0
+local mode = false
+if not quiet then
+  mode = redis.call('hget', KEYS[1], 'mode')
+end
 if mode == false then
-  if redis.call('exists', KEYS[1]) == 1 then
+  if not quiet and redis.call('exists', KEYS[1]) == 1 then
     return wrongtype(shape(KEYS[1]))
   end
   local token = 0
@@ -36,11 +42,13 @@ if mode == false then
   redis.call('hset', KEYS[1], 'mode', 'write')
   redis.call('hincrby', KEYS[1], ARGV[2], 1)
   redis.call('pexpire', KEYS[1], ARGV[1])
-  if redis.call('zrem', KEYS[2], ARGV[2]) == 1 and redis.call('zcard', KEYS[2]) == 0 then
-    redis.call('del', KEYS[2])
+  if not quiet then
+    if redis.call('zrem', KEYS[2], ARGV[2]) == 1 and redis.call('zcard', KEYS[2]) == 0 then
+      redis.call('del', KEYS[2])
+    end
+    settle(KEYS[4], ARGV[6], ARGV[7], tonumber(ARGV[1]))
+    announce(KEYS[4], ARGV[8], ARGV[9], ARGV[1])
   end
-  settle(KEYS[4], ARGV[6], ARGV[7], tonumber(ARGV[1]))
-  announce(KEYS[4], ARGV[8], ARGV[9], ARGV[1])
   return {1, 1, token}
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then

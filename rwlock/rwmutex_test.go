@@ -542,7 +542,9 @@ func TestNoKeysLeft(t *testing.T) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
 		mu := c.RWLock("tidy", rwlock.WithWriterPreference())
-		ctx := context.Background()
+		// Every wait below is bounded: a reader that cannot join fails instead of hanging.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
 		w, err := mu.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/script"
 )
@@ -22,7 +23,7 @@ const (
 // wake code and a woken waiter's stay ("" for a first attempt).
 func acquire(t *testing.T, rc rueidis.Client, name, owner, code, stay string) ([]int64, error) {
 	t.Helper()
-	return script.RLockAcquire().Exec(context.Background(), rc, []string{name, "relock_wake:{" + name + "}"},
+	return script.RLockAcquire().Exec(context.Background(), rc, []string{name, keys.Of(name).Wake},
 		[]string{"30000", owner, code, stay}).AsIntSlice()
 }
 
@@ -33,7 +34,7 @@ func TestWakeRegistryOrderAndLife(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
 		ctx := context.Background()
-		const reg = "relock_wake:{queue}"
+		reg := keys.Of("queue").Wake
 		if v, err := acquire(t, rc, "queue", holder, "", ""); err != nil || v[0] != 1 {
 			t.Fatalf("holder: %v %v", v, err)
 		}
@@ -88,37 +89,88 @@ func TestRetryRefusesHashWithoutExpiry(t *testing.T) {
 // A woken waiter that gets the lock settles its client's entry, which the unlock that woke
 // it took: stay "1" (other waiters of the client remain) registers the client again, also
 // when that unlock took the registry's last entry and the registry is gone; stay "0" leaves
-// it out; a first attempt ("") leaves the registry as it is.
+// it out; a first attempt ("") leaves the registry as it is. So for both kinds of lock
+// whose waiters the registry names: a plain lock's, and a read-write lock's writers.
 func TestWokenWaiterSettlesItsEntry(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
 		ctx := context.Background()
-		for _, c := range []struct {
-			stay   string
-			before []string // the registry's codes before the attempt
-			want   string
+		for _, kind := range []struct {
+			name    string
+			acquire func(name, owner, code, stay string) ([]int64, error)
 		}{
-			{"1", nil, "1111"},
-			{"1", []string{"2222"}, "2222 1111"},
-			{"0", nil, ""},
-			{"0", []string{"2222"}, "2222"},
-			{"", nil, ""},
-			{"", []string{"2222"}, "2222"},
+			{"plain", func(name, owner, code, stay string) ([]int64, error) {
+				return acquire(t, rc, name, owner, code, stay)
+			}},
+			{"write", func(name, owner, code, stay string) ([]int64, error) {
+				n := keys.Of(name)
+				return script.RWLockWriteAcquire().Exec(ctx, rc, []string{n.Lock, n.Writers, n.ReadTimeouts(owner), n.Wake},
+					[]string{"30000", owner + ":write", owner, "0", "10000", code, stay, n.RWChannel, "publish"}).AsIntSlice()
+			}},
 		} {
-			name := "settle-" + c.stay + "-" + strings.Join(c.before, "-")
-			reg := "relock_wake:{" + name + "}"
-			for i, code := range c.before {
-				redistest.MustDo(t, rc, "ZADD", reg, strconv.Itoa(i+1), code)
+			for _, c := range []struct {
+				stay   string
+				before []string // the registry's codes before the attempt
+				want   string
+			}{
+				{"1", nil, "1111"},
+				{"1", []string{"2222"}, "2222 1111"},
+				{"0", nil, ""},
+				{"0", []string{"2222"}, "2222"},
+				{"", nil, ""},
+				{"", []string{"2222"}, "2222"},
+			} {
+				name := "settle-" + kind.name + "-" + c.stay + "-" + strings.Join(c.before, "-")
+				reg := keys.Of(name).Wake
+				for i, code := range c.before {
+					redistest.MustDo(t, rc, "ZADD", reg, strconv.Itoa(i+1), code)
+				}
+				if v, err := kind.acquire(name, first, "1111", c.stay); err != nil || v[0] != 1 {
+					t.Fatalf("%s, stay %q, registry %v: %v %v; want the free lock", kind.name, c.stay, c.before, v, err)
+				}
+				m, err := rc.Do(ctx, rc.B().Zrange().Key(reg).Min("0").Max("-1").Build()).AsStrSlice()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := strings.Join(m, " "); got != c.want {
+					t.Errorf("%s, stay %q, registry %v before: registry %q after; want %q", kind.name, c.stay, c.before, got, c.want)
+				}
 			}
-			if v, err := acquire(t, rc, name, first, "1111", c.stay); err != nil || v[0] != 1 {
-				t.Fatalf("stay %q, registry %v: %v %v; want the free lock", c.stay, c.before, v, err)
+		}
+	})
+}
+
+// A writer that takes a free read-write lock leaves the waiting writers' zset (writer
+// preference), whatever else is there: a first attempt with no wake registry, as well as
+// one beside other writers' entries. An entry it left behind would hold readers back until
+// it expired.
+func TestWriterTakingTheLockLeavesTheWriters(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := context.Background()
+		for _, c := range []struct {
+			others   []string // other writers' entries
+			registry bool     // a client of the lock's is registered to be woken
+		}{{nil, false}, {[]string{second + ":write"}, false}, {nil, true}, {[]string{second + ":write"}, true}} {
+			name := "writers-" + strconv.Itoa(len(c.others)) + "-" + strconv.FormatBool(c.registry)
+			n := keys.Of(name)
+			for i, w := range append([]string{first + ":write"}, c.others...) {
+				redistest.MustDo(t, rc, "ZADD", n.Writers, strconv.Itoa(i+1), w)
 			}
-			m, err := rc.Do(ctx, rc.B().Zrange().Key(reg).Min("0").Max("-1").Build()).AsStrSlice()
+			if c.registry {
+				redistest.MustDo(t, rc, "ZADD", n.Wake, "1", "2222")
+			}
+			v, err := script.RWLockWriteAcquire().Exec(ctx, rc, []string{n.Lock, n.Writers, n.ReadTimeouts(first), n.Wake},
+				[]string{"30000", first + ":write", first, "0", "10000", "1111", "", n.RWChannel, "publish"}).AsIntSlice()
+			if err != nil || v[0] != 1 {
+				t.Fatalf("others %v, registry %v: %v %v; want the free lock", c.others, c.registry, v, err)
+			}
+			m, err := rc.Do(ctx, rc.B().Zrange().Key(n.Writers).Min("0").Max("-1").Build()).AsStrSlice()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := strings.Join(m, " "); got != c.want {
-				t.Errorf("stay %q, registry %v before: registry %q after; want %q", c.stay, c.before, got, c.want)
+			if got, want := strings.Join(m, " "), strings.Join(c.others, " "); got != want {
+				t.Errorf("others %v, registry %v: writers %q after the write hold; want %q", c.others, c.registry, got, want)
 			}
 		}
 	})
