@@ -56,9 +56,13 @@ else
 end
 
 -- Wake the first waiter whose entry is still live; skip (and drop) the dead ones.
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 local head = redis.call('lindex', KEYS[2], 0)
+local now = 0
+if head then
+  -- Only a queue's entries need the time (most releases find none).
+  local time = redis.call('time')
+  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
 while head do
   local deadline = redis.call('zscore', KEYS[3], head)
   if deadline and tonumber(deadline) > now then

@@ -29,6 +29,16 @@
 -- A key that is not a hash with a read-write lock's shape (see shape.lua) is refused with
 -- WRONGTYPE before anything is written.
 
+-- As in rlock_acquire.lua, a first attempt at a free lock that no writer waits for and no
+-- client is registered to hear of is one command to tell: the hold is taken with nothing to
+-- give way to, settle or announce.
+if ARGV[6] == '' and redis.call('exists', KEYS[1], KEYS[3], KEYS[5]) == 0 then
+  redis.call('hset', KEYS[1], 'mode', 'read')
+  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1])
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return {1, 1, 0}
+end
 local mode = redis.call('hget', KEYS[1], 'mode')
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 if holds == 0 and (mode or redis.call('exists', KEYS[1]) == 1) then

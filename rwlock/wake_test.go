@@ -164,33 +164,41 @@ func TestWriterUnlockWakesReadersPastHungWriter(t *testing.T) {
 	})
 }
 
-// A writer's first attempt that finds the lock free tells the waiters parked on the hold
-// before it how long its own lease is, as any first-level write acquisition does: here the
-// hold a writer waits behind vanishes without an unlock (its key deleted), another client
-// takes the free lock for a 300ms lease that runs out, and the waiter must not sleep on the
-// old 30s lease it was told of.
-func TestFirstWriteAttemptAnnouncesItsLease(t *testing.T) {
-	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		holder, waiter, newcomer := relocktest.New(t, b), relocktest.New(t, b), relocktest.New(t, b)
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := holder.RWLock("vanish").Lock(ctx, rlock.WithLease(30*time.Second)); err != nil {
-			t.Fatal(err)
-		}
-		next := make(chan error, 1)
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-			defer cancel()
-			_, err := waiter.RWLock("vanish").Lock(ctx)
-			next <- err
-		}()
-		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
-		redistest.MustDo(t, b.Client(t), "DEL", "vanish")
-		if _, err := newcomer.RWLock("vanish").TryLock(ctx, rlock.WithLease(300*time.Millisecond)); err != nil {
-			t.Fatal(err)
-		}
-		if err := redistest.Recv(t, next, 10*time.Second, "the waiting writer's Lock after the newcomer's 300ms hold: it slept on the old 30s lease"); err != nil {
-			t.Fatal(err)
-		}
-	})
+// A first attempt that finds the lock free tells the writers parked on the hold before it
+// how long its own lease is, as any acquisition that takes a free lock does, be it a
+// writer's or a reader's: here the hold a writer waits behind vanishes without an unlock
+// (its key deleted), another client takes the free lock for a 300ms lease that runs out,
+// and the waiter must not sleep on the old 30s lease it was told of.
+func TestFirstAttemptAnnouncesItsLease(t *testing.T) {
+	for _, side := range []string{"write", "read"} {
+		t.Run(side, func(t *testing.T) {
+			redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+				holder, waiter, newcomer := relocktest.New(t, b), relocktest.New(t, b), relocktest.New(t, b)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				if _, err := holder.RWLock("vanish").Lock(ctx, rlock.WithLease(30*time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				next := make(chan error, 1)
+				go func() {
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					defer cancel()
+					_, err := waiter.RWLock("vanish").Lock(ctx)
+					next <- err
+				}()
+				redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
+				redistest.MustDo(t, b.Client(t), "DEL", "vanish")
+				take := newcomer.RWLock("vanish").TryLock
+				if side == "read" {
+					take = newcomer.RWLock("vanish").TryRLock
+				}
+				if _, err := take(ctx, rlock.WithLease(300*time.Millisecond)); err != nil {
+					t.Fatal(err)
+				}
+				if err := redistest.Recv(t, next, 10*time.Second, "the waiting writer's Lock after the newcomer's 300ms "+side+" hold: it slept on the old 30s lease"); err != nil {
+					t.Fatal(err)
+				}
+			})
+		})
+	}
 }

@@ -89,8 +89,9 @@ func TestRetryRefusesHashWithoutExpiry(t *testing.T) {
 // A woken waiter that gets the lock settles its client's entry, which the unlock that woke
 // it took: stay "1" (other waiters of the client remain) registers the client again, also
 // when that unlock took the registry's last entry and the registry is gone; stay "0" leaves
-// it out; a first attempt ("") leaves the registry as it is. So for both kinds of lock
-// whose waiters the registry names: a plain lock's, and a read-write lock's writers.
+// it out; a first attempt ("") leaves the registry as it is. So for every kind of waiter a
+// registry names: a plain lock's, a read-write lock's writers, and its readers (in a
+// registry of their own).
 func TestWokenWaiterSettlesItsEntry(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
@@ -107,6 +108,11 @@ func TestWokenWaiterSettlesItsEntry(t *testing.T) {
 				return script.RWLockWriteAcquire().Exec(ctx, rc, []string{n.Lock, n.Writers, n.ReadTimeouts(owner), n.Wake},
 					[]string{"30000", owner + ":write", owner, "0", "10000", code, stay, n.RWChannel, "publish"}).AsIntSlice()
 			}},
+			{"read", func(name, owner, code, stay string) ([]int64, error) {
+				n := keys.Of(name)
+				return script.RWLockReadAcquire().Exec(ctx, rc, []string{n.Lock, n.ReadTimeouts(owner), n.Writers, n.Readers, n.Wake},
+					[]string{"30000", owner, owner + ":write", "0", code, stay, n.RWChannel, "publish"}).AsIntSlice()
+			}},
 		} {
 			for _, c := range []struct {
 				stay   string
@@ -122,6 +128,9 @@ func TestWokenWaiterSettlesItsEntry(t *testing.T) {
 			} {
 				name := "settle-" + kind.name + "-" + c.stay + "-" + strings.Join(c.before, "-")
 				reg := keys.Of(name).Wake
+				if kind.name == "read" {
+					reg = keys.Of(name).Readers // a reader settles its client's entry among the readers'
+				}
 				for i, code := range c.before {
 					redistest.MustDo(t, rc, "ZADD", reg, strconv.Itoa(i+1), code)
 				}
