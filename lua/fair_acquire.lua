@@ -31,52 +31,45 @@
 -- before anything is written.
 
 -- Most acquisitions find neither the lock nor a queue: one command tells, and the lock is
--- taken at once, as below for a free lock with no head.
-if redis.call('exists', KEYS[1], KEYS[2]) == 0 then
-  local token = 0
-  if KEYS[4] then
-    token = redis.call('incr', KEYS[4])
+-- free with nobody at the head, which is all the rest needs to know (not even the time).
+local free, head, deadline, now = true, false, nil, 0
+if redis.call('exists', KEYS[1], KEYS[2]) > 0 then
+  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+    return {1, count, 0}
   end
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], ARGV[1])
-  return {1, 1, token}
-end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
-  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
-  return {1, count, 0}
-end
-local time = redis.call('time')
-local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+  local time = redis.call('time')
+  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 
-local free = redis.call('exists', KEYS[1]) == 0
-local head = redis.call('lindex', KEYS[2], 0)
-local deadline
-if head then
-  deadline = redis.call('zscore', KEYS[3], head)
-end
-if free then
-  -- The turn passes: waiters at the head whose entries ran out are gone (a killed process).
-  local skipped = false
-  while head do
+  free = redis.call('exists', KEYS[1]) == 0
+  head = redis.call('lindex', KEYS[2], 0)
+  if head then
     deadline = redis.call('zscore', KEYS[3], head)
-    if deadline and tonumber(deadline) > now then
-      break
+  end
+  if free then
+    -- The turn passes: waiters at the head whose entries ran out are gone (a killed process).
+    local skipped = false
+    while head do
+      deadline = redis.call('zscore', KEYS[3], head)
+      if deadline and tonumber(deadline) > now then
+        break
+      end
+      redis.call('lpop', KEYS[2])
+      redis.call('zrem', KEYS[3], head)
+      head = redis.call('lindex', KEYS[2], 0)
+      skipped = true
     end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-    head = redis.call('lindex', KEYS[2], 0)
-    skipped = true
-  end
-  if skipped and head and head ~= ARGV[2] then
-    -- Its turn came when the dead ones' ran out, and nobody told it: a message for a
-    -- dead waiter reaches nobody.
-    redis.call(ARGV[5], ARGV[6] .. head, ARGV[7])
-  end
-else
-  local kind = shape(KEYS[1])
-  if kind ~= 'rlock' then
-    return wrongtype(kind)
+    if skipped and head and head ~= ARGV[2] then
+      -- Its turn came when the dead ones' ran out, and nobody told it: a message for a
+      -- dead waiter reaches nobody.
+      redis.call(ARGV[5], ARGV[6] .. head, ARGV[7])
+    end
+  else
+    local kind = shape(KEYS[1])
+    if kind ~= 'rlock' then
+      return wrongtype(kind)
+    end
   end
 end
 
