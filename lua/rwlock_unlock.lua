@@ -25,10 +25,10 @@
 -- try: readers can all enter), "0" when the last reader leaves (one may try). When writers
 -- wait under writer preference, the last reader sends "1", so that a woken reader that
 -- gives way does not swallow the wake-up the writer needs.
-local read = redis.call('hmget', KEYS[1], 'mode', ARGV[1])
-local mode, holds = read[1], nil
+local fields = redis.call('hmget', KEYS[1], 'mode', ARGV[1])
+local mode, holds = fields[1], nil
 if mode then
-  holds = tonumber(read[2])
+  holds = tonumber(fields[2])
 end
 local go, reply = expect(holds, ARGV[3])
 if not go then

@@ -26,10 +26,7 @@
 -- As in rlock_acquire.lua, a first attempt at a free lock that no writer and no client waits
 -- for is one command to tell, and has nobody to leave, settle or announce to.
 local quiet = ARGV[7] == '' and redis.call('exists', KEYS[1], KEYS[2], KEYS[4]) == 0
-local mode = false
-if not quiet then
-  mode = redis.call('hget', KEYS[1], 'mode')
-end
+local mode = not quiet and redis.call('hget', KEYS[1], 'mode')
 if mode == false then
   if not quiet and redis.call('exists', KEYS[1]) == 1 then
     return wrongtype(shape(KEYS[1]))

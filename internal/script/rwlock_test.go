@@ -1,12 +1,10 @@
 package script_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
-	"github.com/relock-go/relock/internal/script"
 )
 
 // Under writer preference a new reader gives way to a live waiting writer also when the
@@ -16,7 +14,6 @@ import (
 func TestReaderGivesWayAtAFreeLock(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
-		ctx := context.Background()
 		for _, c := range []struct {
 			prefer string
 			want   int64
@@ -24,8 +21,7 @@ func TestReaderGivesWayAtAFreeLock(t *testing.T) {
 			name := "give-way-" + c.prefer
 			n := keys.Of(name)
 			redistest.MustDo(t, rc, "ZADD", n.Writers, "99999999999999", second+":write") // live for ages
-			v, err := script.RWLockReadAcquire().Exec(ctx, rc, []string{n.Lock, n.ReadTimeouts(first), n.Writers, n.Readers, n.Wake},
-				[]string{"30000", first, first + ":write", c.prefer, "1111", "", n.RWChannel, "publish"}).AsIntSlice()
+			v, err := readAcquire(t, rc, name, first, c.prefer, "1111", "")
 			if err != nil || len(v) < 2 || v[0] != c.want {
 				t.Fatalf("writer preference %q, a writer waiting, the lock free: %v %v; want the reply to start with %d", c.prefer, v, err, c.want)
 			}

@@ -27,6 +27,24 @@ func acquire(t *testing.T, rc rueidis.Client, name, owner, code, stay string) ([
 		[]string{"30000", owner, code, stay}).AsIntSlice()
 }
 
+// writeAcquire is acquire for owner's write hold of a read-write lock, with a 30s lease
+// and no writer preference, as the engine sends it (engine.Write).
+func writeAcquire(t *testing.T, rc rueidis.Client, name, owner, code, stay string) ([]int64, error) {
+	t.Helper()
+	n := keys.Of(name)
+	return script.RWLockWriteAcquire().Exec(context.Background(), rc, []string{n.Lock, n.Writers, n.ReadTimeouts(owner), n.Wake},
+		[]string{"30000", keys.WriteField(owner), owner, "0", "10000", code, stay, n.RWChannel, "publish"}).AsIntSlice()
+}
+
+// readAcquire is acquire for a read hold, with prefer "1" when new readers give way to
+// waiting writers, as the engine sends it (engine.Read).
+func readAcquire(t *testing.T, rc rueidis.Client, name, owner, prefer, code, stay string) ([]int64, error) {
+	t.Helper()
+	n := keys.Of(name)
+	return script.RWLockReadAcquire().Exec(context.Background(), rc, []string{n.Lock, n.ReadTimeouts(owner), n.Writers, n.Readers, n.Wake},
+		[]string{"30000", owner, keys.WriteField(owner), prefer, code, stay, n.RWChannel, "publish"}).AsIntSlice()
+}
+
 // The wake registry (lua/wake.lua) keeps clients in the order they joined: a client that
 // fails again keeps its place. Its life only grows: a waiter told of a short lease does not
 // cut short the entry of one that sleeps for a long one.
@@ -104,14 +122,10 @@ func TestWokenWaiterSettlesItsEntry(t *testing.T) {
 				return acquire(t, rc, name, owner, code, stay)
 			}},
 			{"write", func(name, owner, code, stay string) ([]int64, error) {
-				n := keys.Of(name)
-				return script.RWLockWriteAcquire().Exec(ctx, rc, []string{n.Lock, n.Writers, n.ReadTimeouts(owner), n.Wake},
-					[]string{"30000", owner + ":write", owner, "0", "10000", code, stay, n.RWChannel, "publish"}).AsIntSlice()
+				return writeAcquire(t, rc, name, owner, code, stay)
 			}},
 			{"read", func(name, owner, code, stay string) ([]int64, error) {
-				n := keys.Of(name)
-				return script.RWLockReadAcquire().Exec(ctx, rc, []string{n.Lock, n.ReadTimeouts(owner), n.Writers, n.Readers, n.Wake},
-					[]string{"30000", owner, owner + ":write", "0", code, stay, n.RWChannel, "publish"}).AsIntSlice()
+				return readAcquire(t, rc, name, owner, "0", code, stay)
 			}},
 		} {
 			for _, c := range []struct {
@@ -169,8 +183,7 @@ func TestWriterTakingTheLockLeavesTheWriters(t *testing.T) {
 			if c.registry {
 				redistest.MustDo(t, rc, "ZADD", n.Wake, "1", "2222")
 			}
-			v, err := script.RWLockWriteAcquire().Exec(ctx, rc, []string{n.Lock, n.Writers, n.ReadTimeouts(first), n.Wake},
-				[]string{"30000", first + ":write", first, "0", "10000", "1111", "", n.RWChannel, "publish"}).AsIntSlice()
+			v, err := writeAcquire(t, rc, name, first, "1111", "")
 			if err != nil || v[0] != 1 {
 				t.Fatalf("others %v, registry %v: %v %v; want the free lock", c.others, c.registry, v, err)
 			}
