@@ -18,13 +18,14 @@ import (
 )
 
 // badEnv is what a bad-input case runs with: one backend, a relock client on it, a side
-// client to look at the data, and a context carrying an owner of the client, so that
-// Unlock and HoldCount reach Redis.
+// client to look at the data, a context carrying an owner of the client, so that Unlock
+// and HoldCount reach Redis, and a context that bounds the case's waits.
 type badEnv struct {
 	b     *redistest.Backend
 	c     *relock.Client
 	side  rueidis.Client
 	owned context.Context
+	ctx   context.Context
 	key   string // a key of the case's own
 }
 
@@ -46,7 +47,8 @@ func TestBadInput(t *testing.T) {
 			t.Fatalf("relock.New: %v", err)
 		}
 		t.Cleanup(func() { c.Close() })
-		owned, err := c.Lock("bad:anchor").Lock(context.Background())
+		// Held through every case: its wait is bounded, its hold is not.
+		owned, err := c.Lock("bad:anchor").Lock(context.Background(), rlock.WithWaitTimeout(30*time.Second))
 		if err != nil {
 			t.Fatalf("anchor lock: %v", err)
 		}
@@ -56,7 +58,8 @@ func TestBadInput(t *testing.T) {
 				continue // a case that changes one server's settings or state
 			}
 			t.Run(tc.name, func(t *testing.T) {
-				tc.run(t, &badEnv{b: b, c: c, side: side, owned: owned, key: fmt.Sprintf("bad:%d", i)})
+				ctx := redistest.Context(t, 30*time.Second)
+				tc.run(t, &badEnv{b: b, c: c, side: side, owned: owned, ctx: ctx, key: fmt.Sprintf("bad:%d", i)})
 			})
 		}
 	})
@@ -94,19 +97,13 @@ type lockOp struct {
 	call func(e *badEnv, name string) error
 }
 
-func timeoutCtx(parent context.Context) context.Context {
-	ctx, cancel := context.WithTimeout(parent, 2*time.Second)
-	_ = cancel // the timer ends by itself; the context is used for one short call
-	return ctx
-}
-
 func keep[T any](_ T, err error) error { return err }
 
 // noop is a critical section that does nothing.
 func noop(context.Context) error { return nil }
 
 var rlockOps = []lockOp{
-	{"Lock", func(e *badEnv, n string) error { return keep(e.c.Lock(n).Lock(timeoutCtx(context.Background()))) }},
+	{"Lock", func(e *badEnv, n string) error { return keep(e.c.Lock(n).Lock(e.ctx)) }},
 	{"TryLock", func(e *badEnv, n string) error { return keep(e.c.Lock(n).TryLock(context.Background())) }},
 	{"Unlock", func(e *badEnv, n string) error { return e.c.Lock(n).Unlock(e.owned) }},
 	{"ForceUnlock", func(e *badEnv, n string) error { return keep(e.c.Lock(n).ForceUnlock(context.Background())) }},
@@ -114,11 +111,11 @@ var rlockOps = []lockOp{
 	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.Lock(n).IsLocked(context.Background())) }},
 	{"IsHeld", func(e *badEnv, n string) error { return keep(e.c.Lock(n).IsHeld(e.owned)) }},
 	{"TTL", func(e *badEnv, n string) error { return keep(e.c.Lock(n).TTL(e.owned)) }},
-	{"Do", func(e *badEnv, n string) error { return e.c.Lock(n).Do(timeoutCtx(context.Background()), noop) }},
+	{"Do", func(e *badEnv, n string) error { return e.c.Lock(n).Do(e.ctx, noop) }},
 }
 
 var fairOps = []lockOp{
-	{"Lock", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).Lock(timeoutCtx(context.Background()))) }},
+	{"Lock", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).Lock(e.ctx)) }},
 	{"TryLock", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).TryLock(context.Background())) }},
 	{"Unlock", func(e *badEnv, n string) error { return e.c.FairLock(n).Unlock(e.owned) }},
 	{"ForceUnlock", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).ForceUnlock(context.Background())) }},
@@ -126,13 +123,13 @@ var fairOps = []lockOp{
 	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).IsLocked(context.Background())) }},
 	{"IsHeld", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).IsHeld(e.owned)) }},
 	{"TTL", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).TTL(e.owned)) }},
-	{"Do", func(e *badEnv, n string) error { return e.c.FairLock(n).Do(timeoutCtx(context.Background()), noop) }},
+	{"Do", func(e *badEnv, n string) error { return e.c.FairLock(n).Do(e.ctx, noop) }},
 }
 
 var rwOps = []lockOp{
-	{"RLock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).RLock(timeoutCtx(context.Background()))) }},
+	{"RLock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).RLock(e.ctx)) }},
 	{"TryRLock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).TryRLock(context.Background())) }},
-	{"Lock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).Lock(timeoutCtx(context.Background()))) }},
+	{"Lock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).Lock(e.ctx)) }},
 	{"TryLock", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).TryLock(context.Background())) }},
 	{"RUnlock", func(e *badEnv, n string) error { return e.c.RWLock(n).RUnlock(e.owned) }},
 	{"Unlock", func(e *badEnv, n string) error { return e.c.RWLock(n).Unlock(e.owned) }},
@@ -142,8 +139,8 @@ var rwOps = []lockOp{
 	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).IsLocked(context.Background())) }},
 	{"IsHeld", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).IsHeld(e.owned)) }},
 	{"TTL", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).TTL(e.owned)) }},
-	{"RDo", func(e *badEnv, n string) error { return e.c.RWLock(n).RDo(timeoutCtx(context.Background()), noop) }},
-	{"Do", func(e *badEnv, n string) error { return e.c.RWLock(n).Do(timeoutCtx(context.Background()), noop) }},
+	{"RDo", func(e *badEnv, n string) error { return e.c.RWLock(n).RDo(e.ctx, noop) }},
+	{"Do", func(e *badEnv, n string) error { return e.c.RWLock(n).Do(e.ctx, noop) }},
 }
 
 var kindOps = []struct {
@@ -266,20 +263,20 @@ func badInputCases() []badCase {
 	for _, d := range []time.Duration{0, -time.Second, time.Microsecond, 999 * time.Microsecond} {
 		add(fmt.Sprintf("lease %v/rlock", d), func(t *testing.T, e *badEnv) {
 			unchanged(t, e.side, e.key, func() {
-				wantErr(t, keep(e.c.Lock(e.key).Lock(ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.Lock(e.key).Lock(e.ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
 				wantErr(t, keep(e.c.Lock(e.key, rlock.WithLease(d)).TryLock(ctx)), relock.ErrInvalidLease, e.key)
 			})
 		})
 		add(fmt.Sprintf("lease %v/fairlock", d), func(t *testing.T, e *badEnv) {
 			unchanged(t, e.side, e.key, func() {
-				wantErr(t, keep(e.c.FairLock(e.key).Lock(ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.FairLock(e.key).Lock(e.ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
 				wantErr(t, keep(e.c.FairLock(e.key, rlock.WithLease(d)).TryLock(ctx)), relock.ErrInvalidLease, e.key)
 			})
 		})
 		add(fmt.Sprintf("lease %v/rwlock", d), func(t *testing.T, e *badEnv) {
 			unchanged(t, e.side, e.key, func() {
-				wantErr(t, keep(e.c.RWLock(e.key).RLock(ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
-				wantErr(t, keep(e.c.RWLock(e.key, rlock.WithLease(d)).Lock(ctx)), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.RWLock(e.key).RLock(e.ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
+				wantErr(t, keep(e.c.RWLock(e.key, rlock.WithLease(d)).Lock(e.ctx)), relock.ErrInvalidLease, e.key)
 			})
 		})
 	}
@@ -288,13 +285,13 @@ func badInputCases() []badCase {
 	for _, d := range []time.Duration{0, -time.Second, 9 * time.Millisecond} {
 		add(fmt.Sprintf("refresh %v/fairlock", d), func(t *testing.T, e *badEnv) {
 			unchanged(t, e.side, e.key, func() {
-				wantErr(t, keep(e.c.FairLock(e.key).Lock(ctx, fairlock.WithRefreshPeriod(d))), relock.ErrInvalidOption, e.key)
+				wantErr(t, keep(e.c.FairLock(e.key).Lock(e.ctx, fairlock.WithRefreshPeriod(d))), relock.ErrInvalidOption, e.key)
 				wantErr(t, keep(e.c.FairLock(e.key, fairlock.WithRefreshPeriod(d)).TryLock(ctx)), relock.ErrInvalidOption, e.key)
 			})
 		})
 		add(fmt.Sprintf("refresh %v/rwlock", d), func(t *testing.T, e *badEnv) {
 			unchanged(t, e.side, e.key, func() {
-				wantErr(t, keep(e.c.RWLock(e.key, rwlock.WithWriterPreference()).Lock(ctx, rwlock.WithRefreshPeriod(d))), relock.ErrInvalidOption, e.key)
+				wantErr(t, keep(e.c.RWLock(e.key, rwlock.WithWriterPreference()).Lock(e.ctx, rwlock.WithRefreshPeriod(d))), relock.ErrInvalidOption, e.key)
 			})
 		})
 	}
@@ -306,20 +303,20 @@ func badInputCases() []badCase {
 			t.Fatalf("relock.New(rc, nil) = %v", err)
 		}
 		defer c.Close()
-		held, err := c.Lock(e.key, nil).Lock(ctx, nil)
+		held, err := c.Lock(e.key, nil).Lock(e.ctx, nil)
 		if err != nil {
 			t.Fatalf("rlock with nil options: %v", err)
 		}
 		if err := c.Lock(e.key).Unlock(held); err != nil {
 			t.Fatal(err)
 		}
-		if held, err = c.FairLock(e.key, nil).Lock(ctx, nil); err != nil {
+		if held, err = c.FairLock(e.key, nil).Lock(e.ctx, nil); err != nil {
 			t.Fatalf("fairlock with nil options: %v", err)
 		}
 		if err := c.FairLock(e.key).Unlock(held); err != nil {
 			t.Fatal(err)
 		}
-		if held, err = c.RWLock(e.key, nil).RLock(ctx, nil); err != nil {
+		if held, err = c.RWLock(e.key, nil).RLock(e.ctx, nil); err != nil {
 			t.Fatalf("rwlock with nil options: %v", err)
 		}
 		if err := c.RWLock(e.key).RUnlock(held); err != nil {
@@ -408,7 +405,7 @@ func badInputCases() []badCase {
 	})
 	add("other owner/rlock Unlock", func(t *testing.T, e *badEnv) {
 		mu := e.c.Lock(e.key)
-		held, err := mu.Lock(relock.NewOwner(ctx))
+		held, err := mu.Lock(relock.NewOwner(e.ctx))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -420,7 +417,7 @@ func badInputCases() []badCase {
 	})
 	add("other owner/fairlock Unlock", func(t *testing.T, e *badEnv) {
 		mu := e.c.FairLock(e.key)
-		held, err := mu.Lock(relock.NewOwner(ctx))
+		held, err := mu.Lock(relock.NewOwner(e.ctx))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -429,7 +426,7 @@ func badInputCases() []badCase {
 	})
 	add("other owner/rwlock Unlock and RUnlock", func(t *testing.T, e *badEnv) {
 		mu := e.c.RWLock(e.key)
-		held, err := mu.Lock(relock.NewOwner(ctx))
+		held, err := mu.Lock(relock.NewOwner(e.ctx))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -441,7 +438,7 @@ func badInputCases() []badCase {
 	})
 	add("rwlock RUnlock by the writer without read hold", func(t *testing.T, e *badEnv) {
 		mu := e.c.RWLock(e.key)
-		held, err := mu.Lock(relock.NewOwner(ctx))
+		held, err := mu.Lock(relock.NewOwner(e.ctx))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -450,7 +447,7 @@ func badInputCases() []badCase {
 	})
 	add("rwlock upgrade", func(t *testing.T, e *badEnv) {
 		mu := e.c.RWLock(e.key)
-		held, err := mu.RLock(relock.NewOwner(ctx))
+		held, err := mu.RLock(relock.NewOwner(e.ctx))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -472,7 +469,7 @@ func badInputCases() []badCase {
 		err  error
 	}{{"cancelled", done, context.Canceled}, {"expired", expired, context.DeadlineExceeded}} {
 		add(c.what+" ctx/rlock Lock on a held lock", func(t *testing.T, e *badEnv) {
-			held, err := e.c.Lock(e.key).Lock(relock.NewOwner(ctx))
+			held, err := e.c.Lock(e.key).Lock(relock.NewOwner(e.ctx))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -480,7 +477,7 @@ func badInputCases() []badCase {
 			unchanged(t, e.side, e.key, func() { wantErr(t, keep(e.c.Lock(e.key).Lock(c.ctx)), c.err, e.key) })
 		})
 		add(c.what+" ctx/fairlock Lock on a held lock", func(t *testing.T, e *badEnv) {
-			held, err := e.c.FairLock(e.key).Lock(relock.NewOwner(ctx))
+			held, err := e.c.FairLock(e.key).Lock(relock.NewOwner(e.ctx))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -492,7 +489,7 @@ func badInputCases() []badCase {
 		})
 		add(c.what+" ctx/rwlock RLock and Lock on a write-held lock", func(t *testing.T, e *badEnv) {
 			mu := e.c.RWLock(e.key)
-			held, err := mu.Lock(relock.NewOwner(ctx))
+			held, err := mu.Lock(relock.NewOwner(e.ctx))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -586,7 +583,7 @@ func badInputCases() []badCase {
 		}
 		for round := 0; round < 2; round++ {
 			flush()
-			held, err := mu.Lock(ctx)
+			held, err := mu.Lock(e.ctx)
 			if err != nil {
 				t.Fatalf("round %d: Lock after SCRIPT FLUSH: %v", round, err)
 			}
@@ -594,14 +591,14 @@ func badInputCases() []badCase {
 			if err := mu.Unlock(held); err != nil {
 				t.Fatalf("round %d: Unlock after SCRIPT FLUSH: %v", round, err)
 			}
-			if held, err = fmu.Lock(ctx); err != nil {
+			if held, err = fmu.Lock(e.ctx); err != nil {
 				t.Fatalf("round %d: fair Lock after SCRIPT FLUSH: %v", round, err)
 			}
 			flush()
 			if err := fmu.Unlock(held); err != nil {
 				t.Fatalf("round %d: fair Unlock after SCRIPT FLUSH: %v", round, err)
 			}
-			if held, err = rw.RLock(ctx); err != nil {
+			if held, err = rw.RLock(e.ctx); err != nil {
 				t.Fatalf("round %d: RLock after SCRIPT FLUSH: %v", round, err)
 			}
 			flush()
@@ -621,11 +618,11 @@ func badInputCases() []badCase {
 		redistest.MustDo(t, e.side, "CONFIG", "SET", "maxmemory", "1")
 		defer e.b.Server.Do(t, "CONFIG", "SET", "maxmemory", "0")
 		for _, call := range []func() error{
-			func() error { return keep(e.c.Lock(e.key).Lock(timeoutCtx(ctx))) },
+			func() error { return keep(e.c.Lock(e.key).Lock(e.ctx)) },
 			func() error { return keep(e.c.Lock(e.key).TryLock(ctx)) },
-			func() error { return keep(e.c.RWLock(e.key).Lock(timeoutCtx(ctx))) },
-			func() error { return keep(e.c.RWLock(e.key).RLock(timeoutCtx(ctx))) },
-			func() error { return keep(e.c.FairLock(e.key).Lock(timeoutCtx(ctx))) },
+			func() error { return keep(e.c.RWLock(e.key).Lock(e.ctx)) },
+			func() error { return keep(e.c.RWLock(e.key).RLock(e.ctx)) },
+			func() error { return keep(e.c.FairLock(e.key).Lock(e.ctx)) },
 			func() error { return keep(e.c.FairLock(e.key).TryLock(ctx)) },
 		} {
 			unchanged(t, e.side, e.key, func() {
@@ -637,7 +634,7 @@ func badInputCases() []badCase {
 			})
 		}
 		redistest.MustDo(t, e.side, "CONFIG", "SET", "maxmemory", "0")
-		held, err := e.c.Lock(e.key).Lock(ctx)
+		held, err := e.c.Lock(e.key).Lock(e.ctx)
 		if err != nil {
 			t.Fatalf("Lock after maxmemory was raised: %v", err)
 		}
@@ -657,11 +654,11 @@ func badInputCases() []badCase {
 		}
 		defer c.Close()
 		for _, call := range []func() error{
-			func() error { return keep(c.Lock(e.key).Lock(timeoutCtx(ctx))) },
+			func() error { return keep(c.Lock(e.key).Lock(e.ctx)) },
 			func() error { return keep(c.Lock(e.key).TryLock(ctx)) },
-			func() error { return keep(c.FairLock(e.key).Lock(timeoutCtx(ctx))) },
-			func() error { return keep(c.RWLock(e.key).RLock(timeoutCtx(ctx))) },
-			func() error { return keep(c.RWLock(e.key).Lock(timeoutCtx(ctx))) },
+			func() error { return keep(c.FairLock(e.key).Lock(e.ctx)) },
+			func() error { return keep(c.RWLock(e.key).RLock(e.ctx)) },
+			func() error { return keep(c.RWLock(e.key).Lock(e.ctx)) },
 		} {
 			err := call()
 			wantErr(t, err, nil, e.key)

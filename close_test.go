@@ -20,7 +20,7 @@ func TestCloseReleasesHolds(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		closing := relocktest.New(t, b)
 		other := relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 
 		mu := closing.Lock("close:plain")
 		plain, err := mu.Lock(ctx)
@@ -91,7 +91,7 @@ func TestCloseCanLeaveHolds(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		closing := relocktest.New(t, b, relock.WithReleaseOnClose(false))
 		other := relocktest.New(t, b)
-		held, err := closing.Lock("close:kept").Lock(context.Background())
+		held, err := closing.Lock("close:kept").Lock(redistest.Context(t, 30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -26,10 +26,10 @@ func TestCluster(t *testing.T) {
 	c1 := relocktest.New(t, cl, relock.WithWatchdogTimeout(900*time.Millisecond))
 	c2 := relocktest.New(t, cl, relock.WithWatchdogTimeout(900*time.Millisecond))
 	side := cl.Client(t)
-	ctx := context.Background()
 
 	for _, name := range cl.NamesOnEveryMaster(t, "cluster-lock-") {
 		t.Run(name, func(t *testing.T) {
+			ctx := redistest.Context(t, 2*time.Minute)
 			// Mutual exclusion across two clients, with re-entry inside.
 			var counter int
 			var wg sync.WaitGroup
@@ -283,7 +283,7 @@ func TestClusterManualFailover(t *testing.T) {
 	if cl.MasterOf(cl.Slot(heldName)) != master {
 		t.Fatalf("%s is not on %s, the master that fails over", heldName, master.Addr())
 	}
-	held, err := holder.Lock(heldName).Lock(context.Background())
+	held, err := holder.Lock(heldName).Lock(context.Background(), rlock.WithWaitTimeout(30*time.Second)) // a bound on the wait, not the hold
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -382,7 +382,7 @@ func TestClusterMasterKilled(t *testing.T) {
 	// so that nothing comes between the grant and the kill. That lock has a fixed lease,
 	// so the outage, which stops renewals everywhere, cannot end it (and with it the
 	// context that the hold below derives from).
-	owned, err := c.Lock(other).Lock(context.Background(), rlock.WithLease(time.Minute))
+	owned, err := c.Lock(other).Lock(context.Background(), rlock.WithLease(time.Minute), rlock.WithWaitTimeout(30*time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -450,7 +450,7 @@ func TestSentinelFailover(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	ctx := context.Background()
+	ctx := redistest.Context(t, 3*time.Minute)
 	if err := c.Lock("before").Do(ctx, func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -657,7 +657,7 @@ func testResubscribe(t *testing.T, fail func(cl *redistest.Cluster, master, repl
 // Unlock, reports: within 50 s.
 func parkWaiter(t *testing.T, holder, waiter *relock.Client, name string, subscribed func() bool) (context.Context, <-chan error) {
 	t.Helper()
-	ctx := context.Background()
+	ctx := redistest.Context(t, 2*time.Minute)
 	held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
@@ -23,7 +24,7 @@ func TestDial(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer other.Close()
-		held, err := c.Lock("dial").Lock(context.Background())
+		held, err := c.Lock("dial").Lock(redistest.Context(t, 30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

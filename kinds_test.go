@@ -105,7 +105,7 @@ func TestReentryExtendsLease(t *testing.T) {
 				} {
 					t.Run(tc.name, func(t *testing.T) {
 						n := "reentry-extends:" + k.name + ":" + tc.name
-						held, err := k.lock(c, context.Background(), n, short)
+						held, err := k.lock(c, redistest.Context(t, 30*time.Second), n, short)
 						if err != nil {
 							t.Fatal(err)
 						}
@@ -144,7 +144,7 @@ func TestReentryExtendsLease(t *testing.T) {
 func TestUnlockByNonHolder(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		// Contexts that carry an owner id of their client, none of them the holder's.
 		own := func(c *relock.Client, parent context.Context, n string) context.Context {
 			t.Helper()
@@ -220,7 +220,7 @@ func TestWakeupBeforeSubscription(t *testing.T) {
 		} {
 			t.Run(tc.waiter.name+" behind "+tc.holder.name, func(t *testing.T) {
 				n := "subscribe-gap:" + tc.holder.name + ":" + tc.waiter.name
-				held, err := tc.holder.lock(holder, context.Background(), n, time.Minute)
+				held, err := tc.holder.lock(holder, redistest.Context(t, 30*time.Second), n, time.Minute)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -287,7 +287,7 @@ func TestReentryNeverShortensLease(t *testing.T) {
 				} {
 					t.Run(tc.name, func(t *testing.T) {
 						n := "reentry-keeps:" + k.name + ":" + tc.name
-						held, err := k.lock(c, context.Background(), n, long)
+						held, err := k.lock(c, redistest.Context(t, 30*time.Second), n, long)
 						if err != nil {
 							t.Fatal(err)
 						}

@@ -53,7 +53,7 @@ func TestReentryWithShorterLeaseKeepsLonger(t *testing.T) {
 		}
 		for _, k := range kinds {
 			t.Run(k.name, func(t *testing.T) {
-				first, err := k.lock(context.Background(), 20*time.Second)
+				first, err := k.lock(redistest.Context(t, time.Minute), 20*time.Second)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -82,7 +82,7 @@ func TestReentryWithLaterLeaseExtendsHold(t *testing.T) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("truth:later")
 		start := time.Now()
-		first, err := mu.Lock(context.Background(), rlock.WithLease(3*time.Second))
+		first, err := mu.Lock(redistest.Context(t, time.Minute), rlock.WithLease(3*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,12 +115,13 @@ func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
 		side := b.Client(t)
 		alive := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second))
 		crashing := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
-		r1, err := alive.RWLock("truth:readers").RLock(context.Background())
+		ctx := redistest.Context(t, time.Minute)
+		r1, err := alive.RWLock("truth:readers").RLock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		if _, err := crashing.RWLock("truth:readers").RLock(context.Background()); err != nil {
+		if _, err := crashing.RWLock("truth:readers").RLock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		crashed := "{truth:readers}:" + crashing.ID() + ":1:rwlock_timeout:1"
@@ -152,12 +153,13 @@ func TestShortReaderDoesNotShortenLongReader(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		long := relocktest.New(t, b, relock.WithWatchdogTimeout(30*time.Second))
 		short := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
-		r1, err := long.RWLock("truth:mixed").RLock(context.Background())
+		ctx := redistest.Context(t, time.Minute)
+		r1, err := long.RWLock("truth:mixed").RLock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		if _, err := short.RWLock("truth:mixed").RLock(context.Background()); err != nil {
+		if _, err := short.RWLock("truth:mixed").RLock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		sleepUntil(start.Add(800 * time.Millisecond)) // the short client renews at 333ms and 667ms
@@ -179,7 +181,7 @@ func TestPartialReadReleaseKeepsPromise(t *testing.T) {
 		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		rw := c.RWLock("truth:partial")
 		start := time.Now()
-		first, err := rw.RLock(context.Background(), rlock.WithLease(2*time.Second))
+		first, err := rw.RLock(redistest.Context(t, time.Minute), rlock.WithLease(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,11 +213,12 @@ func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
-		held, err := other.RWLock("truth:dead-read").RLock(context.Background())
+		ctx := redistest.Context(t, time.Minute)
+		held, err := other.RWLock("truth:dead-read").RLock(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		mine, err := c.RWLock("truth:dead-read").RLock(context.Background(), rlock.WithLease(time.Second))
+		mine, err := c.RWLock("truth:dead-read").RLock(ctx, rlock.WithLease(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +263,7 @@ func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holderC, firstC, secondC := relocktest.New(t, b), relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
-		holder, err := holderC.FairLock("truth:fair").Lock(context.Background())
+		holder, err := holderC.FairLock("truth:fair").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +316,7 @@ func TestLateFairWaiterKeepsItsPlace(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		holder, err := c.FairLock("truth:late").Lock(context.Background())
+		holder, err := c.FairLock("truth:late").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,7 +418,7 @@ func TestRestartEndsHoldsAtReconnect(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		holderC := relocktest.New(t, b) // default 30s lease: renewals every 10s
 		waiterC := relocktest.New(t, b)
-		held, err := holderC.Lock("truth:restart").Lock(context.Background())
+		held, err := holderC.Lock("truth:restart").Lock(context.Background(), rlock.WithWaitTimeout(30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -464,7 +467,7 @@ func TestNewHoldThroughLostHoldsContext(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		mu := c.Lock("truth:relocked")
-		old, err := mu.Lock(context.Background())
+		old, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -540,7 +543,7 @@ func TestWriteHoldLivesWithItsReadHold(t *testing.T) {
 		side := b.Client(t)
 		rw := c.RWLock("truth:coupled")
 		start := time.Now()
-		w, err := rw.Lock(context.Background(), rlock.WithLease(time.Second))
+		w, err := rw.Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -125,7 +125,7 @@ func TestLockerMisuse(t *testing.T) {
 			t.Errorf("Unlock of an unlocked Locker: panic %v; want one naming the lock", got)
 		}
 
-		held, err := c.Lock("locker:misuse").Lock(context.Background())
+		held, err := c.Lock("locker:misuse").Lock(redistest.Context(t, 30*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

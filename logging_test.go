@@ -12,6 +12,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
 )
 
 // records is a slog handler that keeps what it is given.
@@ -66,7 +67,7 @@ func TestLogging(t *testing.T) {
 		}()
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second), relock.WithLogger(slog.New(logs)))
 		side := b.Client(t)
-		held, err := c.Lock("logged").Lock(context.Background())
+		held, err := c.Lock("logged").Lock(context.Background(), rlock.WithWaitTimeout(30*time.Second)) // the hold must end by its own loss
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -233,9 +233,9 @@ func TestObserverLostAndAbandoned(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rec := &recorder{}
 		c := relocktest.New(t, b, relock.WithObserver(rec), relock.WithWatchdogTimeout(abandonLease))
-		ctx := context.Background()
+		ctx := context.Background() // the abandoned hold's: nothing else may keep it reachable
 		start := time.Now()
-		held, err := c.Lock("observe:lost").Lock(ctx)
+		held, err := c.Lock("observe:lost").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +279,7 @@ func TestObserverRenewalsAndReconnects(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		rec := &recorder{}
 		c := relocktest.New(t, b, relock.WithObserver(rec), relock.WithWatchdogTimeout(6*time.Second))
-		ctx := context.Background()
+		ctx := redistest.Context(t, 2*time.Minute)
 		held, err := c.Lock("observe:renew").Lock(ctx)
 		if err != nil {
 			t.Fatal(err)

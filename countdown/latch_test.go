@@ -613,7 +613,7 @@ func TestClose(t *testing.T) {
 		wantErr(t, l.CountDown(ctx), relock.ErrClosed, name)
 		_, err = l.Count(ctx)
 		wantErr(t, err, relock.ErrClosed, name)
-		wantErr(t, l.Await(ctx), relock.ErrClosed, name)
+		wantErr(t, l.Await(redistest.Context(t, 30*time.Second)), relock.ErrClosed, name)
 		if got := state(t, side, name); got != counted(1) {
 			t.Fatalf("after Close the latch is %q; want %q", got, counted(1))
 		}
@@ -655,11 +655,6 @@ func TestBadInput(t *testing.T) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
 		side := b.Client(t)
 		ctx := context.Background()
-		bounded := func(t *testing.T) context.Context {
-			ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			t.Cleanup(cancel)
-			return ctx
-		}
 		unchanged := func(t *testing.T, key string, fn func()) {
 			t.Helper()
 			before := redistest.Snapshot(t, side, key)
@@ -708,7 +703,7 @@ func TestBadInput(t *testing.T) {
 					for _, op := range latchOps {
 						t.Run(op.name, func(t *testing.T) {
 							unchanged(t, key, func() {
-								wantErr(t, op.call(bounded(t), c, key), relock.ErrWrongType, key)
+								wantErr(t, op.call(redistest.Context(t, 10*time.Second), c, key), relock.ErrWrongType, key)
 							})
 						})
 					}
@@ -719,7 +714,7 @@ func TestBadInput(t *testing.T) {
 		t.Run("name", func(t *testing.T) {
 			for _, name := range []string{"", "a{b}c", "{x}", "a{b", "a}b", "{}", "x{}"} {
 				for _, op := range latchOps {
-					err := op.call(bounded(t), c, name)
+					err := op.call(redistest.Context(t, 10*time.Second), c, name)
 					if err == nil {
 						t.Fatalf("%s on %q: nil; want ErrInvalidName", op.name, name)
 					}

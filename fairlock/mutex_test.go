@@ -94,7 +94,7 @@ func TestFIFO(t *testing.T) {
 		wakes := wakeCounter(t, b, "fifo")
 		violations, acquisitions := 0, 0
 		for r := 0; r < rounds; r++ {
-			holder, err := clients[0].FairLock("fifo").Lock(context.Background())
+			holder, err := clients[0].FairLock("fifo").Lock(redistest.Context(t, time.Minute))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -159,7 +159,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		holder, err := c.FairLock("leaving").Lock(context.Background())
+		holder, err := c.FairLock("leaving").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -169,7 +169,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 		}
 		var ws []waiter
 		for i := 0; i < 3; i++ {
-			ctx, cancel := context.WithCancel(context.Background())
+			ctx, cancel := context.WithCancel(redistest.Context(t, time.Minute))
 			done := make(chan error, 1)
 			go func() {
 				held, err := c.FairLock("leaving").Lock(ctx)
@@ -213,7 +213,7 @@ func TestLiveWaiterNeverEvicted(t *testing.T) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
 		mu := c.FairLock("patient", fairlock.WithRefreshPeriod(refresh))
-		holder, err := mu.Lock(context.Background())
+		holder, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -260,7 +260,7 @@ func TestKilledWaiterSkipped(t *testing.T) {
 		const refresh = 200 * time.Millisecond // the worker's
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		holder, err := c.FairLock("killed").Lock(context.Background())
+		holder, err := c.FairLock("killed").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -315,7 +315,7 @@ func TestRestartWithWaiters(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		if _, err := c.FairLock("restart").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
+		if _, err := c.FairLock("restart").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		var wg sync.WaitGroup
@@ -374,7 +374,7 @@ func TestNoKeysLeft(t *testing.T) {
 			}()
 		}
 		// A waiter that gives up midway must not leave anything either.
-		holder, err := c.FairLock("tidy").Lock(context.Background())
+		holder, err := c.FairLock("tidy").Lock(redistest.Context(t, time.Minute))
 		if err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 			_, _ = c.FairLock("tidy").Lock(relock.NewOwner(ctx))
@@ -404,7 +404,7 @@ func TestBadInput(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		ctx := context.Background()
+		ctx := redistest.Context(t, 30*time.Second)
 		if _, err := c.FairLock("").Lock(ctx); !errors.Is(err, relock.ErrInvalidName) {
 			t.Errorf("empty name: %v", err)
 		}
@@ -446,7 +446,7 @@ func TestHoldsLikeRLock(t *testing.T) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		side := b.Client(t)
 		mu := c.FairLock("held", rlock.WithFencing())
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -496,10 +496,10 @@ func TestWaiterRefreshCost(t *testing.T) {
 		const refresh = 300 * time.Millisecond
 		c := relocktest.New(t, b)
 		stats := b.Commands(t)
-		if _, err := c.FairLock("costly").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
+		if _, err := c.FairLock("costly").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx, cancel := context.WithCancel(redistest.Context(t, time.Minute))
 		defer cancel()
 		done := make(chan error, 1)
 		go func() {
@@ -535,7 +535,7 @@ func TestForceUnlockWakesNext(t *testing.T) {
 		holderClient := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		waiterClient := relocktest.New(t, b)
 		side := b.Client(t)
-		held, err := holderClient.FairLock("forced").Lock(context.Background())
+		held, err := holderClient.FairLock("forced").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -580,7 +580,7 @@ func TestNoQueueJumping(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		if _, err := c.FairLock("orderly").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
+		if _, err := c.FairLock("orderly").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		var mu sync.Mutex

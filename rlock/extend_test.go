@@ -21,7 +21,7 @@ func TestExtendCarriesAFixedLease(t *testing.T) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("extend:fixed", rlock.WithLease(time.Second))
 		start := time.Now()
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -54,7 +54,7 @@ func TestExtendEdges(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("extend:edges", rlock.WithLease(time.Minute))
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +91,7 @@ func TestExtendAfterTheLeaseRanOut(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("extend:late", rlock.WithLease(200*time.Millisecond))
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}

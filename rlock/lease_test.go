@@ -36,7 +36,7 @@ func TestWatchdogKeepsHold(t *testing.T) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
 		side := b.Client(t)
 		mu := c.Lock("kept")
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -70,7 +70,7 @@ func TestRenewalBatching(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		side, stats := b.Client(t), b.Commands(t)
-		held := context.Background()
+		held := redistest.Context(t, 2*time.Minute)
 		names := make([]string, 1000)
 		for i := range names {
 			names[i] = "many:" + strconv.Itoa(i)
@@ -149,7 +149,7 @@ func TestLeaseLostWhenKeyGone(t *testing.T) {
 			c := relocktest.New(t, b, relock.WithWatchdogTimeout(timeout))
 			side := b.Client(t)
 			mu := c.Lock("vanishing")
-			held, err := mu.Lock(context.Background())
+			held, err := mu.Lock(redistest.Context(t, time.Minute))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -192,7 +192,7 @@ func TestLeaseLostWhenRedisPaused(t *testing.T) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
 		mu := c.Lock("paused")
 		asked := time.Now() // the local deadline runs from when the acquiring request was sent
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +225,7 @@ func TestLeaseLostWhenRedisPaused(t *testing.T) {
 func TestLeaseLostOnRestart(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
-		held, err := c.Lock("restarted").Lock(context.Background())
+		held, err := c.Lock("restarted").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -271,11 +271,11 @@ func TestFixedLeaseNotRenewed(t *testing.T) {
 		// Load the acquire script first, so that the count below is not blurred by the
 		// one NOSCRIPT a fresh server answers. (The hash tag puts the warm-up on the
 		// master of "fixed" in a cluster.)
-		if err := c.Lock("{fixed}:warm-up").Do(context.Background(), func(context.Context) error { return nil }); err != nil {
+		if err := c.Lock("{fixed}:warm-up").Do(redistest.Context(t, time.Minute), func(context.Context) error { return nil }); err != nil {
 			t.Fatal(err)
 		}
 		before := stats.Calls(t)
-		held, err := c.Lock("fixed").Lock(context.Background(), rlock.WithLease(2*time.Second))
+		held, err := c.Lock("fixed").Lock(redistest.Context(t, time.Minute), rlock.WithLease(2*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,8 +313,9 @@ func TestNoRenewalAfterUnlock(t *testing.T) {
 		// shorter lease would lapse whenever a loaded machine stalls the renewal.)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
 		mu := c.Lock("released")
+		ctx := redistest.Context(t, time.Minute)
 		for i := 0; i < 12; i++ {
-			held, err := mu.Lock(context.Background())
+			held, err := mu.Lock(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -339,6 +340,7 @@ func TestNoRenewalAfterUnlock(t *testing.T) {
 func TestFencingTokensIncrease(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
+		ctx := redistest.Context(t, 2*time.Minute)
 		var (
 			mu     sync.Mutex // orders the appends; the lock already does, this is for -race
 			tokens []int64
@@ -351,7 +353,7 @@ func TestFencingTokensIncrease(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				for i := 0; i < 50; i++ {
-					held, err := lock.Lock(context.Background())
+					held, err := lock.Lock(ctx)
 					if err != nil {
 						t.Error(err)
 						return
@@ -417,7 +419,7 @@ func TestFencingRejectsStaleHolder(t *testing.T) {
 			return n
 		}
 		slow := c1.Lock("ledger", rlock.WithFencing())
-		held, err := slow.Lock(context.Background(), rlock.WithLease(300*time.Millisecond))
+		held, err := slow.Lock(redistest.Context(t, time.Minute), rlock.WithLease(300*time.Millisecond))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -459,7 +461,7 @@ func TestFailedUnlockStopsRenewal(t *testing.T) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond), relock.WithTimeout(300*time.Millisecond))
 		side := b.Client(t)
 		mu := c.Lock("orphan")
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -493,7 +495,7 @@ func TestHoldContext(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("scoped")
-		parent, cancelParent := context.WithCancel(context.Background())
+		parent, cancelParent := context.WithCancel(redistest.Context(t, time.Minute))
 		defer cancelParent()
 		first, err := mu.Lock(parent)
 		if err != nil {

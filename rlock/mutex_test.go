@@ -32,7 +32,7 @@ func TestReentrancy(t *testing.T) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
 		mu := c.Lock("reentrant")
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 
 		held := ctx
 		for i := 0; i < 3; i++ {
@@ -122,7 +122,7 @@ func TestMutualExclusion(t *testing.T) {
 func TestOtherOwner(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		held, err := c1.Lock("contested").Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -160,7 +160,7 @@ func TestOtherOwner(t *testing.T) {
 func TestLockContextTimeout(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
-		if _, err := c1.Lock("busy").Lock(context.Background(), rlock.WithLease(time.Minute)); err != nil {
+		if _, err := c1.Lock("busy").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -199,7 +199,7 @@ func TestLockContextTimeout(t *testing.T) {
 func TestWaiterDoesNotPoll(t *testing.T) {
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
-		held, err := holder.Lock("long").Lock(context.Background(), rlock.WithLease(time.Minute))
+		held, err := holder.Lock("long").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -255,7 +255,7 @@ func TestLostWakeup(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
-		held, err := holder.Lock("lossy").Lock(context.Background(), rlock.WithLease(3*time.Second))
+		held, err := holder.Lock("lossy").Lock(redistest.Context(t, time.Minute), rlock.WithLease(3*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +289,7 @@ func TestLostWakeupConnectionCut(t *testing.T) {
 		holder := relocktest.New(t, b)
 		proxy := redistest.StartProxy(t, b.Addr)
 		waiter := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()})
-		held, err := holder.Lock("cut").Lock(context.Background(), rlock.WithLease(time.Minute))
+		held, err := holder.Lock("cut").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -407,7 +407,7 @@ func TestRedissonLayout(t *testing.T) {
 func TestUnlockWithCancelledContext(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).Lock("cancelled")
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -491,7 +491,7 @@ func TestBadInput(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 
 		for _, name := range []string{"", "a{}b", "a{b", "{", "a}b"} {
 			mu := c.Lock(name)
@@ -574,7 +574,7 @@ func TestBadInput(t *testing.T) {
 func TestCallsAfterClose(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, c := relocktest.New(t, b), relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		if _, err := holder.Lock("closing").Lock(ctx, rlock.WithLease(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
@@ -620,7 +620,7 @@ func TestCallsAfterClose(t *testing.T) {
 func TestWaitBoundedByLease(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		if _, err := holder.Lock("expiring").Lock(ctx, rlock.WithLease(300*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
@@ -643,7 +643,7 @@ func TestOwnerAcrossLocks(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		held, err := c.Lock("first").Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -676,7 +676,7 @@ func TestOwnerAcrossLocks(t *testing.T) {
 func TestDo(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).Lock("guarded")
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		boom := errors.New("boom")
 		err := mu.Do(ctx, func(ctx context.Context) error {
 			if ok, err := mu.IsHeld(ctx); !ok || err != nil {
@@ -705,7 +705,7 @@ func TestQueries(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("queried")
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		if locked, err := mu.IsLocked(ctx); locked || err != nil {
 			t.Fatalf("IsLocked on a free lock = %v, %v", locked, err)
 		}

@@ -22,7 +22,7 @@ func throughProxy(t *testing.T, b *redistest.Backend) (*relock.Client, *redistes
 	p := redistest.StartProxy(t, b.Addr)
 	c := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: p.Addr()})
 	// Load the scripts first, so the fault hits the lock's own request, not a NOSCRIPT.
-	if err := c.Lock("warm-up").Do(context.Background(), func(context.Context) error { return nil }); err != nil {
+	if err := c.Lock("warm-up").Do(redistest.Context(t, time.Minute), func(context.Context) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	return c, p
@@ -37,7 +37,7 @@ func TestAcquireReplyLost(t *testing.T) {
 		mu := c.Lock("lost-acquire")
 
 		proxy.LoseReplyTo("lost-acquire")
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatalf("Lock with its reply lost: %v", err)
 		}
@@ -78,7 +78,7 @@ func TestUnlockReplyLost(t *testing.T) {
 		c, proxy := throughProxy(t, b)
 		side := b.Client(t)
 		mu := c.Lock("lost-unlock")
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +120,7 @@ func TestUnlockReplyLostKeepsNewerHold(t *testing.T) {
 		c, proxy := throughProxy(t, b)
 		side := b.Client(t)
 		mu := c.Lock("lost-newer")
-		held, err := mu.Lock(context.Background())
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +175,7 @@ func TestRetryWhileServerNotReady(t *testing.T) {
 				time.AfterFunc(300*time.Millisecond, func() { b.Mini.SetError("") })
 			}
 			refuseFor()
-			held, err := mu.Lock(context.Background())
+			held, err := mu.Lock(redistest.Context(t, time.Minute))
 			if err != nil {
 				t.Fatalf("Lock while the server said %q: %v", refusal, err)
 			}
@@ -206,7 +206,7 @@ func TestTimeoutBoundsDetachedCalls(t *testing.T) {
 		held := make([]context.Context, calls)
 		for i := range held {
 			var err error
-			if held[i], err = c.Lock("stalled:" + strconv.Itoa(i)).Lock(context.Background()); err != nil {
+			if held[i], err = c.Lock("stalled:" + strconv.Itoa(i)).Lock(redistest.Context(t, time.Minute)); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -224,7 +224,7 @@ func TestTimeoutBoundsDetachedCalls(t *testing.T) {
 			name := "stalled:" + strconv.Itoa(i)
 			go func() { done <- result{"Unlock of " + name, c.Lock(name).Unlock(held[i])} }()
 			go func() {
-				_, err := c.Lock(name + ":other").Lock(context.Background())
+				_, err := c.Lock(name + ":other").Lock(context.Background()) // a context that never ends: the point
 				done <- result{"Lock of " + name + ":other", err}
 			}()
 		}
@@ -242,11 +242,12 @@ func TestTimeoutBoundsDetachedCalls(t *testing.T) {
 func busy(t *testing.T, c *relock.Client, n int) {
 	t.Helper()
 	errs := make(chan error, n)
+	ctx := redistest.Context(t, time.Minute)
 	for g := range n {
 		go func() {
 			mu := c.Lock("busy:" + strconv.Itoa(g))
 			for range 20 {
-				held, err := mu.Lock(context.Background())
+				held, err := mu.Lock(ctx)
 				if err == nil {
 					err = mu.Unlock(held)
 				}

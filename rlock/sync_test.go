@@ -39,7 +39,7 @@ func TestSyncReplicas(t *testing.T) {
 		lockSynced := func() context.Context {
 			t.Helper()
 			for try := 1; ; try++ {
-				held, err := mu.Lock(context.Background())
+				held, err := mu.Lock(redistest.Context(t, time.Minute))
 				if err == nil {
 					t.Logf("acquired with the replica running at attempt %d", try)
 					return held
@@ -57,7 +57,7 @@ func TestSyncReplicas(t *testing.T) {
 		replica.Pause(t)
 		defer replica.Resume(t)
 		start := time.Now()
-		_, err := mu.Lock(context.Background())
+		_, err := mu.Lock(redistest.Context(t, time.Minute))
 		if !errors.Is(err, relock.ErrNotSynced) {
 			t.Fatalf("Lock with the replica paused: %v; want ErrNotSynced", err)
 		}

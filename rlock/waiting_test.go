@@ -59,7 +59,7 @@ func lockInBackground(mu *rlock.Mutex, d time.Duration) <-chan error {
 func TestJoiningWaiterWaitsInLine(t *testing.T) {
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
-		held, err := holder.Lock("joined").Lock(context.Background(), rlock.WithLease(time.Minute))
+		held, err := holder.Lock("joined").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -115,7 +115,7 @@ func TestChannelLingersBetweenBursts(t *testing.T) {
 		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
 		stats := b.Commands(t)
 		start := stats.Calls(t)
-		held, err := holder.Lock("bursty").Lock(context.Background(), rlock.WithLease(time.Minute))
+		held, err := holder.Lock("bursty").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -188,7 +188,7 @@ func TestOneCheckPerLease(t *testing.T) {
 		side, stats := b.Client(t), b.Commands(t)
 		// A fixed lease that the test extends by hand, every third of it, so that no script
 		// call but the waiters' reaches the server while it counts.
-		if _, err := holder.Lock("crowded").Lock(context.Background(), rlock.WithLease(lease)); err != nil {
+		if _, err := holder.Lock("crowded").Lock(redistest.Context(t, time.Minute), rlock.WithLease(lease)); err != nil {
 			t.Fatal(err)
 		}
 		stop := make(chan struct{})
@@ -254,7 +254,7 @@ func TestTimerChainWithoutMessages(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const waiters = 12
 		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
-		if _, err := holder.Lock("expiring").Lock(context.Background(), rlock.WithLease(300*time.Millisecond)); err != nil {
+		if _, err := holder.Lock("expiring").Lock(redistest.Context(t, time.Minute), rlock.WithLease(300*time.Millisecond)); err != nil {
 			t.Fatal(err)
 		}
 		mu := waiter.Lock("expiring")

@@ -23,7 +23,7 @@ import (
 func waitersInClients(t *testing.T, b *redistest.Backend, name string, n int) (holder *relock.Client, held context.Context, clients []*relock.Client, acquired <-chan int) {
 	t.Helper()
 	holder = relocktest.New(t, b)
-	held, err := holder.Lock(name).Lock(context.Background())
+	held, err := holder.Lock(name).Lock(redistest.Context(t, time.Minute))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestWakeUpPassedOnByClientThatGaveUp(t *testing.T) {
 		t.Run(when, func(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 				holder := relocktest.New(t, b)
-				held, err := holder.Lock("quit").Lock(context.Background())
+				held, err := holder.Lock("quit").Lock(redistest.Context(t, time.Minute))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -243,7 +243,7 @@ func TestWaitersLearnNewHoldsLease(t *testing.T) {
 				if !clientsOf.unlock {
 					opts = append(opts, rlock.WithLease(3*time.Second))
 				}
-				held, err := holder.Lock("relay", opts...).Lock(context.Background())
+				held, err := holder.Lock("relay", opts...).Lock(redistest.Context(t, time.Minute))
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -19,7 +19,7 @@ func TestExtendReadAndWriteHolds(t *testing.T) {
 		c := relocktest.New(t, b)
 		rw := c.RWLock("extend:rw")
 		start := time.Now()
-		read, err := rw.RLock(context.Background(), rlock.WithLease(time.Second))
+		read, err := rw.RLock(redistest.Context(t, time.Minute), rlock.WithLease(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -43,7 +43,7 @@ func TestExtendReadAndWriteHolds(t *testing.T) {
 		}
 
 		start = time.Now()
-		write, err := rw.Lock(context.Background(), rlock.WithLease(time.Second))
+		write, err := rw.Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}

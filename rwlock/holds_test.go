@@ -58,7 +58,7 @@ func TestReadReentry(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		mu := c.RWLock("again", rwlock.WithWriterPreference())
 		r, err := mu.RLock(ctx)
 		if err != nil {
@@ -134,7 +134,7 @@ func TestReadTimeoutKeysRenewed(t *testing.T) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 		side := b.Client(t)
 		mu := c.RWLock("renewed")
-		held, err := mu.RLock(context.Background())
+		held, err := mu.RLock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestDoAndRDo(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		mu := c.RWLock("done")
 		free := func(what string) {
 			t.Helper()
@@ -271,7 +271,7 @@ func TestTTL(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const lease = 10 * time.Second // the watchdog timeout
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		mu := c.RWLock("timed")
 		notHeld := func(ctx context.Context, who string) {
 			t.Helper()
@@ -329,7 +329,7 @@ func TestForceUnlock(t *testing.T) {
 		// that get in within their 20s were woken.
 		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		mu := c1.RWLock("forced")
 		if ok, err := mu.ForceUnlock(ctx); ok || err != nil {
 			t.Fatalf("ForceUnlock of no lock = %v, %v; want false", ok, err)
@@ -419,7 +419,7 @@ func TestWriterFencing(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		fenced := []*rwlock.RWMutex{c1.RWLock("fenced", rlock.WithFencing()), c2.RWLock("fenced", rlock.WithFencing())}
 		counter := func() int64 {
 			n, _ := redistest.Do(t, side, "GET", "redisson_lock_token:{fenced}").AsInt64()
@@ -520,7 +520,7 @@ func TestDowngradedReaderKeepsItsContext(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 		mu := c.RWLock("downgraded")
-		w, err := mu.Lock(context.Background())
+		w, err := mu.Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -553,7 +553,7 @@ func TestReaderReleasedBesideOthers(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 		mu := c.RWLock("beside")
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		r1, err := mu.RLock(relock.NewOwner(ctx))
 		if err != nil {
 			t.Fatal(err)
@@ -650,7 +650,7 @@ func TestReadHoldBesideWriteKeepsTheWriteHold(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.RWLock("beside-write")
-		w, err := mu.Lock(context.Background(), rlock.WithLease(writeLease))
+		w, err := mu.Lock(redistest.Context(t, time.Minute), rlock.WithLease(writeLease))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package rwlock_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
@@ -17,7 +18,7 @@ func TestIsHeld(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		rw := c.RWLock("isheld")
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		isHeld := func(what string, ctx context.Context, want bool) {
 			t.Helper()
 			got, err := rw.IsHeld(ctx)

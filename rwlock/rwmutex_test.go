@@ -30,13 +30,14 @@ func TestSharedReadersExclusiveWriter(t *testing.T) {
 		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		var inside, most atomic.Int32
 		release := make(chan struct{})
+		ctx := redistest.Context(t, time.Minute)
 		var readers sync.WaitGroup
 		for i := 0; i < 8; i++ {
 			mu := []*relock.Client{c1, c2}[i%2].RWLock("shared")
 			readers.Add(1)
 			go func() {
 				defer readers.Done()
-				held, err := mu.RLock(context.Background())
+				held, err := mu.RLock(ctx)
 				if err != nil {
 					t.Error(err)
 					return
@@ -187,7 +188,7 @@ func TestDowngradeAndUpgrade(t *testing.T) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
 		mu := c.RWLock("graded")
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		held, err := mu.Lock(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -246,7 +247,7 @@ func TestReaderLeaseLost(t *testing.T) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 		side := b.Client(t)
 		mu := c.RWLock("fragile")
-		held, err := mu.RLock(context.Background())
+		held, err := mu.RLock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -298,7 +299,7 @@ func TestRedissonLayout(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
-		ctx := context.Background()
+		ctx := redistest.Context(t, time.Minute)
 		const java = "5df8512c-e096-4359-bc82-07efb0bc9d8e:7"
 		channel := "redisson_rwlock:{layout}"
 		readLock := rueidis.NewLuaScript(redissonReadLock)

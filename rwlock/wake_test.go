@@ -27,7 +27,7 @@ func TestOneWriterWokenPerReleaseAcrossClients(t *testing.T) {
 				if side == "read" {
 					lock, unlock = mu.RLock, mu.RUnlock
 				}
-				held, err := lock(context.Background())
+				held, err := lock(redistest.Context(t, time.Minute))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -74,7 +74,7 @@ func TestWriterUnlockWakesAllReaders(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const readers = 3
 		holder := relocktest.New(t, b)
-		held, err := holder.RWLock("readers").Lock(context.Background())
+		held, err := holder.RWLock("readers").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,7 +134,7 @@ func TestWriterUnlockWakesAllReaders(t *testing.T) {
 func TestWriterUnlockWakesReadersPastHungWriter(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder := relocktest.New(t, b)
-		held, err := holder.RWLock("hung-writer").Lock(context.Background())
+		held, err := holder.RWLock("hung-writer").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -63,7 +63,7 @@ func leased(t testing.TB, rc rueidis.Client, name string) map[string]int64 {
 // acquireLease fails t unless AcquireLease(n) succeeds within 15s.
 func acquireLease(t testing.TB, s *semaphore.Weighted, n int64) context.Context {
 	t.Helper()
-	held, err := s.AcquireLease(bounded(t, 15*time.Second), n)
+	held, err := s.AcquireLease(redistest.Context(t, 15*time.Second), n)
 	if err != nil {
 		t.Fatalf("AcquireLease(%d): %v", n, err)
 	}
@@ -262,7 +262,7 @@ func TestCrashedLeaseComesBack(t *testing.T) {
 		held := acquireLease(t, dying.Semaphore(name), 2)
 		defer func() { _ = held }()
 
-		done := acquireAsync(bounded(t, 30*time.Second), live.Semaphore(name), 2)
+		done := acquireAsync(redistest.Context(t, 30*time.Second), live.Semaphore(name), 2)
 		parked(t, live, 1, "the live waiter")
 		start := time.Now()
 		proxy.Blackhole()
@@ -331,7 +331,7 @@ func TestLeaseKeepsTheOwner(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("lease-owner-lock")
-		held, err := mu.Lock(bounded(t, 10*time.Second))
+		held, err := mu.Lock(redistest.Context(t, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -366,14 +366,14 @@ func TestLeaseBadInput(t *testing.T) {
 		c := relocktest.New(t, b)
 		s := c.Semaphore("lease-bad")
 		for _, n := range []int64{0, -1, 10001, 1 << 62} {
-			_, err := s.AcquireLease(context.Background(), n)
+			_, err := s.AcquireLease(redistest.Context(t, 5*time.Second), n)
 			wantErr(t, err, relock.ErrInvalidCount, "lease-bad")
 			_, _, err = s.TryAcquireLease(context.Background(), n)
 			wantErr(t, err, relock.ErrInvalidCount, "lease-bad")
 		}
 		redistest.MustDo(t, side, "HSET", "lease-bad", "f", "v")
 		unchanged(t, side, "lease-bad", func() {
-			_, err := s.AcquireLease(bounded(t, 5*time.Second), 1)
+			_, err := s.AcquireLease(redistest.Context(t, 5*time.Second), 1)
 			wantErr(t, err, relock.ErrWrongType, "lease-bad")
 		})
 		// The zset of leased permits holding another type: refused before the count moves.
@@ -381,7 +381,7 @@ func TestLeaseBadInput(t *testing.T) {
 		mustSet(t, s, 2)
 		redistest.MustDo(t, side, "SET", leasesKey("lease-bad"), "not a zset")
 		unchanged(t, side, leasesKey("lease-bad"), func() {
-			_, err := s.AcquireLease(bounded(t, 5*time.Second), 1)
+			_, err := s.AcquireLease(redistest.Context(t, 5*time.Second), 1)
 			wantErr(t, err, relock.ErrWrongType, "lease-bad")
 		})
 		wantValue(t, side, "lease-bad", "2")
@@ -520,7 +520,7 @@ func TestRedissonLeasesShare(t *testing.T) {
 				}
 				done := make(chan error, 1)
 				go func() {
-					held, err := s.AcquireLease(bounded(t, 20*time.Second), 1)
+					held, err := s.AcquireLease(redistest.Context(t, 20*time.Second), 1)
 					if err == nil {
 						err = s.ReleaseLease(held)
 					}

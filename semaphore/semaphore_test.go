@@ -94,13 +94,6 @@ func channel(name string) string {
 	return "redisson_sc:{" + name + "}"
 }
 
-// bounded returns a context that ends after d or at t's end.
-func bounded(t testing.TB, d time.Duration) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 // acquireAsync runs s.Acquire(ctx, n) in a goroutine and returns where its error arrives.
 func acquireAsync(ctx context.Context, s *semaphore.Weighted, n int64) <-chan error {
 	done := make(chan error, 1)
@@ -231,7 +224,7 @@ func TestCount(t *testing.T) {
 			wantValue(t, side, name, "3")
 			mustTry(t, s, 4, false)
 			wantValue(t, side, name, "3")
-			if err := s.Acquire(bounded(t, 10*time.Second), 3); err != nil {
+			if err := s.Acquire(redistest.Context(t, 10*time.Second), 3); err != nil {
 				t.Fatalf("%s: Acquire(3) with 3 available: %v", name, err)
 			}
 			wantValue(t, side, name, "0")
@@ -303,7 +296,7 @@ func TestReleaseWakesWaiterOfAnotherClient(t *testing.T) {
 			const name = "sem-wake:release"
 			mustSet(t, holder.Semaphore(name), 2)
 			mustTry(t, holder.Semaphore(name), 2, true)
-			done := acquireAsync(bounded(t, 30*time.Second), waiter.Semaphore(name), 2)
+			done := acquireAsync(redistest.Context(t, 30*time.Second), waiter.Semaphore(name), 2)
 			parked(t, waiter, 1, "the waiter for 2 permits")
 			msgs := waiter.PubSubStats().Messages
 
@@ -347,7 +340,7 @@ func TestReleaseWakesWaiterOfAnotherClient(t *testing.T) {
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				name := "sem-wake:" + tc.name
-				done := acquireAsync(bounded(t, 30*time.Second), waiter.Semaphore(name), 1)
+				done := acquireAsync(redistest.Context(t, 30*time.Second), waiter.Semaphore(name), 1)
 				parked(t, waiter, 1, "the waiter on a semaphore without a count")
 				if err := tc.give(holder.Semaphore(name)); err != nil {
 					t.Fatal(err)
@@ -395,7 +388,7 @@ func TestLargeRequestNotStarved(t *testing.T) {
 		var waiting atomic.Bool
 		var late atomic.Int64
 		stream := func(t *testing.T, name string, k int) (clients []*relock.Client, taken []*atomic.Int64, stop func()) {
-			sctx, cancel := context.WithCancel(context.Background())
+			sctx, cancel := context.WithCancel(redistest.Context(t, 2*time.Minute))
 			var wg sync.WaitGroup
 			for i := range k {
 				c := relocktest.New(t, b)
@@ -448,7 +441,7 @@ func TestLargeRequestNotStarved(t *testing.T) {
 			big := relocktest.New(t, b)
 			mustSet(t, holder.Semaphore(name), 3)
 			mustTry(t, holder.Semaphore(name), 3, true)
-			bigDone := acquireAsync(bounded(t, 30*time.Second), big.Semaphore(name), 3)
+			bigDone := acquireAsync(redistest.Context(t, 30*time.Second), big.Semaphore(name), 3)
 			parked(t, big, 1, "the large request")
 
 			smalls, taken, stop := stream(t, name, 3)
@@ -527,7 +520,7 @@ func TestLargeRequestNotStarved(t *testing.T) {
 			_, taken, stop := stream(t, name, 6)
 			defer stop()
 			redistest.Eventually(t, 10*time.Second, "the small requests never got going", func() bool { return sum(taken) >= 20 })
-			bigDone := acquireAsync(bounded(t, 20*time.Second), big.Semaphore(name), 3)
+			bigDone := acquireAsync(redistest.Context(t, 20*time.Second), big.Semaphore(name), 3)
 			// Once the large request is parked its entry is in Redis, ahead of every
 			// small request that starts from then on: none of those may be served before
 			// it. (It may also find 3 permits free at once and never park.)
@@ -586,7 +579,7 @@ func TestTryAcquireYieldsToWaiters(t *testing.T) {
 		ctx := context.Background()
 		mustSet(t, holder.Semaphore(name), 2)
 		mustTry(t, holder.Semaphore(name), 1, true)
-		done := acquireAsync(bounded(t, 30*time.Second), waiter.Semaphore(name), 2)
+		done := acquireAsync(redistest.Context(t, 30*time.Second), waiter.Semaphore(name), 2)
 		parked(t, waiter, 1, "the waiter for 2 permits")
 		redistest.Eventually(t, 10*time.Second, "the waiter's client never queued in Redis", func() bool {
 			n, err := redistest.Do(t, side, "EXISTS", queueKey(name)).AsInt64()
@@ -598,7 +591,7 @@ func TestTryAcquireYieldsToWaiters(t *testing.T) {
 		mustTry(t, holder.Semaphore(name), 1, false)
 		wantValue(t, side, name, "1")
 		// A plain Acquire comes after the waiter too.
-		otherDone := acquireAsync(bounded(t, 30*time.Second), other.Semaphore(name), 1)
+		otherDone := acquireAsync(redistest.Context(t, 30*time.Second), other.Semaphore(name), 1)
 		parked(t, other, 1, "the second waiter")
 		wantValue(t, side, name, "1")
 
@@ -630,7 +623,7 @@ func TestTryAcquireYieldsToWaiters(t *testing.T) {
 			c := relocktest.New(t, b)
 			mustSet(t, c.Semaphore(name), 2)
 			mustTry(t, c.Semaphore(name), 1, true)
-			done := acquireAsync(bounded(t, 30*time.Second), c.Semaphore(name), 2)
+			done := acquireAsync(redistest.Context(t, 30*time.Second), c.Semaphore(name), 2)
 			parked(t, c, 1, "the waiter for 2 permits")
 			mustTry(t, c.Semaphore(name), 1, false)
 			wantValue(t, side, name, "1")
@@ -673,7 +666,7 @@ func TestDeadWaiterSkipped(t *testing.T) {
 
 		mustSet(t, holder.Semaphore(name), 1)
 		mustTry(t, holder.Semaphore(name), 1, true)
-		deadCtx, killDead := context.WithCancel(context.Background())
+		deadCtx, killDead := context.WithCancel(redistest.Context(t, time.Minute))
 		defer killDead()
 		deadDone := acquireAsync(deadCtx, dead.Semaphore(name), 1)
 		parked(t, dead, 1, "the soon dead waiter")
@@ -681,7 +674,7 @@ func TestDeadWaiterSkipped(t *testing.T) {
 			n, err := redistest.Do(t, side, "EXISTS", queueKey(name)).AsInt64()
 			return err == nil && n == 1
 		})
-		liveDone := acquireAsync(bounded(t, 30*time.Second), live.Semaphore(name), 1)
+		liveDone := acquireAsync(redistest.Context(t, 30*time.Second), live.Semaphore(name), 1)
 		parked(t, live, 1, "the live waiter")
 
 		proxy.Blackhole()
@@ -732,7 +725,7 @@ func TestDeadEntrySkipped(t *testing.T) {
 		redistest.MustDo(t, side, "ZADD", "relock_semaphore_queue:{"+name+"}", "1", dead)
 		redistest.MustDo(t, side, "ZADD", "relock_semaphore_timeout:{"+name+"}", strconv.FormatInt(deadline, 10), dead)
 
-		if err := live.Semaphore(name).Acquire(bounded(t, 15*time.Second), 1); err != nil {
+		if err := live.Semaphore(name).Acquire(redistest.Context(t, 15*time.Second), 1); err != nil {
 			t.Fatalf("live waiter behind a dead entry that ran out: %v", err)
 		}
 		wantValue(t, side, name, "0")
@@ -760,9 +753,9 @@ func TestCloseEndsWaiters(t *testing.T) {
 		ctx := context.Background()
 		mustSet(t, holder.Semaphore(name), 1)
 		mustTry(t, holder.Semaphore(name), 1, true)
-		closingDone := acquireAsync(bounded(t, 30*time.Second), closing.Semaphore(name), 1)
+		closingDone := acquireAsync(redistest.Context(t, 30*time.Second), closing.Semaphore(name), 1)
 		parked(t, closing, 1, "the waiter of the closing client")
-		nextDone := acquireAsync(bounded(t, 30*time.Second), next.Semaphore(name), 1)
+		nextDone := acquireAsync(redistest.Context(t, 30*time.Second), next.Semaphore(name), 1)
 		parked(t, next, 1, "the waiter of the next client")
 
 		if err := closing.Close(); err != nil {
@@ -782,7 +775,7 @@ func TestCloseEndsWaiters(t *testing.T) {
 		unchanged(t, side, name, func() {
 			_, err := closing.Semaphore(name).TryAcquire(ctx, 1)
 			wantErr(t, err, relock.ErrClosed, name)
-			wantErr(t, closing.Semaphore(name).Acquire(bounded(t, 5*time.Second), 1), relock.ErrClosed, name)
+			wantErr(t, closing.Semaphore(name).Acquire(redistest.Context(t, 5*time.Second), 1), relock.ErrClosed, name)
 			wantErr(t, closing.Semaphore(name).AddPermits(ctx, 1), relock.ErrClosed, name)
 		})
 		wantValue(t, side, name, "1")
@@ -822,9 +815,9 @@ func TestCloseEndsWaitersInProcess(t *testing.T) {
 				if tc.held {
 					mustTry(t, holder.Semaphore(name), 1, true)
 				}
-				firstDone := acquireAsync(bounded(t, 30*time.Second), c.Semaphore(name), tc.first)
+				firstDone := acquireAsync(redistest.Context(t, 30*time.Second), c.Semaphore(name), tc.first)
 				parked(t, c, 1, "the first waiter")
-				secondDone := acquireAsync(bounded(t, 30*time.Second), c.Semaphore(name), 1)
+				secondDone := acquireAsync(redistest.Context(t, 30*time.Second), c.Semaphore(name), 1)
 				// The second waiter queues in memory; nothing shows it but its not returning.
 				stillWaiting(t, secondDone, 200*time.Millisecond, "the second waiter, behind the first")
 
@@ -895,7 +888,7 @@ func TestReleaseAccounting(t *testing.T) {
 		refused(s, 1, "none held any more")
 
 		// After Acquire, released with a context that has ended.
-		if err := s.Acquire(bounded(t, 10*time.Second), 2); err != nil {
+		if err := s.Acquire(redistest.Context(t, 10*time.Second), 2); err != nil {
 			t.Fatal(err)
 		}
 		wantValue(t, side, name, "3")
@@ -950,7 +943,7 @@ func TestInvalidCount(t *testing.T) {
 				name string
 				call func() error
 			}{
-				{"Acquire", func() error { return s.Acquire(bounded(t, 5*time.Second), n) }},
+				{"Acquire", func() error { return s.Acquire(redistest.Context(t, 5*time.Second), n) }},
 				{"TryAcquire", func() error {
 					ok, err := s.TryAcquire(ctx, n)
 					if ok {
@@ -1016,7 +1009,7 @@ func TestWrongType(t *testing.T) {
 				name string
 				call func() error
 			}{
-				{"Acquire", func() error { return s.Acquire(bounded(t, 5*time.Second), 1) }},
+				{"Acquire", func() error { return s.Acquire(redistest.Context(t, 5*time.Second), 1) }},
 				{"TryAcquire", func() error { _, err := s.TryAcquire(ctx, 1); return err }},
 				{"TrySetPermits", func() error { _, err := s.TrySetPermits(ctx, 1); return err }},
 				{"AddPermits", func() error { return s.AddPermits(ctx, 1) }},
@@ -1074,7 +1067,7 @@ func TestCountNotARedisInteger(t *testing.T) {
 			}{
 				{"AvailablePermits", func() error { _, err := s.AvailablePermits(ctx); return err }},
 				{"TryAcquire", func() error { _, err := s.TryAcquire(ctx, 1); return err }},
-				{"Acquire", func() error { return s.Acquire(bounded(t, 5*time.Second), 1) }},
+				{"Acquire", func() error { return s.Acquire(redistest.Context(t, 5*time.Second), 1) }},
 				{"TrySetPermits", func() error { _, err := s.TrySetPermits(ctx, 1); return err }},
 				{"AddPermits", func() error { return s.AddPermits(ctx, 1) }},
 				{"Drain", func() error { _, err := s.Drain(ctx); return err }},
@@ -1109,7 +1102,7 @@ func TestInvalidName(t *testing.T) {
 				name string
 				call func() error
 			}{
-				{"Acquire", func() error { return s.Acquire(bounded(t, 5*time.Second), 1) }},
+				{"Acquire", func() error { return s.Acquire(redistest.Context(t, 5*time.Second), 1) }},
 				{"TryAcquire", func() error { _, err := s.TryAcquire(ctx, 1); return err }},
 				{"Release", func() error { return s.Release(ctx, 1) }},
 				{"TrySetPermits", func() error { _, err := s.TrySetPermits(ctx, 1); return err }},
@@ -1189,11 +1182,11 @@ func TestWaiterContextEnds(t *testing.T) {
 				}
 				mustSet(t, holder.Semaphore(name), 2)
 				mustTry(t, holder.Semaphore(name), 2, true)
-				firstCtx, cancelFirst := context.WithCancel(ctx)
+				firstCtx, cancelFirst := context.WithCancel(redistest.Context(t, time.Minute))
 				defer cancelFirst()
 				firstDone := acquireAsync(firstCtx, first.Semaphore(name), 5)
 				parked(t, first, 1, "the waiter for 5 permits")
-				secondDone := acquireAsync(bounded(t, 30*time.Second), second.Semaphore(name), 1)
+				secondDone := acquireAsync(redistest.Context(t, 30*time.Second), second.Semaphore(name), 1)
 				if !same {
 					parked(t, second, 1, "the waiter for 1 permit")
 				}
@@ -1296,7 +1289,7 @@ func (r *redisson) subscribe(t testing.TB) <-chan string {
 	if r.publish == "spublish" {
 		cmd = dc.B().Ssubscribe().Channel(channel(r.name)).Build()
 	}
-	if err := dc.Do(bounded(t, 10*time.Second), cmd).Error(); err != nil {
+	if err := dc.Do(redistest.Context(t, 10*time.Second), cmd).Error(); err != nil {
 		t.Fatalf("subscribe %s: %v", channel(r.name), err)
 	}
 	redistest.Recv(t, subscribed, 10*time.Second, "the confirmation of the subscription to "+channel(r.name))
@@ -1330,7 +1323,7 @@ func TestRedissonShares(t *testing.T) {
 				}
 
 				// A relock waiter woken by a Redisson release.
-				done := acquireAsync(bounded(t, 30*time.Second), s, 3)
+				done := acquireAsync(redistest.Context(t, 30*time.Second), s, 3)
 				parked(t, c, 1, "the relock waiter for 3 permits")
 				r.releaseN(t, 2)
 				if err := redistest.Recv(t, done, 15*time.Second, "the relock waiter after a Redisson release: not woken"); err != nil {

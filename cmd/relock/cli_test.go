@@ -22,7 +22,7 @@ import (
 func TestCommandLineAsTyped(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
-		if _, err := c.Lock("op:orders").Lock(context.Background()); err != nil {
+		if _, err := c.Lock("op:orders").Lock(redistest.Context(t, time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 

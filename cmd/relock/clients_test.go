@@ -158,7 +158,7 @@ func tracedClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) *re
 func TestInspectShowsClients(t *testing.T) {
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		everyNodeKnown(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, 2*time.Minute)
 		start := time.Now()
 		names := []string{"orders"}
 		if b.Cluster != nil {

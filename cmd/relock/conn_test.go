@@ -47,7 +47,7 @@ func holderRE(c *relock.Client, name string) *regexp.Regexp {
 // holdLock takes name with c for the rest of the test.
 func holdLock(t *testing.T, c *relock.Client, name string) {
 	t.Helper()
-	held, err := c.Lock(name).Lock(context.Background())
+	held, err := c.Lock(name).Lock(redistest.Context(t, time.Minute))
 	if err != nil {
 		t.Fatalf("lock %s: %v", name, err)
 	}
@@ -265,7 +265,7 @@ func writeTestCerts(t *testing.T, dir string) string {
 func TestInspectBackends(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, 2*time.Minute)
 		conn := []string{"--redis", b.Addr}
 		names := []string{"shard"}
 		if b.Cluster != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
@@ -78,7 +79,7 @@ func TestNotALockHash(t *testing.T) {
 func TestInvalidNameSaysWhy(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
-		held, err := c.Lock("x").Lock(context.Background())
+		held, err := c.Lock("x").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -141,7 +141,7 @@ func await(t *testing.T, what string, ch <-chan error) {
 func TestInspectRLock(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, 2*time.Minute)
 		id := regexp.QuoteMeta(c.ID())
 
 		// One owner holding twice, with fencing.
@@ -206,7 +206,7 @@ func TestInspectRLock(t *testing.T) {
 func TestInspectRWLock(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, 2*time.Minute)
 		id := regexp.QuoteMeta(c.ID())
 
 		// Two readers, and a writer waiting for them. Without writer preference the
@@ -321,7 +321,7 @@ func TestInspectRWLock(t *testing.T) {
 func TestInspectFairLockAndOthers(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, 2*time.Minute)
 
 		// A holder and two waiters in order.
 		fl := c.FairLock("jobs")
@@ -410,7 +410,7 @@ func views(out string) []string {
 func TestWatch(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, 2*time.Minute)
 		mu := c.Lock("nightly")
 		held, err := mu.Lock(ctx)
 		if err != nil {
@@ -490,7 +490,7 @@ func TestWatch(t *testing.T) {
 func TestForceUnlock(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, 2*time.Minute)
 		if _, err := c.Lock("stuck").Lock(ctx); err != nil {
 			t.Fatal(err)
 		}

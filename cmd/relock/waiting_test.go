@@ -49,7 +49,7 @@ func findWaiting(r *Report, code string) *WaitingClient {
 func TestInspectShowsWaitingClients(t *testing.T) {
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		everyNodeKnown(t, b)
-		ctx := context.Background()
+		ctx := redistest.Context(t, 2*time.Minute)
 		notConnected := "client not connected"
 		if b.Cluster != nil {
 			notConnected = "client not found"

@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -20,4 +21,17 @@ func Recv[T any](t testing.TB, ch <-chan T, d time.Duration, what string) T {
 		t.Fatalf("nothing within %v: %s", d, what)
 		panic("unreachable")
 	}
+}
+
+// Context returns a context that ends after d, and at t's cleanup at the latest. Tests
+// pass it to every call that may wait for a lock or a permit, so that a bug that keeps
+// the wait from ending fails the test instead of hanging it until the test binary's
+// timeout. d is a guard against a hang, never a measure of speed: give it room for a
+// loaded machine. The context of a hold taken with it ends with it (the hold in Redis
+// stays until Unlock): a hold whose context must outlive d bounds its wait with
+// rlock.WithWaitTimeout instead.
+func Context(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(t.Context(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
