@@ -192,14 +192,14 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	released, h, err := l.release(dctx, owner, turn.Count, turn.Deadline, to)
 	switch {
 	case err == nil && released != 0:
-		l.c.Watchdog.Released(l.n.Lock, owner)
+		turn.Released()
 	case err == nil:
-		l.c.Watchdog.Unlocked(l.n.Lock, owner)
+		turn.Unlocked()
 	default:
 		// Not held, or unknown: the unlock may not have run. Either way renewal stops, so
 		// that a lock whose unlock failed frees itself when its lease runs out rather than
 		// being kept alive by a holder that has moved on; the hold's context ends.
-		l.c.Watchdog.Lost(l.n.Lock, owner)
+		turn.Lost()
 	}
 	if to != nil {
 		// After the table has dropped this hold: the waiter's owner may be this one.
@@ -259,16 +259,16 @@ func (l *Lock) ReleaseAll(ctx context.Context, field string) error {
 		released, _, err := l.release(ctx, field, count, turn.Deadline, nil)
 		switch {
 		case err != nil:
-			l.c.Watchdog.Lost(l.n.Lock, field)
+			turn.Lost()
 			if errors.Is(err, lockerr.ErrNotHeld) {
 				return nil // its lease ran out, or it was forced: nothing to release
 			}
 			return l.fail("close", err)
 		case released != 0:
-			l.c.Watchdog.ReleasedAtClose(l.n.Lock, field)
+			turn.ReleasedAtClose()
 			return nil
 		}
-		l.c.Watchdog.Unlocked(l.n.Lock, field)
+		turn.Unlocked()
 	}
 	return nil
 }

@@ -149,9 +149,9 @@ func ExampleHold() {
 		case err != nil:
 			log.Fatal(err)
 		case n == 0: // still held
-			w.Unlocked("orders", owner)
+			turn.Unlocked()
 		default: // released
-			w.Released("orders", owner)
+			turn.Released()
 		}
 	}
 

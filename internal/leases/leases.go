@@ -775,18 +775,12 @@ func (w *Watchdog) Check() {
 	}
 }
 
-// Unlocked records that the owner released one of several holds: the lock is still held.
-func (w *Watchdog) Unlocked(name, owner string) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if h := w.holds[holdKey{name, owner}]; h != nil && h.count > 1 {
-		h.count--
-	}
-}
-
 // Turn is one call's exclusive turn at changing an owner's hold count of one lock, taken
-// with Begin and given back with End.
+// with Begin and given back with End. It says how the call ended the hold (Released,
+// Unlocked, Lost, ReleasedAtClose) without looking the hold up again.
 type Turn struct {
+	w *Watchdog
+	k holdKey
 	h *Hold
 	// Count is the owner's hold count as this client knows it (0: it knows of no hold),
 	// which stays true for the turn, since nothing else in the client may change it.
@@ -806,24 +800,61 @@ type Turn struct {
 // A first-level acquisition, of which the client knows no hold, has no hold to wait on
 // and begins at once. The caller must call End.
 func (w *Watchdog) Begin(name, owner string) Turn {
-	k := holdKey{name, owner}
+	t := Turn{w: w, k: holdKey{name, owner}}
 	for {
 		w.mu.Lock()
-		h := w.holds[k]
-		w.mu.Unlock()
-		if h == nil {
-			return Turn{}
+		h := w.holds[t.k]
+		// The common case, nobody else in the owner's turn, takes one look at the table.
+		// TryLock never waits, so taking it under w.mu cannot deadlock with a turn's
+		// holder, which takes w.mu to say how its call went.
+		if h == nil || h.op.TryLock() {
+			if h != nil {
+				t.h, t.Count, t.Deadline = h, h.count, h.deadline
+			}
+			w.mu.Unlock()
+			return t
 		}
+		w.mu.Unlock()
 		h.op.Lock()
 		w.mu.Lock()
-		if w.holds[k] == h {
-			t := Turn{h: h, Count: h.count, Deadline: h.deadline}
+		if h.ended.Load() == nil { // still in the table: see drop
+			t.h, t.Count, t.Deadline = h, h.count, h.deadline
 			w.mu.Unlock()
 			return t
 		}
 		// Released or lost while we waited: look again.
 		w.mu.Unlock()
 		h.op.Unlock()
+	}
+}
+
+// hold returns the hold the turn is about, as the table has it now: the turn's own while
+// it is in the table (a hold leaves the table when it ends), otherwise whatever the table
+// has under its key. w.mu must be held.
+func (t Turn) hold() *Hold {
+	if t.h != nil && t.h.ended.Load() == nil {
+		return t.h
+	}
+	return t.w.holds[t.k]
+}
+
+// Released records that the call in this turn released the owner's last hold: see
+// Watchdog.Released.
+func (t Turn) Released() { t.w.mu.Lock(); t.w.forget(t.hold(), nil) }
+
+// Lost is Watchdog.Lost for the turn's hold.
+func (t Turn) Lost() { t.w.mu.Lock(); t.w.forget(t.hold(), lockerr.ErrLeaseLost) }
+
+// ReleasedAtClose is Watchdog.ReleasedAtClose for the turn's hold.
+func (t Turn) ReleasedAtClose() { t.w.mu.Lock(); t.w.forget(t.hold(), lockerr.ErrClosed) }
+
+// Unlocked records that the call in this turn released one of several holds: the owner
+// still holds the lock.
+func (t Turn) Unlocked() {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	if h := t.hold(); h != nil && h.count > 1 {
+		h.count--
 	}
 }
 
@@ -886,20 +917,27 @@ var errAbandoned = errors.New("relock: hold abandoned")
 
 // Released records that the owner released the lock. It returns once no renewal of the
 // hold can be sent any more, so a renewal never outlives the release.
-func (w *Watchdog) Released(name, owner string) { w.forget(name, owner, nil) }
+func (w *Watchdog) Released(name, owner string) { w.forgetKey(holdKey{name, owner}, nil) }
 
 // Lost records that the owner no longer holds the lock, or cannot know (an unlock answered
 // "not held", or failed): the hold is not renewed again and its context ends with
 // ErrLeaseLost.
-func (w *Watchdog) Lost(name, owner string) { w.forget(name, owner, lockerr.ErrLeaseLost) }
+func (w *Watchdog) Lost(name, owner string) { w.forgetKey(holdKey{name, owner}, lockerr.ErrLeaseLost) }
 
 // ReleasedAtClose records that the client released the owner's hold as it closed: its
 // context ends with cause ErrClosed, as a hold's context does when its client closes.
-func (w *Watchdog) ReleasedAtClose(name, owner string) { w.forget(name, owner, lockerr.ErrClosed) }
+func (w *Watchdog) ReleasedAtClose(name, owner string) {
+	w.forgetKey(holdKey{name, owner}, lockerr.ErrClosed)
+}
 
-func (w *Watchdog) forget(name, owner string, cause error) {
+func (w *Watchdog) forgetKey(k holdKey, cause error) {
 	w.mu.Lock()
-	h := w.holds[holdKey{name, owner}]
+	w.forget(w.holds[k], cause)
+}
+
+// forget drops h, if not nil, with cause, and unlocks w.mu, which the caller holds; it
+// returns once no renewal of h can be sent any more.
+func (w *Watchdog) forget(h *Hold, cause error) {
 	if h == nil {
 		w.mu.Unlock()
 		return

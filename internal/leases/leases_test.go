@@ -220,3 +220,51 @@ func TestLateRoundsDoNotDelayTheNext(t *testing.T) {
 		}
 	}
 }
+
+// A call's turn can outlive its hold: a renewal round may find the hold gone while an
+// unlock that leaves the lock held is in flight (only a last unlock's turn keeps the round
+// off its hold). What the call then says of the hold is about a hold that has ended, and
+// changes nothing: the loss is counted once, and the owner's other holds are still its
+// own, so that they are abandoned with it.
+func TestTurnOutlivesItsHold(t *testing.T) {
+	rc := redistest.Mini(t).Client(t)
+	w := newWatchdog(rc, 30*time.Second, false, nil)
+	defer w.Close()
+	const who = "client:1"
+	take := func(name string) context.Context {
+		t.Helper()
+		v, err := script.RLockAcquire().Exec(context.Background(), rc, []string{name, keys.Of(name).Wake}, []string{w.leaseMs, who, "", "0"}).AsIntSlice()
+		if err != nil || v[0] != 1 {
+			t.Fatalf("acquire %s: %v %v", name, v, err)
+		}
+		held, ok := w.Acquired(new(Context), context.Background(), Grant{Name: name, Owner: who, Who: who, Count: v[1],
+			Sent: time.Now(), Lease: w.lease, Renew: true, Renewal: script.RLockRenew()})
+		if !ok {
+			t.Fatalf("hold of %s refused", name)
+		}
+		return held
+	}
+	a, b := take("a"), take("b")
+
+	turn := w.Begin("a", who)
+	if turn.Count != 1 {
+		t.Fatalf("the turn on a knows %d holds, want 1", turn.Count)
+	}
+	w.Lost("a", who) // as a renewal round that found it gone
+	turn.Lost()      // as the unlock that then found it not held
+	turn.End()
+
+	if cause := context.Cause(a); !errors.Is(cause, lockerr.ErrLeaseLost) {
+		t.Errorf("a's context: %v, want ErrLeaseLost", cause)
+	}
+	if st := w.Stats(); st.Lost != 1 || st.Holds != 1 {
+		t.Errorf("stats %+v: want the loss counted once and b still held", st)
+	}
+	w.Abandon(who)
+	if st := w.Stats(); st.Abandoned != 1 || st.Holds != 0 {
+		t.Errorf("stats %+v after the owner was abandoned: want b abandoned", st)
+	}
+	if b.Err() == nil {
+		t.Error("b's context is live after its owner was abandoned")
+	}
+}
