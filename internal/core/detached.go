@@ -49,6 +49,9 @@ func (c *Detached) Err() error                  { return c.d.Err() }
 // channel: with one channel for all, every call's wait would lock the same channel, and
 // the processors would take its lock (and its cache line) from each other on every call.
 type deadlines struct {
+	// base is when the client started, with its monotonic clock reading: a deadline's end
+	// is kept as the time since base, so that a call reads the monotonic clock alone.
+	base    time.Time
 	timeout time.Duration
 	grain   time.Duration
 	turn    atomic.Uint32
@@ -66,24 +69,25 @@ type shard struct {
 }
 
 func newDeadlines(timeout time.Duration) *deadlines {
-	return &deadlines{timeout: timeout, grain: max(timeout/16, time.Millisecond)}
+	return &deadlines{base: time.Now(), timeout: timeout, grain: max(timeout/16, time.Millisecond)}
 }
 
 // next returns a deadline at least timeout from now.
 func (ds *deadlines) next() *deadline {
-	now := time.Now()
-	want := now.Add(ds.timeout)
+	now := time.Since(ds.base)
+	want := now + ds.timeout
 	sh := &ds.shards[ds.turn.Add(1)%deadlineShards]
 	for {
 		cur := sh.cur.Load()
-		if cur != nil && !cur.at.Before(want) {
+		if cur != nil && cur.end >= want {
 			return cur
 		}
-		d := &deadline{at: want.Add(ds.grain), done: make(chan struct{})}
+		end := want + ds.grain
+		d := &deadline{end: end, at: ds.base.Add(end), done: make(chan struct{})}
 		if !sh.cur.CompareAndSwap(cur, d) {
 			continue // another call made one first: it may do
 		}
-		time.AfterFunc(d.at.Sub(now), func() {
+		time.AfterFunc(end-now, func() {
 			d.ended.Store(true)
 			close(d.done)
 		})
@@ -93,6 +97,7 @@ func (ds *deadlines) next() *deadline {
 
 // deadline is a context with no values that ends at a fixed time.
 type deadline struct {
+	end   time.Duration // at, as the time since deadlines.base
 	at    time.Time
 	done  chan struct{}
 	ended atomic.Bool

@@ -1,0 +1,50 @@
+package core
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// A detached call's context ends at the client's timeout, give or take one grain, however
+// long the client has been running: its Deadline says when, and its Done and Err keep to
+// it. (The client here started an hour ago.)
+func TestDeadlinesEndAtTheTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	ds := newDeadlines(timeout)
+	ds.base = ds.base.Add(-time.Hour)
+	for range 3 * deadlineShards { // every shard, and each made or reused
+		start := time.Now()
+		d := ds.next()
+		at, ok := d.Deadline()
+		if !ok {
+			t.Fatal("a detached call's context has no deadline")
+		}
+		if left := at.Sub(start); left < timeout || left > timeout+ds.grain+time.Second {
+			t.Fatalf("deadline %v after the call, want between the timeout %v and a grain (%v) more", left, timeout, ds.grain)
+		}
+	}
+	d := ds.next()
+	if d.Err() != nil {
+		t.Fatalf("a new deadline has ended: %v", d.Err())
+	}
+	at, _ := d.Deadline()
+	select {
+	case <-d.Done():
+	case <-time.After(time.Until(at) + 10*time.Second): // room for a loaded machine
+		t.Fatalf("Done not closed 10s after the deadline")
+	}
+	if !errors.Is(d.Err(), context.DeadlineExceeded) {
+		t.Errorf("Err after Done: %v, want context.DeadlineExceeded", d.Err())
+	}
+	if early := time.Until(at); early > 0 {
+		t.Errorf("Done closed %v before the deadline", early)
+	}
+	// A call after that one ended gets a deadline of its own, not the ended one.
+	start := time.Now()
+	next := ds.next()
+	if at, _ := next.Deadline(); at.Sub(start) < timeout || next.Err() != nil {
+		t.Errorf("a call after a deadline ended got one %v after it (err %v), want at least the timeout %v", at.Sub(start), next.Err(), timeout)
+	}
+}
