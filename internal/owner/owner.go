@@ -17,6 +17,7 @@ import (
 	"context"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 )
 
@@ -25,8 +26,9 @@ type Issuer struct {
 	prefix string // "<uuid>:"
 
 	mu    sync.Mutex
-	n     uint64   // the last owner's number
-	batch []string // owners made ahead, in order
+	n     uint64            // the last owner's number
+	batch [batchSize]string // owners made ahead, in order
+	next  int               // the first of batch not handed out; batchSize: none left
 	gone  func(owner string)
 }
 
@@ -53,7 +55,7 @@ func gone(g goneOwner) { g.is.gone(g.owner) }
 
 // NewIssuer returns an Issuer whose owners are "<id>:<n>" with n = 1, 2, ...
 func NewIssuer(id string) *Issuer {
-	return &Issuer{prefix: id + ":"}
+	return &Issuer{prefix: id + ":", next: batchSize}
 }
 
 // batchSize is how many owners an Issuer makes at once: their text is one string, so a
@@ -66,23 +68,27 @@ const batchSize = 64
 func (is *Issuer) issue() string {
 	is.mu.Lock()
 	defer is.mu.Unlock()
-	if len(is.batch) == 0 {
-		buf := make([]byte, 0, batchSize*(len(is.prefix)+20))
-		ends := make([]int, batchSize)
+	if is.next == batchSize {
+		// One allocation for batchSize owners: the builder's buffer becomes their text.
+		var text strings.Builder
+		text.Grow(batchSize * (len(is.prefix) + 20))
+		var ends [batchSize]int
+		var digits [20]byte
 		for i := range ends {
 			is.n++
-			buf = strconv.AppendUint(append(buf, is.prefix...), is.n, 10)
-			ends[i] = len(buf)
+			text.WriteString(is.prefix)
+			text.Write(strconv.AppendUint(digits[:0], is.n, 10))
+			ends[i] = text.Len()
 		}
-		text := string(buf)
-		is.batch = make([]string, batchSize)
-		start := 0
+		all, start := text.String(), 0
 		for i, end := range ends {
-			is.batch[i], start = text[start:end], end
+			is.batch[i], start = all[start:end], end
 		}
+		is.next = 0
 	}
-	o := is.batch[0]
-	is.batch = is.batch[1:]
+	o := is.batch[is.next]
+	is.batch[is.next] = "" // the issuer keeps no owner's text alive once handed out
+	is.next++
 	return o
 }
 
