@@ -90,15 +90,22 @@ end
 if free then
   result = 1
   redis.call('del', KEYS[1])
+  -- Whether writers wait in line, and whether clients have readers waiting: when neither
+  -- does (the common case) one EXISTS tells.
+  local writers, readers = false, false
+  if redis.call('exists', KEYS[4], KEYS[6]) > 0 then
+    writers = redis.call('exists', KEYS[4]) == 1
+    readers = redis.call('exists', KEYS[6]) == 1
+  end
   local message = '0'
-  if ARGV[2] == 'write' or redis.call('exists', KEYS[4]) == 1 then
+  if ARGV[2] == 'write' or writers then
     message = '1'
   end
   -- Readers that wait may all enter: every client hears the message. Otherwise one
   -- client with a writer waiting is woken (wake.lua), and Redisson's waiters hear the
   -- message as from Redisson. (A reader's entry whose client died stays until the
   -- registry runs out: until then releases go to every client, as before the registry.)
-  if redis.call('exists', KEYS[6]) == 1 then
+  if readers then
     redis.call(ARGV[4], KEYS[2], message)
   else
     wake(KEYS[5], KEYS[2], ARGV[4], message)
