@@ -343,6 +343,19 @@ func (h *harness) clientOf(w *worker) string {
 	return w.client
 }
 
+// connected reports whether every running worker has its clients: a fault waits for the
+// workers that are starting (the first ones, or a killed worker's replacement), since a
+// worker whose connection fails as it starts exits, and the run would count a hang that
+// says nothing about the locks. The run's deadline bounds the wait.
+func (h *harness) connected() bool {
+	for _, w := range h.running() {
+		if h.clientOf(w) == "" {
+			return false
+		}
+	}
+	return true
+}
+
 // holder returns a running worker that holds one of the locks, preferably in a long
 // section, so that the fault lands inside it: it looks at the locks' owners every 10ms for
 // up to holderWait, and returns the worker of an owner seen twice in a row (one hold that
@@ -526,8 +539,15 @@ func (h *harness) restart() {
 	for _, w := range h.workers {
 		w.proxy.Blackhole()
 	}
-	// Requests already past the proxies reach the server before it is looked at.
+	// Requests already past the proxies reach the server before it is looked at. Then the
+	// workers' connections are closed, so that none runs after the look: a proxy may have
+	// read a request before the blackhole and still be writing it (a loaded machine can
+	// delay it past any wait), and a hold taken after the look would be lost in the
+	// restart unrecorded, its holder's reply held by the proxy until it reopens. Once
+	// killed, nothing reaches this server but the look: the proxies dial it again, but
+	// hold what their clients send until the new server is up.
 	time.Sleep(50 * time.Millisecond)
+	h.lock.Do(t, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
 	d := deletion{restart: true, fields: map[string]map[string]bool{}}
 	d.win.From = time.Now().UnixNano()
 	toks := map[string]int64{}
@@ -645,7 +665,7 @@ func run(t *testing.T, cfg config) summary {
 	nextFault := time.Now().Add(cfg.period)
 	nextRepair := time.Now().Add(semRepairPeriod)
 	for len(h.running()) > 0 && time.Now().Before(deadline) {
-		if len(cfg.faults) > 0 && h.injected < cfg.maxFaults && time.Now().After(nextFault) {
+		if len(cfg.faults) > 0 && h.injected < cfg.maxFaults && time.Now().After(nextFault) && h.connected() {
 			f := h.nextFault()
 			h.inject(f)
 			h.semRepair("after "+string(f), false)
