@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
@@ -340,15 +342,22 @@ func TestNoLostWakeUpUnderContention(t *testing.T) {
 // due to end, as a waiter last saw it, is also a moment it renews. The waiters' channel timer
 // looks a little after that moment, so it finds the renewal landed and sleeps a whole lease
 // again: between two looks of the waiting client there is a whole lease, never the two thirds
-// of one that a look just before the renewal would leave.
+// of one that a look just before the renewal would leave. Here every renewal lands 20ms
+// late, as a busy holder's may, which the look's margin (a sixty-fourth of the lease,
+// 62ms) covers: a look at the very moment the lease was due would find the old expiry.
 func TestRenewedHolderIsLookedAtOncePerLease(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		const (
 			waiters = 50
-			lease   = 2 * time.Second
-			looks   = 4 // timed looks to see, after the first
+			lease   = 4 * time.Second
+			late    = 20 * time.Millisecond
+			looks   = 3 // timed looks to see, after the first
 		)
-		holder := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
+		holder, err := relock.New(lateBatches{Client: b.Client(t), late: late}, relock.WithWatchdogTimeout(lease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Close()
 		waiter := relocktest.New(t, b)
 		hctx, hcancel := context.WithTimeout(context.Background(), time.Minute)
 		defer hcancel()
@@ -413,4 +422,16 @@ func TestRenewedHolderIsLookedAtOncePerLease(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
+}
+
+// lateBatches delays every pipelined batch it sends, which in a client that holds one lock
+// and does nothing else is the watchdog's renewals.
+type lateBatches struct {
+	rueidis.Client
+	late time.Duration
+}
+
+func (c lateBatches) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	time.Sleep(c.late)
+	return c.Client.DoMulti(ctx, cmds...)
 }
