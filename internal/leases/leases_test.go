@@ -50,9 +50,11 @@ func TestGroupsBySlot(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
 		// A lease long enough that 255 acquisitions on miniredis under -race (a
-		// millisecond or more each) cannot outlast it before the first round: the
-		// test counts calls, and a hold lost to a slow machine would skew the count.
-		w := newWatchdog(rc, 3*time.Second, true, nil)
+		// millisecond or more each) cannot outlast it before the first round, and that a
+		// round (bounded by the period, a third of it) has room on a loaded machine: the
+		// test counts calls and renewals, and a hold or a round lost to a slow machine
+		// would skew the count.
+		w := newWatchdog(rc, 6*time.Second, true, nil)
 		defer w.Close()
 		var ctxs []context.Context
 		for i := 0; i < 250; i++ {
@@ -127,7 +129,9 @@ func TestFailedRoundKeepsHolds(t *testing.T) {
 func TestForeignKeyInBatch(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
-		w := newWatchdog(rc, 600*time.Millisecond, b.Cluster != nil, nil)
+		// A lease with room for a loaded machine: a good hold lost to a late round would
+		// leave no hold to renew, and no round to wait for.
+		w := newWatchdog(rc, 3*time.Second, b.Cluster != nil, nil)
 		defer w.Close()
 		good := hold(t, w, rc, "{batch}:good", "o:1")
 		bad := hold(t, w, rc, "{batch}:overwritten", "o:1")
@@ -136,8 +140,8 @@ func TestForeignKeyInBatch(t *testing.T) {
 		}
 		select {
 		case <-bad.Done():
-		case <-time.After(5 * time.Second):
-			t.Fatal("the overwritten hold was not reported lost")
+		case <-time.After(10 * time.Second):
+			t.Fatal("the overwritten hold was not reported lost within 10s")
 		}
 		if !errors.Is(context.Cause(bad), lockerr.ErrLeaseLost) {
 			t.Errorf("cause %v; want ErrLeaseLost", context.Cause(bad))
