@@ -44,11 +44,9 @@ if redis.call('exists', KEYS[1], KEYS[2]) > 0 then
 
   free = redis.call('exists', KEYS[1]) == 0
   head = redis.call('lindex', KEYS[2], 0)
-  if head then
-    deadline = redis.call('zscore', KEYS[3], head)
-  end
   if free then
     -- The turn passes: waiters at the head whose entries ran out are gone (a killed process).
+    -- The loop reads the head's deadline, which the rest needs.
     local skipped = false
     while head do
       deadline = redis.call('zscore', KEYS[3], head)
@@ -69,6 +67,9 @@ if redis.call('exists', KEYS[1], KEYS[2]) > 0 then
     local kind = shape(KEYS[1])
     if kind ~= 'rlock' then
       return wrongtype(kind)
+    end
+    if head then
+      deadline = redis.call('zscore', KEYS[3], head)
     end
   end
 end
