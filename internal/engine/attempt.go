@@ -14,6 +14,7 @@ import (
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
 	"github.com/relock-go/relock/internal/owner"
+	"github.com/relock-go/relock/internal/retry"
 	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/observe"
 )
@@ -106,11 +107,11 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	var ttl time.Duration
 	var sent time.Time
 	var failed error // the last send's failure: did that request run?
-	err := retry(dctx, func() error {
+	err := retry.Do(dctx, func() error {
 		if failed != nil {
 			ran, count, err := a.ran(dctx, known, sent)
 			if err != nil {
-				return final(failed) // still unknown: report the failure, never send blindly
+				return retry.Final(failed) // still unknown: report the failure, never send blindly
 			}
 			if known = count; ran {
 				ttl = 0
@@ -131,7 +132,7 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 			return err
 		}
 		ttl, err = a.reply(v, sent)
-		return final(err)
+		return retry.Final(err)
 	})
 	if err != nil || ttl > 0 {
 		return ttl, err
@@ -200,7 +201,7 @@ func (a *attempt) reply(v []int64, sent time.Time) (time.Duration, error) {
 func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, int64, error) {
 	l := a.l
 	var st state
-	if err := retry(ctx, func() (err error) {
+	if err := retry.Do(ctx, func() (err error) {
 		st, err = l.read(ctx, a.owner)
 		return err
 	}); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
+	"github.com/relock-go/relock/internal/retry"
 	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/observe"
 )
@@ -232,10 +233,10 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	turn := l.c.Watchdog.Begin(l.n.Lock, field)
 	defer turn.End()
 	dctx := l.c.Detached(ctx)
-	err := retry(dctx, func() error {
+	err := retry.Do(dctx, func() error {
 		err := l.c.Watchdog.Extend(dctx, l.n.Lock, field, d)
 		if err == nil || errors.Is(err, lockerr.ErrNotHeld) {
-			return final(err)
+			return retry.Final(err)
 		}
 		return err
 	})
@@ -314,7 +315,7 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 	var released int64
 	var h *handoff
 	var lost time.Time // when the first send whose reply was lost went out
-	err := retry(ctx, func() error {
+	err := retry.Do(ctx, func() error {
 		sent := time.Now()
 		r := call.exec(ctx, l.c.Redis)
 		if to != nil {
@@ -326,10 +327,10 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 		n, err := r.AsInt64()
 		switch {
 		case rueidis.IsRedisNil(err):
-			return final(lockerr.ErrNotHeld)
+			return retry.Final(lockerr.ErrNotHeld)
 		case err == nil && n == gone:
 			if lost.IsZero() || !lost.Before(until) {
-				return final(lockerr.ErrNotHeld)
+				return retry.Final(lockerr.ErrNotHeld)
 			}
 			// The first send ran: if it was a hand call, the lock was handed then.
 			released = 1
@@ -340,15 +341,15 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 		case err == nil:
 			released = n
 			return nil
-		case refused(err):
+		case retry.Refused(err):
 			return err // not run: safe to send again
 		}
 		if _, answered := rueidis.IsRedisErr(err); answered {
-			return final(err)
+			return retry.Final(err)
 		}
 		// The reply was lost: the release may have run.
 		if expected == 0 {
-			return final(l.unknown(ctx, field, err))
+			return retry.Final(l.unknown(ctx, field, err))
 		}
 		if lost.IsZero() {
 			lost = sent
@@ -368,7 +369,7 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 // and the answer is err.
 func (l *Lock) unknown(ctx context.Context, field string, err error) error {
 	var st state
-	if rerr := retry(ctx, func() (e error) {
+	if rerr := retry.Do(ctx, func() (e error) {
 		st, e = l.read(ctx, field)
 		return e
 	}); rerr != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/retry"
 	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/observe"
 )
@@ -189,8 +190,12 @@ func (s *Semaphore) end(ctx context.Context, ids string, cause error) error {
 // giveBack runs the return script for ids: how many permits it gave back, and how many of
 // them were still leased.
 func (s *Semaphore) giveBack(ctx context.Context, ids string) (back, live int64, err error) {
-	reply, err := script.SemaphoreReturn().Exec(ctx, s.c.Redis, []string{s.n.Permits, s.n.Leases, s.n.Channel},
-		[]string{ids, s.c.Publish}).AsIntSlice()
+	var reply []int64
+	err = retry.Refusals(ctx, func() (err error) {
+		reply, err = script.SemaphoreReturn().Exec(ctx, s.c.Redis, []string{s.n.Permits, s.n.Leases, s.n.Channel},
+			[]string{ids, s.c.Publish}).AsIntSlice()
+		return err
+	})
 	if err == nil && len(reply) != 2 {
 		err = fmt.Errorf("relock: unexpected reply %v from the return script", reply)
 	}

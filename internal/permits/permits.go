@@ -28,6 +28,7 @@ import (
 	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/retry"
 	"github.com/relock-go/relock/internal/script"
 )
 
@@ -328,8 +329,15 @@ func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) ruei
 		return attempted{}, lockerr.ErrClosed
 	}
 	dctx := s.c.Detached(ctx)
-	a := attempted{mark: s.c.Hub.Mark(), sent: time.Now(), next: -1}
-	reply, err := call(dctx).AsIntSlice()
+	a := attempted{mark: s.c.Hub.Mark(), next: -1}
+	// A refusal of the script unrun is sent again; a lost reply is not: the permits may
+	// have been taken, and a second send could take them twice.
+	var reply []int64
+	err := retry.Refusals(dctx, func() (err error) {
+		a.sent = time.Now()
+		reply, err = call(dctx).AsIntSlice()
+		return err
+	})
 	switch {
 	case err != nil:
 		return a, err
@@ -401,7 +409,11 @@ func (s *Semaphore) Release(ctx context.Context, n int64) error {
 	if held < n {
 		return s.fail("release", fmt.Errorf("%w: releasing %d permits, this client holds %d (AddPermits adds permits that were not taken)", lockerr.ErrNotHeld, n, held))
 	}
-	_, err := s.add(s.c.Detached(ctx), n, false)
+	dctx := s.c.Detached(ctx)
+	err := retry.Refusals(dctx, func() error {
+		_, err := s.add(dctx, n, false)
+		return err
+	})
 	if err != nil {
 		if _, answered := rueidis.IsRedisErr(err); answered {
 			// Redis refused the script before it wrote: the permits are still held.

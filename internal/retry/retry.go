@@ -1,4 +1,8 @@
-package engine
+// Package retry sends a Redis call again when that is safe: when the call never got an
+// answer (the caller decides whether the request may have run), or when Redis answered
+// that it refused the command unrun until the server or the cluster is ready. Every call
+// that retries is bounded by its context, with a backoff between sends.
+package retry
 
 import (
 	"context"
@@ -16,13 +20,13 @@ const (
 	maxBackoff = 200 * time.Millisecond
 )
 
-// retry calls f until it returns nil or an error that is an answer rather than a failure
-// to get one (see retryable), or until ctx ends; it backs off between calls. An error
-// wrapped by final is returned at once, unwrapped.
-func retry(ctx context.Context, f func() error) error {
+// Do calls f until it returns nil or an error that is an answer rather than a failure to
+// get one (see retryable), or until ctx ends; it backs off between calls. An error wrapped
+// by Final is returned at once, unwrapped.
+func Do(ctx context.Context, f func() error) error {
 	for backoff := minBackoff; ; backoff = min(2*backoff, maxBackoff) {
 		err := f()
-		// f returns a final error as it is, never wrapped: a type assertion finds it, and
+		// f returns a Final error as it is, never wrapped: a type assertion finds it, and
 		// costs no allocation, unlike errors.As.
 		stop, isFinal := err.(finalErr)
 		switch {
@@ -36,13 +40,26 @@ func retry(ctx context.Context, f func() error) error {
 	}
 }
 
-// finalErr is an error that retry returns without trying again.
+// Refusals calls f until it returns anything but Redis's refusal of a command unrun
+// (Refused), or until ctx ends: for a call that must not be sent again when its reply was
+// lost, which is then f's error, returned at once.
+func Refusals(ctx context.Context, f func() error) error {
+	return Do(ctx, func() error {
+		err := f()
+		if err != nil && !Refused(err) {
+			return Final(err)
+		}
+		return err
+	})
+}
+
+// finalErr is an error that Do returns without trying again.
 type finalErr struct{ err error }
 
 func (e finalErr) Error() string { return e.err.Error() }
 
-// final marks err (nil stays nil) as one that retry must not try again.
-func final(err error) error {
+// Final marks err (nil stays nil) as one that Do must not try again.
+func Final(err error) error {
 	if err == nil {
 		return nil
 	}
@@ -61,14 +78,14 @@ func final(err error) error {
 // slow to answer; the call's deadline may be far off then, and is what bounds the retries.
 func retryable(err error) bool {
 	if _, ok := rueidis.IsRedisErr(err); ok {
-		return refused(err)
+		return Refused(err)
 	}
 	return !errors.Is(err, lockerr.ErrNotSynced) && !errors.Is(err, rueidis.ErrClosing)
 }
 
-// refused reports whether err is Redis's answer that it did not run the command and will
+// Refused reports whether err is Redis's answer that it did not run the command and will
 // once the server or the cluster is ready.
-func refused(err error) bool {
+func Refused(err error) bool {
 	re, ok := rueidis.IsRedisErr(err)
 	return ok && (re.IsClusterDown() || re.IsTryAgain() || re.IsLoading())
 }
