@@ -3,6 +3,7 @@ package semaphore_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -65,4 +66,49 @@ func TestRetryWhileServerNotReady(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A call whose reply is lost may have run, and is not sent again: a second send could take
+// the permits twice, or give them back twice. The call returns the connection's error, and
+// the count has moved once at most.
+func TestLostReplyNotSentAgain(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		proxy := redistest.StartProxy(t, b.Addr)
+		c := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()})
+		side := b.Client(t)
+		s := c.Semaphore("lost-reply")
+		mustSet(t, s, 4)
+		ctx := redistest.Context(t, time.Minute)
+		// The scripts loaded first, so that the faults hit the calls themselves.
+		if err := s.Acquire(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+
+		proxy.LoseReplyTo("lost-reply")
+		_ = s.Acquire(ctx, 1) // its error, or nil were it to learn that it ran: the count is the point
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		if v := value(t, side, "lost-reply"); v != "3" && v != "4" {
+			t.Fatalf("count %s after one Acquire(1) of 4 whose reply was lost; want 3 (it ran) or 4", v)
+		}
+
+		mustTry(t, s, 1, true) // a permit the client knows it holds
+		before := value(t, side, "lost-reply")
+		proxy.LoseReplyTo("lost-reply")
+		_ = s.Release(ctx, 1)
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		n, err := strconv.Atoi(before)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v := value(t, side, "lost-reply"); v != strconv.Itoa(n+1) && v != before {
+			t.Fatalf("count %s after one Release(1) from %s whose reply was lost; want %d (it ran) or %s", v, before, n+1, before)
+		}
+	})
 }
