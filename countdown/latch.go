@@ -37,7 +37,9 @@ func (l *Latch) TrySetCount(ctx context.Context, n int64) (bool, error) {
 
 // CountDown counts the latch down by one; at zero the latch opens and every waiter is
 // woken. An open latch stays open. It works when ctx has ended: its call is bounded by the
-// client's timeout.
+// client's timeout, within which it is sent again while Redis refuses it unrun (LOADING,
+// CLUSTERDOWN, TRYAGAIN). A call whose reply was lost is not sent again, since it may have
+// counted down: it returns the connection's error.
 func (l *Latch) CountDown(ctx context.Context) error { return l.l().CountDown(ctx) }
 
 // Count returns the count: 0 when the latch is open.

@@ -91,6 +91,11 @@ func (s *Weighted) TryAcquire(ctx context.Context, n int64) (bool, error) {
 // new count, which wakes waiters. It returns ErrNotHeld, and changes nothing, when the
 // client holds fewer. It works when ctx has ended: its call is bounded by the client's
 // timeout.
+//
+// Every call that takes or gives back permits is sent again, within the client's timeout,
+// while Redis refuses it unrun (LOADING after a restart, CLUSTERDOWN or TRYAGAIN in a
+// failover); one whose reply was lost is not, since it may have run, and returns the
+// connection's error.
 func (s *Weighted) Release(ctx context.Context, n int64) error { return s.s().Release(ctx, n) }
 
 // TrySetPermits sets the available permits to n (n at least 0) if the semaphore has no

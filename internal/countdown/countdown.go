@@ -12,6 +12,7 @@ import (
 	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/retry"
 	"github.com/relock-go/relock/internal/script"
 )
 
@@ -61,8 +62,13 @@ func (l *Latch) CountDown(ctx context.Context) error {
 	if err := l.check(context.WithoutCancel(ctx)); err != nil {
 		return l.fail("countdown", err)
 	}
-	err := script.LatchCountDown().Exec(l.c.Detached(ctx), l.c.Redis, []string{l.n.Count, l.n.Channel},
-		[]string{l.c.Publish}).Error()
+	// A refusal of the script unrun is sent again; a lost reply is not: the count may have
+	// gone down, and a second send would count down twice.
+	dctx := l.c.Detached(ctx)
+	err := retry.Refusals(dctx, func() error {
+		return script.LatchCountDown().Exec(dctx, l.c.Redis, []string{l.n.Count, l.n.Channel},
+			[]string{l.c.Publish}).Error()
+	})
 	return l.fail("countdown", err)
 }
 
