@@ -637,3 +637,45 @@ func TestNoQueueJumping(t *testing.T) {
 		}
 	})
 }
+
+// A queued waiter that takes its turn and never unlocks (a fixed lease, a crash) does not
+// stall the waiter behind it: that one was told to sleep until the previous hold's lease
+// ran out, and is told again when the turn is taken, so it acquires when the new hold's
+// lease ends, not at the old lease's end or its own next refresh.
+func TestTurnTakenTellsTheNextWaiter(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const (
+			lease = 2 * time.Second // the first waiter's hold, never unlocked
+			long  = time.Minute     // the holder's lease and both waiters' refresh period
+		)
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		holder, err := c.FairLock("taken").Lock(redistest.Context(t, time.Minute), rlock.WithLease(long))
+		if err != nil {
+			t.Fatal(err)
+		}
+		first := make(chan error, 1)
+		go func() {
+			_, err := c.FairLock("taken", fairlock.WithRefreshPeriod(long)).Lock(redistest.Context(t, time.Minute), rlock.WithLease(lease))
+			first <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "first waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "taken")) == 1 })
+		second := make(chan error, 1)
+		go func() {
+			// A third of the old lease and of the refresh period: only the notice sent when
+			// the first waiter took its turn can bring this waiter back in time.
+			_, err := c.FairLock("taken", fairlock.WithRefreshPeriod(long)).Lock(redistest.Context(t, long/3))
+			second <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "second waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "taken")) == 2 })
+		if err := c.FairLock("taken").Unlock(holder); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, first, 30*time.Second, "the first waiter's turn"); err != nil {
+			t.Fatalf("first waiter: %v", err)
+		}
+		if err := redistest.Recv(t, second, time.Minute, "the second waiter's turn"); err != nil {
+			t.Fatalf("second waiter, behind a hold of %v that is never unlocked: %v", lease, err)
+		}
+	})
+}
