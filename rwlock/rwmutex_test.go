@@ -579,3 +579,41 @@ func TestNoKeysLeft(t *testing.T) {
 		}
 	})
 }
+
+// A read unlock sets the lock's expiry to the longest read hold that remains, counting
+// every timeout key of every reader, as Redisson's read unlock does: a Redisson reader's
+// re-entry with a shorter lease leaves its first hold the longest, and the lock must live
+// as long as that hold.
+func TestReadUnlockKeepsTheLongestReadHold(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		const java = "5df8512c-e096-4359-bc82-07efb0bc9d8e:7"
+		readLock := rueidis.NewLuaScript(redissonReadLock)
+		prefix := "{longest}:" + java + ":rwlock_timeout"
+		// A Java reader: a hold of 60s, then a re-entry of 5s.
+		for _, lease := range []string{"60000", "5000"} {
+			if err := readLock.Exec(ctx, side, []string{"longest", prefix}, []string{lease, java, java + ":write"}).Error(); !rueidis.IsRedisNil(err) {
+				t.Fatalf("Java reader, lease %sms: %v", lease, err)
+			}
+		}
+		mu := c.RWLock("longest")
+		held, err := mu.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.RUnlock(held); err != nil {
+			t.Fatal(err)
+		}
+		// The lock is read before the hold's key: the key's PTTL can only have dropped since.
+		lock, _ := redistest.Do(t, side, "PTTL", "longest").AsInt64()
+		hold, _ := redistest.Do(t, side, "PTTL", prefix+":1").AsInt64()
+		if hold < 30000 {
+			t.Fatalf("the Java reader's first hold has PTTL %dms; want most of its 60s", hold)
+		}
+		if lock+2 < hold {
+			t.Errorf("after a read unlock the lock expires in %dms, before the Java reader's first hold (%dms)", lock, hold)
+		}
+	})
+}
