@@ -677,3 +677,44 @@ func TestReadHoldBesideWriteKeepsTheWriteHold(t *testing.T) {
 		}
 	})
 }
+
+// A read unlock that leaves the lock ending sooner than before (the reader that stays
+// has a shorter lease) tells a waiter, which was told to sleep until the old end: should
+// the reader that stays never unlock, the waiting writer gets the lock when that reader's
+// lease ends, not at the old end.
+func TestReadUnlockTellsWaitersOfASoonerEnd(t *testing.T) {
+	const (
+		long  = time.Minute     // the reader that leaves
+		short = 2 * time.Second // the reader that stays and never unlocks
+	)
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		mu := c.RWLock("sooner")
+		ctx := redistest.Context(t, 2*long)
+		leaving, err := mu.RLock(relock.NewOwner(ctx), rlock.WithLease(long))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mu.RLock(relock.NewOwner(ctx), rlock.WithLease(short)); err != nil {
+			t.Fatal(err)
+		}
+		waiter := relocktest.New(t, b)
+		wrote := make(chan error, 1)
+		go func() {
+			// A third of the old end: only the unlock's message brings the writer back in time.
+			w := waiter.RWLock("sooner")
+			h, err := w.Lock(relock.NewOwner(redistest.Context(t, long/3)))
+			if err == nil {
+				err = w.Unlock(h)
+			}
+			wrote <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "writer not waiting", func() bool { return waiter.PubSubStats().Waiting == 1 })
+		if err := mu.RUnlock(leaving); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, wrote, time.Minute, "the writer's turn"); err != nil {
+			t.Fatalf("writer behind a reader of %v that never unlocks: %v", short, err)
+		}
+	})
+}
