@@ -718,3 +718,41 @@ func TestReadUnlockTellsWaitersOfASoonerEnd(t *testing.T) {
 		}
 	})
 }
+
+// The last reader to leave while a writer waits under writer preference publishes "1"
+// (everyone may try), as a writer's unlock does, not "0" (one may try): a Redisson reader
+// woken by a "0" that then gives way to the writer would swallow the one wake-up the
+// writer needs.
+func TestLastReaderPublishesOneToWaitingWriters(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		mu := c.RWLock("last", rwlock.WithWriterPreference())
+		r, err := mu.RLock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		heard := b.Listen(t, "redisson_rwlock:{last}")
+		wrote := startWaitingWriter(t, mu, side)
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, wrote, 30*time.Second, "the writer's turn"); err != nil {
+			t.Fatalf("writer: %v", err)
+		}
+		// Wake codes and lease announcements go out too; "0" and "1" are the releases'.
+		var releases []string
+		redistest.Eventually(t, 10*time.Second, "the releases' messages", func() bool {
+			releases = releases[:0]
+			for _, m := range heard.Messages() {
+				if m == "0" || m == "1" {
+					releases = append(releases, m)
+				}
+			}
+			return len(releases) == 2
+		})
+		if releases[0] != "1" {
+			t.Errorf("the last reader's unlock, with a writer waiting, published %q; want \"1\" (messages %v)", releases[0], heard.Messages())
+		}
+	})
+}
