@@ -679,3 +679,41 @@ func TestTurnTakenTellsTheNextWaiter(t *testing.T) {
 		}
 	})
 }
+
+// A waiter that gives up when its turn may have come (the lock is free) passes the turn
+// on: the waiter behind it is woken and acquires, rather than sleeping until its own time
+// bound.
+func TestWaiterGivingUpPassesItsTurn(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const long = time.Minute // the holder's lease and both waiters' refresh period
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		if _, err := c.FairLock("givenup").Lock(redistest.Context(t, time.Minute), rlock.WithLease(long)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(redistest.Context(t, time.Minute))
+		defer cancel()
+		first := make(chan error, 1)
+		go func() {
+			_, err := c.FairLock("givenup", fairlock.WithRefreshPeriod(long)).Lock(ctx)
+			first <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "first waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "givenup")) == 1 })
+		second := make(chan error, 1)
+		go func() {
+			// A third of the holder's lease and of the refresh period: only the first
+			// waiter's leaving can wake this one in time.
+			_, err := c.FairLock("givenup", fairlock.WithRefreshPeriod(long)).Lock(redistest.Context(t, long/3))
+			second <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "second waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "givenup")) == 2 })
+		redistest.Do(t, side, "DEL", "givenup") // free, and nobody told
+		cancel()
+		if err := redistest.Recv(t, first, 30*time.Second, "the first waiter's return"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("first waiter: %v; want context.Canceled", err)
+		}
+		if err := redistest.Recv(t, second, time.Minute, "the second waiter's turn"); err != nil {
+			t.Fatalf("second waiter, after the first gave up at a free lock: %v", err)
+		}
+	})
+}
