@@ -218,10 +218,15 @@ func TestLiveWaiterNeverEvicted(t *testing.T) {
 			t.Fatal(err)
 		}
 		granted := make(chan string, 2)
+		// The waiters are done before the test ends: cleanups run last first, so their
+		// context has ended by then.
+		var waiters sync.WaitGroup
+		t.Cleanup(waiters.Wait)
+		ctx := redistest.Context(t, 20*time.Second)
 		queueUp := func(who string, m *fairlock.Mutex) {
+			waiters.Add(1)
 			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-				defer cancel()
+				defer waiters.Done()
 				held, err := m.Lock(ctx)
 				if err != nil {
 					t.Errorf("%s waiter: %v", who, err)
