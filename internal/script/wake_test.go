@@ -197,3 +197,46 @@ func TestWriterTakingTheLockLeavesTheWriters(t *testing.T) {
 		}
 	})
 }
+
+// A handoff (lua/rlock_hand.lua) keeps the releasing client registered to be woken for the
+// lock: in its place when it has an entry, at the back when it has none, and for at least
+// a second longer than the lease it hands on, so that its other waiters still hear of the
+// next release.
+func TestHandKeepsTheClientRegistered(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := context.Background()
+		for _, c := range []struct {
+			before []string // the registry's codes before the handoff
+			want   string
+		}{
+			{nil, "1111"},
+			{[]string{"2222"}, "2222 1111"},
+			{[]string{"1111", "2222"}, "1111 2222"},
+		} {
+			name := "hand-" + strings.Join(c.before, "-")
+			n := keys.Of(name)
+			if v, err := acquire(t, rc, name, holder, "", ""); err != nil || v[0] != 1 {
+				t.Fatalf("holder: %v %v", v, err)
+			}
+			for i, code := range c.before {
+				redistest.MustDo(t, rc, "ZADD", n.Wake, strconv.Itoa(i+1), code)
+			}
+			v, err := script.RLockHand().Exec(ctx, rc, []string{n.Lock, n.Channel, n.Wake},
+				[]string{holder, "1", "publish", first, "30000", "1111"}).AsIntSlice()
+			if err != nil || len(v) != 2 || v[0] != 1 || v[1] != 0 {
+				t.Fatalf("registry %v: hand %v %v; want {1, 0}", c.before, v, err)
+			}
+			m, err := rc.Do(ctx, rc.B().Zrange().Key(n.Wake).Min("0").Max("-1").Build()).AsStrSlice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(m, " "); got != c.want {
+				t.Errorf("registry %v before the handoff: %q after; want %q", c.before, got, c.want)
+			}
+			if pttl, err := rc.Do(ctx, rc.B().Pttl().Key(n.Wake).Build()).AsInt64(); err != nil || pttl <= 30000 {
+				t.Errorf("registry %v before the handoff: registry PTTL %d (%v); want above the handed lease, 30000", c.before, pttl, err)
+			}
+		}
+	})
+}
