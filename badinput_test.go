@@ -369,6 +369,40 @@ func badInputCases() []badCase {
 		}
 	}
 
+	// The owner's own hold of one lock family does not make the key a lock of the other: the
+	// other family's state queries by that owner are refused too, and leave the hold alone.
+	queries := map[string]bool{"RHoldCount": true, "HoldCount": true, "IsLocked": true, "IsHeld": true, "TTL": true}
+	for _, op := range rwOps {
+		if !queries[op.name] {
+			continue
+		}
+		add("own rlock hold/rwlock "+op.name, func(t *testing.T, e *badEnv) {
+			mu := e.c.Lock(e.key)
+			held, err := mu.Lock(e.owned)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mu.Unlock(held)
+			unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
+		})
+	}
+	for _, k := range kindOps[:2] {
+		for _, op := range k.ops {
+			if !queries[op.name] {
+				continue
+			}
+			add("own read hold/"+k.kind+" "+op.name, func(t *testing.T, e *badEnv) {
+				mu := e.c.RWLock(e.key)
+				held, err := mu.RLock(e.owned)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer mu.RUnlock(held)
+				unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
+			})
+		}
+	}
+
 	// An application's hash is not a lock: every call of every kind is refused with
 	// ErrWrongType (an unlock, which finds no hold of its owner, with ErrNotHeld) and
 	// changes nothing. Lock used to wait until its context ended, and ForceUnlock deleted
