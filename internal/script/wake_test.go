@@ -107,9 +107,9 @@ func TestRetryRefusesHashWithoutExpiry(t *testing.T) {
 // A woken waiter that gets the lock settles its client's entry, which the unlock that woke
 // it took: stay "1" (other waiters of the client remain) registers the client again, also
 // when that unlock took the registry's last entry and the registry is gone; stay "0" leaves
-// it out; a first attempt ("") leaves the registry as it is. So for every kind of waiter a
-// registry names: a plain lock's, a read-write lock's writers, and its readers (in a
-// registry of their own).
+// it out, also when the client has joined the registry again since; a first attempt ("")
+// leaves the registry as it is. So for every kind of waiter a registry names: a plain
+// lock's, a read-write lock's writers, and its readers (in a registry of their own).
 func TestWokenWaiterSettlesItsEntry(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
@@ -137,6 +137,7 @@ func TestWokenWaiterSettlesItsEntry(t *testing.T) {
 				{"1", []string{"2222"}, "2222 1111"},
 				{"0", nil, ""},
 				{"0", []string{"2222"}, "2222"},
+				{"0", []string{"1111", "2222"}, "2222"},
 				{"", nil, ""},
 				{"", []string{"2222"}, "2222"},
 			} {
