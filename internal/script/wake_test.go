@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -238,6 +239,40 @@ func TestHandKeepsTheClientRegistered(t *testing.T) {
 			if pttl, err := rc.Do(ctx, rc.B().Pttl().Key(n.Wake).Build()).AsInt64(); err != nil || pttl <= 30000 {
 				t.Errorf("registry %v before the handoff: registry PTTL %d (%v); want above the handed lease, 30000", c.before, pttl, err)
 			}
+		}
+	})
+}
+
+// An unlock (lua/rlock_unlock.lua) wakes the client that registered first among those that
+// listen: it publishes that client's code and then Redisson's message, takes that client's
+// entry and the entries before it of clients that no longer listen, and leaves the clients
+// behind it registered in their order.
+func TestUnlockWakesTheFirstListeningClient(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := context.Background()
+		n := keys.Of("wake-order")
+		if v, err := acquire(t, rc, n.Lock, holder, "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("holder: %v %v", v, err)
+		}
+		redistest.MustDo(t, rc, "ZADD", n.Wake, "1", "1111", "2", "2222", "3", "3333", "4", "4444")
+		b.Listen(t, n.Wake+":2222")
+		b.Listen(t, n.Wake+":3333")
+		l := b.Listen(t, n.Channel)
+		v, err := script.RLockUnlock().Exec(ctx, rc, []string{n.Lock, n.Channel, n.Wake}, []string{"0", holder, "1", "publish"}).AsInt64()
+		if err != nil || v != 1 {
+			t.Fatalf("unlock: %v %v; want 1", v, err)
+		}
+		redistest.Eventually(t, 10*time.Second, "the unlock's two messages", func() bool { return len(l.Messages()) >= 2 })
+		if got := strings.Join(l.Messages(), " "); got != "2222 0" {
+			t.Errorf("messages %q; want the first listening client's code, then Redisson's: \"2222 0\"", got)
+		}
+		m, err := rc.Do(ctx, rc.B().Zrange().Key(n.Wake).Min("0").Max("-1").Build()).AsStrSlice()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Join(m, " "); got != "3333 4444" {
+			t.Errorf("registry %q after the unlock; want \"3333 4444\"", got)
 		}
 	})
 }
