@@ -179,6 +179,9 @@ var appHashes = []struct {
 	{"other mode", []string{"mode", "fast", "5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "1"}},
 	{"writer without mode", []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7:write", "1"}},
 	{"short id", []string{"0d2c8f0e:1", "1"}},
+	{"prefixed id", []string{"x5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "1"}},
+	{"suffixed id", []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7:x", "1"}},
+	{"suffixed writer", []string{"mode", "write", "5df8512c-e096-4359-bc82-07efb0bc9d8e:7:writer", "1"}},
 }
 
 // ownerOf returns the owner that held carries on e's client: the field its holds count in.
