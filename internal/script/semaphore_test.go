@@ -1,0 +1,200 @@
+package script_test
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/script"
+)
+
+// semAcquire runs the semaphore's acquire script (lua/semaphore_acquire.lua) on the
+// semaphore name for client, asking for n permits; join "1" queues the client when it
+// cannot take them; ids, when not "", leases the permits for 30s under those ids (hex).
+func semAcquire(rc rueidis.Client, name string, n int, client, join, ids string) ([]int64, error) {
+	k := keys.SemaphoreOf(name)
+	lease := "0"
+	if ids != "" {
+		lease = "30000"
+	}
+	return script.SemaphoreAcquire().Exec(context.Background(), rc, []string{k.Permits, k.Queue, k.Deadlines, k.Leases, k.Channel},
+		[]string{strconv.Itoa(n), client, join, "30000", "publish", k.Waiters, lease, ids}).AsIntSlice()
+}
+
+// redisMillis returns Redis's clock in Unix milliseconds.
+func redisMillis(t *testing.T, rc rueidis.Client) int64 {
+	t.Helper()
+	now, err := redistest.Do(t, rc, "TIME").AsStrSlice()
+	if err != nil || len(now) != 2 {
+		t.Fatalf("TIME: %v %v", now, err)
+	}
+	sec, _ := strconv.ParseInt(now[0], 10, 64)
+	usec, _ := strconv.ParseInt(now[1], 10, 64)
+	return sec*1000 + usec/1000
+}
+
+// heard publishes an end marker on channel and returns what l heard before it, once the
+// marker arrived: every message published on channel before the marker.
+func heard(t *testing.T, rc rueidis.Client, l *redistest.Listener, channel string) []string {
+	t.Helper()
+	const end = "end-of-test-messages"
+	redistest.MustDo(t, rc, "PUBLISH", channel, end)
+	var got []string
+	redistest.Eventually(t, 10*time.Second, "the end marker on "+channel, func() bool {
+		got = l.Messages()
+		return slices.Contains(got, end)
+	})
+	return got[:slices.Index(got, end)]
+}
+
+// A successful acquire answers {1, the permits left}, whether it found nobody waiting or
+// was the client first in line.
+func TestSemaphoreAcquireReplies(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "sem-replies"
+		k := keys.SemaphoreOf(name)
+		redistest.MustDo(t, rc, "SET", name, "5")
+		if v, err := semAcquire(rc, name, 2, holder, "1", ""); err != nil || !slices.Equal(v, []int64{1, 3}) {
+			t.Fatalf("acquire of 2 of 5 with nobody waiting = %v, %v; want [1 3]", v, err)
+		}
+		// first is first in line, with a deadline a minute ahead.
+		redistest.MustDo(t, rc, "ZADD", k.Queue, "1", first)
+		redistest.MustDo(t, rc, "ZADD", k.Deadlines, strconv.FormatInt(redisMillis(t, rc)+60000, 10), first)
+		if v, err := semAcquire(rc, name, 1, first, "1", ""); err != nil || !slices.Equal(v, []int64{1, 2}) {
+			t.Fatalf("acquire of 1 of 3 by the client first in line = %v, %v; want [1 2]", v, err)
+		}
+		if v, err := redistest.Do(t, rc, "GET", name).ToString(); err != nil || v != "2" {
+			t.Fatalf("permits %q, %v after taking 3 of 5; want 2", v, err)
+		}
+	})
+}
+
+// Leased permit ids must be one per permit asked for: an acquire with more or fewer ids
+// than permits, or ids that are not 32 hex digits each, is refused, and leaves the count
+// and the leased permits as they were.
+func TestSemaphoreAcquireRefusesIDsThatDoNotMatch(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "sem-ids"
+		k := keys.SemaphoreOf(name)
+		redistest.MustDo(t, rc, "SET", name, "5")
+		id := strings.Repeat("ab", 16)
+		for _, tc := range []struct {
+			n   int
+			ids string
+		}{
+			{1, id + strings.Repeat("cd", 16)},
+			{2, id},
+			{3, id + strings.Repeat("cd", 16)},
+			{1, id[:30]},
+			{1, id[:16]},
+			{1, strings.Repeat("xy", 16)},
+		} {
+			permits, leases := redistest.Snapshot(t, rc, k.Permits), redistest.Snapshot(t, rc, k.Leases)
+			if v, err := semAcquire(rc, name, tc.n, holder, "0", tc.ids); err == nil {
+				t.Fatalf("acquire of %d permits with ids %q = %v; want an error", tc.n, tc.ids, v)
+			}
+			if after := redistest.Snapshot(t, rc, k.Permits); after != permits {
+				t.Fatalf("acquire of %d permits with ids %q refused, but the permits changed: %s -> %s", tc.n, tc.ids, permits, after)
+			}
+			if after := redistest.Snapshot(t, rc, k.Leases); after != leases {
+				t.Fatalf("acquire of %d permits with ids %q refused, but the leased permits changed: %s -> %s", tc.n, tc.ids, leases, after)
+			}
+		}
+	})
+}
+
+// A client that comes first in line because the clients ahead of it were found dead is
+// told so on its own channel, by the acquire that found them dead, with the permits
+// available (at least 1): it listens for releases from then on. A client that was first
+// already is not told again by another client's failed acquire.
+func TestSemaphoreAcquireTellsTheNewFirst(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "sem-new-first"
+		k := keys.SemaphoreOf(name)
+		const dead, me = "6f1c2a3b-0000-4000-8000-000000000004", "6f1c2a3b-0000-4000-8000-000000000005"
+		live := first
+		redistest.MustDo(t, rc, "SET", name, "1")
+		now := redisMillis(t, rc)
+		redistest.MustDo(t, rc, "ZADD", k.Queue, "1", dead, "2", live)
+		redistest.MustDo(t, rc, "ZADD", k.Deadlines, strconv.FormatInt(now-1000, 10), dead, strconv.FormatInt(now+60000, 10), live)
+		liveL, deadL := b.Listen(t, k.Waiters+live), b.Listen(t, k.Waiters+dead)
+
+		// me asks for 2 of the 1 there is: it finds dead's entry run out, and live first.
+		v, err := semAcquire(rc, name, 2, me, "1", "")
+		if err != nil || len(v) != 4 || v[0] != 0 || v[2] != 0 {
+			t.Fatalf("acquire of 2 of 1 behind a live client = %v, %v; want [0 1 0 -1]", v, err)
+		}
+		q, err := rc.Do(context.Background(), rc.B().Zrange().Key(k.Queue).Min("0").Max("-1").Build()).AsStrSlice()
+		if err != nil || !slices.Equal(q, []string{live, me}) {
+			t.Fatalf("queue %v, %v; want the live client, then me", q, err)
+		}
+		// Once more: live was first already, and is told nothing new.
+		if v, err := semAcquire(rc, name, 2, me, "1", ""); err != nil || len(v) != 4 || v[0] != 0 {
+			t.Fatalf("second acquire of 2 of 1 = %v, %v; want a failure", v, err)
+		}
+		if got := heard(t, rc, liveL, k.Waiters+live); !slices.Equal(got, []string{"1"}) {
+			t.Fatalf("the client that came first heard %q; want one message, the permits available, 1", got)
+		}
+		if got := heard(t, rc, deadL, k.Waiters+dead); len(got) != 0 {
+			t.Fatalf("the dead client was told %q; want nothing", got)
+		}
+	})
+}
+
+// A client that queues keeps the queue and its deadlines alive only until its deadline
+// (the lease it sends): both keys expire then, so that a client that queued and died
+// leaves nothing behind to hold up the clients that come after it.
+func TestSemaphoreQueueExpiresWithItsDeadline(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "sem-queue-life"
+		k := keys.SemaphoreOf(name)
+		redistest.MustDo(t, rc, "SET", name, "1")
+		if v, err := semAcquire(rc, name, 2, holder, "1", ""); err != nil || len(v) != 4 || v[0] != 0 || v[2] != 1 {
+			t.Fatalf("acquire of 2 of 1 = %v, %v; want a failure, first in line", v, err)
+		}
+		for _, key := range []string{k.Queue, k.Deadlines} {
+			if ms := redistest.PTTL(t, rc, key); ms <= 0 || ms > 30000 {
+				t.Errorf("%s has PTTL %d; want the client's deadline, within its 30000ms", key, ms)
+			}
+		}
+	})
+}
+
+// Giving back leased permits with ids that are not 32 hex digits each is refused, and
+// leaves the count and the leased permits as they were.
+func TestSemaphoreReturnRefusesMalformedIDs(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "sem-return-ids"
+		k := keys.SemaphoreOf(name)
+		redistest.MustDo(t, rc, "SET", name, "1")
+		if v, err := semAcquire(rc, name, 1, holder, "0", strings.Repeat("ab", 16)); err != nil || v[0] != 1 {
+			t.Fatalf("lease of 1 of 1 = %v, %v", v, err)
+		}
+		for _, ids := range []string{"", strings.Repeat("ab", 8), strings.Repeat("xy", 16)} {
+			permits, leases := redistest.Snapshot(t, rc, k.Permits), redistest.Snapshot(t, rc, k.Leases)
+			v, err := script.SemaphoreReturn().Exec(context.Background(), rc, []string{k.Permits, k.Leases, k.Channel},
+				[]string{ids, "publish"}).AsIntSlice()
+			if err == nil {
+				t.Fatalf("return of ids %q = %v; want an error", ids, v)
+			}
+			if after := redistest.Snapshot(t, rc, k.Permits); after != permits {
+				t.Fatalf("return of ids %q refused, but the permits changed: %s -> %s", ids, permits, after)
+			}
+			if after := redistest.Snapshot(t, rc, k.Leases); after != leases {
+				t.Fatalf("return of ids %q refused, but the leased permits changed: %s -> %s", ids, leases, after)
+			}
+		}
+	})
+}
