@@ -641,3 +641,74 @@ func TestRenewalFindsMissingPermit(t *testing.T) {
 		runtime.KeepAlive(held)
 	})
 }
+
+// An acquire that finds too few permits free puts back first the leased permits whose
+// lease ran out (a dead holder's) and counts them: with one permit free and one whose
+// lease ran out, TryAcquire(2) takes both. Having put some back it publishes the count on
+// the semaphore's channel, as Redisson's acquire does, so that a Redisson waiter hears of
+// the permits that came back.
+func TestAcquirePutsBackExpiredLease(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-back"
+		side := b.Client(t)
+		s := relocktest.New(t, b).Semaphore(name)
+		mustSet(t, s, 2)
+		// One permit leased, as a holder leases it, by a holder whose lease ran out.
+		raw, _ := hex.DecodeString(strings.Repeat("cd", 16))
+		redistest.MustDo(t, side, "DECRBY", name, "1")
+		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redisNow(t, side)-1, 10), string(raw))
+		msgs := newRedisson(b, side, name).subscribe(t)
+
+		mustTry(t, s, 2, true)
+		wantValue(t, side, name, "0")
+		if zs := leased(t, side, name); len(zs) != 0 {
+			t.Fatalf("leased permits %v after the expired one was put back; want none", zs)
+		}
+		if m := redistest.Recv(t, msgs, 10*time.Second, "the count published when the acquire put back an expired permit"); m != "2" {
+			t.Fatalf("message on %s = %q; want the count with the permit put back, 2", channel(name), m)
+		}
+	})
+}
+
+// A lease given back after its permits key was overwritten with data that is not a count
+// is refused with ErrWrongType before anything is written: the leased permits stay
+// recorded, and the key stays as it is.
+func TestLeaseReturnRefusesForeignCount(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-foreign"
+		side := b.Client(t)
+		s := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil)).Semaphore(name)
+		mustSet(t, s, 2)
+		held := acquireLease(t, s, 1)
+		redistest.MustDo(t, side, "SET", name, "not a count")
+		unchanged(t, side, leasesKey(name), func() {
+			unchanged(t, side, name, func() {
+				wantErr(t, s.ReleaseLease(held), relock.ErrWrongType, name)
+			})
+		})
+	})
+}
+
+// A lease whose permits ran out, though nobody put them back yet, is not held any more:
+// ReleaseLease gives the permits back to the count but answers ErrNotHeld, and the
+// lease's context ends with ErrLeaseLost.
+func TestReleaseOfLeaseThatRanOut(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-ran-out"
+		side := b.Client(t)
+		s := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil)).Semaphore(name)
+		mustSet(t, s, 2)
+		held := acquireLease(t, s, 1)
+		// The lease runs out, as a holder's that paused past it, before any script counted it.
+		raw, _ := hex.DecodeString(s.PermitIDs(held)[0])
+		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redisNow(t, side)-1, 10), string(raw))
+		wantErr(t, s.ReleaseLease(held), relock.ErrNotHeld, name)
+		wantValue(t, side, name, "2")
+		if zs := leased(t, side, name); len(zs) != 0 {
+			t.Fatalf("leased permits %v after the release; want none", zs)
+		}
+		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+			t.Fatalf("the lease's context has cause %v; want ErrLeaseLost", context.Cause(held))
+		}
+	})
+}
