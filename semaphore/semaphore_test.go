@@ -1368,3 +1368,26 @@ func TestRedissonShares(t *testing.T) {
 		}
 	})
 }
+
+// A change of the count that leaves no permit available publishes nothing, as the release
+// script promises: Redisson's waiters take the message as that many wake-ups, and a count
+// below one wakes none. So the first message a Redisson waiter hears, after a count set to
+// 0, taken below 0 and brought back to 0, is the release that leaves one permit free.
+func TestNoPermitNoMessage(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-quiet"
+		side := b.Client(t)
+		s := relocktest.New(t, b).Semaphore(name)
+		msgs := newRedisson(b, side, name).subscribe(t)
+		mustSet(t, s, 0)
+		for _, add := range []int64{-2, 2, 1} {
+			if err := s.AddPermits(context.Background(), add); err != nil {
+				t.Fatalf("AddPermits(%d): %v", add, err)
+			}
+		}
+		wantValue(t, side, name, "1")
+		if m := redistest.Recv(t, msgs, 10*time.Second, "the count published when a permit became free"); m != "1" {
+			t.Fatalf("first message on %s = %q; want 1, the first count with a permit free", channel(name), m)
+		}
+	})
+}
