@@ -198,3 +198,94 @@ func TestSemaphoreReturnRefusesMalformedIDs(t *testing.T) {
 		}
 	})
 }
+
+// The renewal script answers, for each lease of its batch, 1 when every permit is still
+// leased, after moving each one's end to the lease from now (never later, so that a dead
+// holder's permits come back within one lease of its last renewal), and 0 for a lease it
+// cannot renew: one whose zset holds another type, which does not stop the others, or
+// whose ids are not a list of permit ids.
+func TestSemaphoreRenewBatch(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		good, foreign, malformed := keys.SemaphoreOf("sem-renew-good"), keys.SemaphoreOf("sem-renew-foreign"), keys.SemaphoreOf("sem-renew-bad")
+		id := strings.Repeat("ab", 16)
+		for _, k := range []keys.Semaphore{good, malformed} {
+			redistest.MustDo(t, rc, "SET", k.Permits, "1")
+			if v, err := semAcquire(rc, k.Permits, 1, holder, "0", id); err != nil || v[0] != 1 {
+				t.Fatalf("lease of 1 of 1 on %s = %v, %v", k.Permits, v, err)
+			}
+		}
+		redistest.MustDo(t, rc, "SET", foreign.Leases, "not a zset")
+		before := redisMillis(t, rc)
+		v, err := script.SemaphoreRenew().Exec(context.Background(), rc,
+			[]string{foreign.Permits, foreign.Leases, malformed.Permits, malformed.Leases, good.Permits, good.Leases},
+			[]string{"60000", id, "", id}).AsIntSlice()
+		if err != nil || !slices.Equal(v, []int64{0, 0, 1}) {
+			t.Fatalf("renewal of a foreign zset, no ids and a whole lease = %v, %v; want [0 0 1]", v, err)
+		}
+		after := redisMillis(t, rc)
+		zs, err := rc.Do(context.Background(), rc.B().Zrange().Key(good.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
+		if err != nil || len(zs) != 1 {
+			t.Fatalf("leased permits %v, %v; want one", zs, err)
+		}
+		if end := int64(zs[0].Score); end < before+60000 || end > after+60000 {
+			t.Fatalf("the renewed permit runs out at %d; want 60000ms after the renewal, within [%d, %d]", end, before+60000, after+60000)
+		}
+		// A shorter lease leaves the end where it was.
+		if v, err := script.SemaphoreRenew().Exec(context.Background(), rc, []string{good.Permits, good.Leases},
+			[]string{"1000", id}).AsIntSlice(); err != nil || !slices.Equal(v, []int64{1}) {
+			t.Fatalf("renewal for 1000ms = %v, %v; want [1]", v, err)
+		}
+		raw := string([]byte{0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab})
+		if end, err := rc.Do(context.Background(), rc.B().Zscore().Key(good.Leases).Member(raw).Build()).AsFloat64(); err != nil || end != zs[0].Score {
+			t.Fatalf("the permit runs out at %v (%v) after a renewal for less; want %v kept", end, err, zs[0].Score)
+		}
+	})
+}
+
+// A client that stops waiting leaves the queue and its deadline, answering 1 (0 when it
+// was not in the queue); when it was first, the client now first is told on its own
+// channel, so that it listens for releases at once.
+func TestSemaphoreLeave(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		k := keys.SemaphoreOf("sem-leave")
+		leave := func(client string) int64 {
+			t.Helper()
+			v, err := script.SemaphoreLeave().Exec(context.Background(), rc, []string{k.Permits, k.Queue, k.Deadlines},
+				[]string{client, "publish", k.Waiters}).AsInt64()
+			if err != nil {
+				t.Fatalf("leave of %s: %v", client, err)
+			}
+			return v
+		}
+		deadline := strconv.FormatInt(redisMillis(t, rc)+60000, 10)
+		redistest.MustDo(t, rc, "ZADD", k.Queue, "1", holder, "2", first, "3", second)
+		redistest.MustDo(t, rc, "ZADD", k.Deadlines, deadline, holder, deadline, first, deadline, second)
+		firstL, secondL := b.Listen(t, k.Waiters+first), b.Listen(t, k.Waiters+second)
+
+		// second, not first in line, leaves: nobody is told.
+		if v := leave(second); v != 1 {
+			t.Fatalf("leave of a queued client = %d; want 1", v)
+		}
+		// holder, first in line, leaves: first is told.
+		if v := leave(holder); v != 1 {
+			t.Fatalf("leave of the first client = %d; want 1", v)
+		}
+		if v := leave(holder); v != 0 {
+			t.Fatalf("second leave of the same client = %d; want 0", v)
+		}
+		for _, key := range []string{k.Queue, k.Deadlines} {
+			left, err := rc.Do(context.Background(), rc.B().Zrange().Key(key).Min("0").Max("-1").Build()).AsStrSlice()
+			if err != nil || !slices.Equal(left, []string{first}) {
+				t.Fatalf("%s holds %v, %v after the others left; want only %s", key, left, err, first)
+			}
+		}
+		if got := heard(t, rc, firstL, k.Waiters+first); !slices.Equal(got, []string{"1"}) {
+			t.Fatalf("the client that came first heard %q; want one message", got)
+		}
+		if got := heard(t, rc, secondL, k.Waiters+second); len(got) != 0 {
+			t.Fatalf("the client that left heard %q; want nothing", got)
+		}
+	})
+}
