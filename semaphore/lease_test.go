@@ -712,3 +712,31 @@ func TestReleaseOfLeaseThatRanOut(t *testing.T) {
 		}
 	})
 }
+
+// Drain puts back first the leased permits whose lease ran out, and takes them with the
+// free ones, as Redisson's drainPermits does; permits still leased stay leased.
+func TestDrainTakesExpiredLeases(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-drain"
+		side := b.Client(t)
+		s := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute)).Semaphore(name)
+		mustSet(t, s, 3)
+		held := acquireLease(t, s, 1)
+		// One more permit leased, as a holder leases it, by a holder whose lease ran out.
+		raw, _ := hex.DecodeString(strings.Repeat("cd", 16))
+		redistest.MustDo(t, side, "DECRBY", name, "1")
+		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redisNow(t, side)-1, 10), string(raw))
+
+		if n, err := s.Drain(context.Background()); n != 2 || err != nil {
+			t.Fatalf("Drain = %d, %v; want 2: the free permit and the one whose lease ran out", n, err)
+		}
+		wantValue(t, side, name, "0")
+		if zs := leased(t, side, name); len(zs) != 1 || zs[s.PermitIDs(held)[0]] == 0 {
+			t.Fatalf("leased permits %v after Drain; want only the live lease's", zs)
+		}
+		if err := s.ReleaseLease(held); err != nil {
+			t.Fatalf("ReleaseLease after Drain: %v", err)
+		}
+		wantValue(t, side, name, "1")
+	})
+}
