@@ -921,3 +921,27 @@ func TestCountNotARedisInteger(t *testing.T) {
 		}
 	})
 }
+
+// A latch whose key holds a count of zero or below (written so by another client) is
+// open, and a CountDown on it deletes the key, as Redisson's countDown does: the latch
+// then takes a new count.
+func TestCountDownClearsCountAtOrBelowZero(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		for _, v := range []string{"0", "-3"} {
+			name := "latch:spent:" + v
+			redistest.MustDo(t, side, "SET", name, v)
+			if err := c.CountDownLatch(name).CountDown(ctx); err != nil {
+				t.Fatalf("CountDown on a count of %s: %v", v, err)
+			}
+			if got := state(t, side, name); got != noKey {
+				t.Fatalf("after CountDown on a count of %s the key is %q; want none", v, got)
+			}
+			if ok, err := c.CountDownLatch(name).TrySetCount(ctx, 2); !ok || err != nil {
+				t.Fatalf("TrySetCount(2) after CountDown on a count of %s = %v, %v; want true, nil", v, ok, err)
+			}
+		}
+	})
+}
