@@ -1391,3 +1391,20 @@ func TestNoPermitNoMessage(t *testing.T) {
 		}
 	})
 }
+
+// Drain of a count below zero takes nothing and leaves the count as it is: it answers 0,
+// and does not raise the count to 0, which would add permits nobody gave back.
+func TestDrainBelowZero(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-drain-negative"
+		side := b.Client(t)
+		s := relocktest.New(t, b).Semaphore(name)
+		if err := s.AddPermits(context.Background(), -2); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := s.Drain(context.Background()); n != 0 || err != nil {
+			t.Fatalf("Drain of a count of -2 = %d, %v; want 0", n, err)
+		}
+		wantValue(t, side, name, "-2")
+	})
+}
