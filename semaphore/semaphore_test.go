@@ -1408,3 +1408,30 @@ func TestDrainBelowZero(t *testing.T) {
 		wantValue(t, side, name, "-2")
 	})
 }
+
+// A count at either bound of a 64-bit integer is a count, as Redis's INCRBY and DECR take
+// it: TrySetPermits finds it there and leaves it. One past either bound is not a count,
+// and is ErrWrongType with the key untouched.
+func TestCountAtTheBoundsOf64Bits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		for i, v := range []string{"9223372036854775807", "-9223372036854775808"} {
+			name := fmt.Sprintf("sem-bound:%d", i)
+			redistest.MustDo(t, side, "SET", name, v)
+			unchanged(t, side, name, func() {
+				if ok, err := c.Semaphore(name).TrySetPermits(context.Background(), 1); ok || err != nil {
+					t.Fatalf("TrySetPermits(1) on a count of %s = %v, %v; want false, nil", v, ok, err)
+				}
+			})
+		}
+		for i, v := range []string{"9223372036854775808", "-9223372036854775809"} {
+			name := fmt.Sprintf("sem-past-bound:%d", i)
+			redistest.MustDo(t, side, "SET", name, v)
+			unchanged(t, side, name, func() {
+				_, err := c.Semaphore(name).TrySetPermits(context.Background(), 1)
+				wantErr(t, err, relock.ErrWrongType, name)
+			})
+		}
+	})
+}
