@@ -289,3 +289,70 @@ func TestSemaphoreLeave(t *testing.T) {
 		}
 	})
 }
+
+// The release script answers the count now available, or -1 when it was to set a count
+// only where there is none and found one.
+func TestSemaphoreReleaseReplies(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		k := keys.SemaphoreOf("sem-release-replies")
+		release := func(n, ifNone string) int64 {
+			t.Helper()
+			v, err := script.SemaphoreRelease().Exec(context.Background(), rc, []string{k.Permits, k.Channel}, []string{n, "publish", ifNone}).AsInt64()
+			if err != nil {
+				t.Fatalf("release of %s: %v", n, err)
+			}
+			return v
+		}
+		if v := release("3", "1"); v != 3 {
+			t.Fatalf("setting 3 permits = %d; want 3", v)
+		}
+		if v := release("5", "1"); v != -1 {
+			t.Fatalf("setting 5 permits over a count = %d; want -1", v)
+		}
+		if v := release("2", "0"); v != 5 {
+			t.Fatalf("release of 2 to 3 = %d; want 5", v)
+		}
+	})
+}
+
+// A renewal finds a lease lost when one of its permits ran out, though still in the zset:
+// it answers 0 and does not bring the permit back to life.
+func TestSemaphoreRenewRanOutPermit(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		k := keys.SemaphoreOf("sem-renew-ran-out")
+		id := strings.Repeat("ab", 16)
+		raw := string([]byte{0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab})
+		redistest.MustDo(t, rc, "SET", k.Permits, "0")
+		end := strconv.FormatInt(redisMillis(t, rc)-1, 10)
+		redistest.MustDo(t, rc, "ZADD", k.Leases, end, raw)
+		v, err := script.SemaphoreRenew().Exec(context.Background(), rc, []string{k.Permits, k.Leases}, []string{"60000", id}).AsIntSlice()
+		if err != nil || !slices.Equal(v, []int64{0}) {
+			t.Fatalf("renewal of a permit that ran out = %v, %v; want [0]", v, err)
+		}
+		if got, err := rc.Do(context.Background(), rc.B().Zscore().Key(k.Leases).Member(raw).Build()).ToString(); err != nil || got != end {
+			t.Fatalf("the permit runs out at %s (%v) after the failed renewal; want %s kept", got, err, end)
+		}
+	})
+}
+
+// AvailablePermits that puts back permits whose lease ran out publishes the count on the
+// semaphore's channel, as Redisson's availablePermits does.
+func TestSemaphoreAvailablePublishesPermitsPutBack(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		k := keys.SemaphoreOf("sem-available")
+		raw := string([]byte{0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd})
+		redistest.MustDo(t, rc, "SET", k.Permits, "1")
+		redistest.MustDo(t, rc, "ZADD", k.Leases, strconv.FormatInt(redisMillis(t, rc)-1, 10), raw)
+		l := b.Listen(t, k.Channel)
+		v, err := script.SemaphoreAvailable().Exec(context.Background(), rc, []string{k.Permits, k.Leases, k.Channel}, []string{"publish"}).AsInt64()
+		if err != nil || v != 2 {
+			t.Fatalf("available with one permit free and one whose lease ran out = %d, %v; want 2", v, err)
+		}
+		if got := heard(t, rc, l, k.Channel); !slices.Equal(got, []string{"2"}) {
+			t.Fatalf("the channel heard %q; want the count, 2", got)
+		}
+	})
+}
