@@ -86,7 +86,7 @@ var (
 // re-entry that turns the watchdog on gets at least the watchdog's lease at once: the
 // owner's holds must not lapse at the first hold's shorter lease.
 //
-// Guards against the acquire script forgetting PEXPIRE on re-entry (mutant M-a): the
+// Guards against the acquire script forgetting PEXPIRE on re-entry: the
 // key would keep the first hold's 2s, for the plain, the fair and the write lock alike.
 func TestReentryExtendsLease(t *testing.T) {
 	const short = 2 * time.Second
@@ -138,7 +138,7 @@ func TestReentryExtendsLease(t *testing.T) {
 // holder keeps its hold.
 //
 // Guards against an unlock script that checks only that the lock's key exists, not the
-// unlocking owner's field (mutant M-c): it would release, or even delete, the holder's
+// unlocking owner's field: it would release, or even delete, the holder's
 // lock. TestOtherOwner in package rlock could not see that: none of its unlocking
 // contexts carries an owner of the unlocking client, so the script never runs.
 func TestUnlockByNonHolder(t *testing.T) {
@@ -206,7 +206,7 @@ func TestUnlockByNonHolder(t *testing.T) {
 // its SUBSCRIBE back until the holder's unlock has run.
 //
 // Guards against a waiter that, once subscribed, waits for a message before trying again
-// (mutant M-b, in the engine's wait loop that every kind shares).
+// (in the engine's wait loop that every kind shares).
 func TestWakeupBeforeSubscription(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		holder := relocktest.New(t, b)

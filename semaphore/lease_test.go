@@ -88,8 +88,8 @@ func available(t testing.TB, s *semaphore.Weighted) int64 {
 // second ReleaseLease, or one with a context that carries no lease, is ErrNotHeld naming
 // the semaphore. On the cluster, on a name of each master.
 //
-// Guards against (mutant L1) a renewal that does not move the scores (the lease runs out
-// after 1s and the context ends), (L2) a release that does not remove the ids.
+// Guards against a renewal that does not move the scores (the lease runs out
+// after 1s and the context ends), a release that does not remove the ids.
 func TestLeaseLayoutAndRenewal(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
@@ -216,7 +216,7 @@ func TestLeaseReleased(t *testing.T) {
 // release of that id) is lost: its context ends with ErrLeaseLost within a renewal period
 // or two, ReleaseLease says ErrNotHeld, and gives back the permit that was still there.
 //
-// Guards against (mutant L3) a renewal that renews the ids it finds and ignores a missing
+// Guards against a renewal that renews the ids it finds and ignores a missing
 // one.
 func TestLeaseLost(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
@@ -248,7 +248,7 @@ func TestLeaseLost(t *testing.T) {
 // out. Its own refresh period is 10s (a 30s watchdog timeout), so an acquisition within 8s
 // shows it woke at the lease's end, not at its refresh.
 //
-// Guards against (mutant L4) a waiter that ignores when the next lease runs out, (L5) an
+// Guards against a waiter that ignores when the next lease runs out, an
 // acquire script that never puts back permits whose lease ran out.
 func TestCrashedLeaseComesBack(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
@@ -602,7 +602,7 @@ func keysOf(m map[string]int64) []string {
 // permits is gone, and leaves its other permits' leases as they were: the lease is lost,
 // not renewed in part. It answers 1 and moves every score on for a whole lease.
 //
-// Guards against (mutant L3) a renewal that renews the ids it finds and ignores a missing
+// Guards against a renewal that renews the ids it finds and ignores a missing
 // one, which the lease's local deadline would hide from TestLeaseLost.
 func TestRenewalFindsMissingPermit(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {

@@ -166,8 +166,8 @@ func unchanged(t *testing.T, rc rueidis.Client, key string, fn func()) {
 // 0; TryAcquire, Acquire and Release move it by exactly their n. On a cluster it runs on a
 // name of each master.
 //
-// Guards against (mutant S1) AddPermits ignoring the sign of n, (S2) Drain returning the
-// count without setting it to 0, (S3) TrySetPermits overwriting an existing count.
+// Guards against AddPermits ignoring the sign of n, Drain returning the
+// count without setting it to 0, TrySetPermits overwriting an existing count.
 func TestCount(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c, side := relocktest.New(t, b), b.Client(t)
@@ -284,8 +284,8 @@ func TestCount(t *testing.T) {
 // (every 20s) cannot stand in for the wake-up within the 15s bound; and a release that
 // leaves too few permits does not let it in.
 //
-// Guards against (mutant S4) a release that does not publish, (S5) TrySetPermits that
-// does not publish, and (S6) an Acquire that takes permits when fewer than n are free.
+// Guards against a release that does not publish, TrySetPermits that
+// does not publish, and an Acquire that takes permits when fewer than n are free.
 func TestReleaseWakesWaiterOfAnotherClient(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, side := relocktest.New(t, b), b.Client(t)
@@ -372,7 +372,7 @@ func TestReleaseWakesWaiterOfAnotherClient(t *testing.T) {
 // A second case starts the stream of small requests first: they keep the permits busy
 // when the large request comes, and must leave the ones they give back to it.
 //
-// Guards against (mutant S7) an acquire that ignores the queue of waiters when enough
+// Guards against an acquire that ignores the queue of waiters when enough
 // permits are free for its request (Redisson's behaviour): the small requests take each
 // permit as it comes back and the large one starves.
 func TestLargeRequestNotStarved(t *testing.T) {
@@ -569,7 +569,7 @@ func TestLargeRequestNotStarved(t *testing.T) {
 // the waiter's own permits in a client that holds some. Once the waiter is served and
 // gone, TryAcquire takes again.
 //
-// Guards against (mutant S8) a TryAcquire that looks only at the count, and (S9) one
+// Guards against a TryAcquire that looks only at the count, and one
 // that checks the queue in Redis but not the waiters queued in its own process.
 func TestTryAcquireYieldsToWaiters(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
@@ -650,7 +650,7 @@ func TestTryAcquireYieldsToWaiters(t *testing.T) {
 // timeout (2s here) and the waiter behind gets the permit well within the 15s bound. The
 // dead client's entry goes with it: once the live waiter has released, the queue is gone.
 //
-// Guards against (mutant S10) an acquire script that never skips an expired entry at the
+// Guards against an acquire script that never skips an expired entry at the
 // head of the queue: the live waiter would wait behind the dead one for ever.
 func TestDeadWaiterSkipped(t *testing.T) {
 	const timeout = 2 * time.Second
@@ -707,7 +707,7 @@ func TestDeadWaiterSkipped(t *testing.T) {
 // waiter that comes after it gets the free permit once the entry has run out, and the
 // dead entry is gone with the queue.
 //
-// Guards against the same mutant S10.
+// Guards against the same fault as the test before it.
 func TestDeadEntrySkipped(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-dead-entry"
@@ -740,7 +740,7 @@ func TestDeadEntrySkipped(t *testing.T) {
 // client's waiter is served at once, and no queue key is left. Calls after Close fail
 // with ErrClosed and change nothing.
 //
-// Guards against (mutant S11) a waiter that returns on Close without leaving the Redis
+// Guards against a waiter that returns on Close without leaving the Redis
 // queue: the other client's waiter would wait behind it until its entry ran out (a
 // minute here, beyond the 15s bound).
 func TestCloseEndsWaiters(t *testing.T) {
@@ -788,13 +788,9 @@ func TestCloseEndsWaiters(t *testing.T) {
 // Close. With a permit free, the first waiter asks for 2 and the second for 1: the second
 // must not take it once the first has gone. With none free, the second must not queue.
 //
-// Guards against (mutant S11b) a waiter queued in memory that, handed the turn by a first
+// Guards against a waiter queued in memory that, handed the turn by a first
 // waiter that returned ErrClosed, makes its attempt anyway: it would take the free
 // permit after Close, a permit nobody can give back, or join the queue.
-//
-// KNOWN FAILING ("permit free"): permits.Semaphore.Acquire goes from <-me.up straight
-// to s.wait, whose first attempt does not look at Close; the second waiter takes the
-// permit and Acquire returns nil after Close.
 func TestCloseEndsWaitersInProcess(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
@@ -846,8 +842,8 @@ func TestCloseEndsWaitersInProcess(t *testing.T) {
 // after TryAcquire and after Acquire works, through any Weighted of the client for that
 // name, and with a context that has ended.
 //
-// Guards against (mutant S12) a Release that does not check the permits the client holds
-// (it would add permits nobody took), and (S13) a Release that follows ctx, so that a
+// Guards against a Release that does not check the permits the client holds
+// (it would add permits nobody took), and a Release that follows ctx, so that a
 // cancelled context keeps the permits from coming back.
 func TestReleaseAccounting(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
@@ -927,8 +923,8 @@ func TestReleaseAccounting(t *testing.T) {
 // queue nothing: Acquire, TryAcquire and Release of 0 or fewer permits, TrySetPermits
 // below 0, AddPermits(0).
 //
-// Guards against (mutant S14) Acquire accepting n = 0 (it would return at once, and
-// Release(0) would be refused only by the held count), (S15) AddPermits(0) accepted.
+// Guards against Acquire accepting n = 0 (it would return at once, and
+// Release(0) would be refused only by the held count), AddPermits(0) accepted.
 func TestInvalidCount(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-count-bad"
@@ -983,7 +979,7 @@ func TestInvalidCount(t *testing.T) {
 // string that is no whole number) is refused by every method with ErrWrongType naming the
 // semaphore, and left as it was; nothing is queued.
 //
-// Guards against (mutant S16) scripts that read a non-number string as 0 (Lua tonumber
+// Guards against scripts that read a non-number string as 0 (Lua tonumber
 // gives nil) or as no count, so that TrySetPermits or AddPermits overwrite it.
 func TestWrongType(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
@@ -1048,7 +1044,7 @@ func TestWrongType(t *testing.T) {
 // it as it was, AvailablePermits included.
 //
 // Guards against the counting scripts' count() and the Go reader of AvailablePermits
-// accepting other strings than Redis's own integer parser does (mutant S22: the Go reader
+// accepting other strings than Redis's own integer parser does (the Go reader
 // accepting "+5"; S23: count.lua taking leading zeros, which DECRBY then refuses).
 func TestCountNotARedisInteger(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
@@ -1085,7 +1081,7 @@ func TestCountNotARedisInteger(t *testing.T) {
 // written: no name, braces whose keys would not share a slot, "{x}" (which would share
 // x's queue and channel), a name that is another semaphore's queue key.
 //
-// Guards against (mutant S17) the semaphore not validating names: "{x}" would wait in x's
+// Guards against the semaphore not validating names: "{x}" would wait in x's
 // queue and "relock_semaphore_queue:{x}" would write a count into x's queue key.
 func TestInvalidName(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
@@ -1125,7 +1121,7 @@ func TestInvalidName(t *testing.T) {
 // An Acquire whose context has ended before the call takes nothing and queues nothing,
 // whether permits are free or not, and its error matches ctx.Err().
 //
-// Guards against (mutant S18) an Acquire that tries once before looking at ctx (it would
+// Guards against an Acquire that tries once before looking at ctx (it would
 // take the free permits and return nil).
 func TestAcquireEndedContext(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
@@ -1163,7 +1159,7 @@ func TestAcquireEndedContext(t *testing.T) {
 // two waiters are in different clients (the queue in Redis) and in the same client (the
 // queue in memory).
 //
-// Guards against (mutant S19) a waiter that returns on ctx without removing its queue
+// Guards against a waiter that returns on ctx without removing its queue
 // entry (or not waking the next), which holds the next waiter back until the entry
 // expires.
 func TestWaiterContextEnds(t *testing.T) {
@@ -1302,8 +1298,8 @@ func (r *redisson) subscribe(t testing.TB) <-chan string {
 // count that a relock Release publishes, and takes the permits. Also for a name with a
 // hash tag, whose channel is redisson_sc:name.
 //
-// Guards against (mutant S20) relock publishing on another channel than Redisson's, and
-// (S21) relock's release publishing something other than the new count (Redisson reads
+// Guards against relock publishing on another channel than Redisson's, and
+// relock's release publishing something other than the new count (Redisson reads
 // the message as the permits now available).
 func TestRedissonShares(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
