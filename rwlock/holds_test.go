@@ -616,13 +616,7 @@ func TestDeadWriterReleasesReaders(t *testing.T) {
 		side := b.Client(t)
 		// A writer's entry, as a dead waiting writer leaves it: live for one more second
 		// by the server's clock.
-		now, err := redistest.Do(t, side, "TIME").AsStrSlice()
-		if err != nil || len(now) != 2 {
-			t.Fatalf("TIME: %v %v", now, err)
-		}
-		sec, _ := strconv.ParseInt(now[0], 10, 64)
-		usec, _ := strconv.ParseInt(now[1], 10, 64)
-		deadline := sec*1000 + usec/1000 + 1000
+		deadline := redistest.Millis(t, side) + 1000
 		if err := redistest.Do(t, side, "ZADD", "relock_rwlock_writers:{ghost}", strconv.FormatInt(deadline, 10), "dead-owner:write").Error(); err != nil {
 			t.Fatal(err)
 		}

@@ -34,18 +34,6 @@ func leasesKey(name string) string {
 	return "{" + name + "}:timeout"
 }
 
-// redisNow returns Redis's clock in Unix milliseconds.
-func redisNow(t testing.TB, rc rueidis.Client) int64 {
-	t.Helper()
-	now, err := redistest.Do(t, rc, "TIME").AsStrSlice()
-	if err != nil || len(now) != 2 {
-		t.Fatalf("TIME: %v %v", now, err)
-	}
-	sec, _ := strconv.ParseInt(now[0], 10, 64)
-	usec, _ := strconv.ParseInt(now[1], 10, 64)
-	return sec*1000 + usec/1000
-}
-
 // leased returns the zset of leased permits of name: id in hex -> when it runs out (ms).
 func leased(t testing.TB, rc rueidis.Client, name string) map[string]int64 {
 	t.Helper()
@@ -104,7 +92,7 @@ func TestLeaseLayoutAndRenewal(t *testing.T) {
 				t.Fatalf("PermitIDs = %q; want two distinct ids of 32 hex digits", ids)
 			}
 			wantValue(t, side, name, "1")
-			zs, now := leased(t, side, name), redisNow(t, side)
+			zs, now := leased(t, side, name), redistest.Millis(t, side)
 			for _, id := range ids {
 				until, ok := zs[id]
 				if !ok {
@@ -124,7 +112,7 @@ func TestLeaseLayoutAndRenewal(t *testing.T) {
 			if err := helds[i].Err(); err != nil {
 				t.Fatalf("%s: the lease's context ended after 3 leases: %v", name, context.Cause(helds[i]))
 			}
-			now := redisNow(t, side)
+			now := redistest.Millis(t, side)
 			for id, until := range leased(t, side, name) {
 				if until <= now {
 					t.Fatalf("%s: permit %s ran out %dms ago though its lease is renewed", name, id, now-until)
@@ -568,8 +556,8 @@ func TestRedissonLeasesShare(t *testing.T) {
 				// it) comes back through Redisson's acquire.
 				raw, _ := hex.DecodeString(strings.Repeat("ab", 16))
 				redistest.MustDo(t, side, "DECRBY", name, "2")
-				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redisNow(t, side)-1, 10), string(raw))
-				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redisNow(t, side)-1, 10), string(raw[:15])+"x")
+				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
+				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw[:15])+"x")
 				// Redisson puts back as many as it asks for; relock's count puts back the rest.
 				javaID := r.tryAcquire(t, time.Minute)
 				if javaID == "" {
@@ -625,7 +613,7 @@ func TestRenewalFindsMissingPermit(t *testing.T) {
 			t.Fatalf("renewal of a whole lease = %d; want 1", got)
 		}
 		for id, until := range leased(t, side, name) {
-			if d := until - redisNow(t, side); d <= 60000 {
+			if d := until - redistest.Millis(t, side); d <= 60000 {
 				t.Fatalf("permit %s runs out in %dms after a renewal for 120s", id, d)
 			}
 		}
@@ -656,7 +644,7 @@ func TestAcquirePutsBackExpiredLease(t *testing.T) {
 		// One permit leased, as a holder leases it, by a holder whose lease ran out.
 		raw, _ := hex.DecodeString(strings.Repeat("cd", 16))
 		redistest.MustDo(t, side, "DECRBY", name, "1")
-		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redisNow(t, side)-1, 10), string(raw))
+		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
 		msgs := newRedisson(b, side, name).subscribe(t)
 
 		mustTry(t, s, 2, true)
@@ -701,7 +689,7 @@ func TestReleaseOfLeaseThatRanOut(t *testing.T) {
 		held := acquireLease(t, s, 1)
 		// The lease runs out, as a holder's that paused past it, before any script counted it.
 		raw, _ := hex.DecodeString(s.PermitIDs(held)[0])
-		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redisNow(t, side)-1, 10), string(raw))
+		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
 		wantErr(t, s.ReleaseLease(held), relock.ErrNotHeld, name)
 		wantValue(t, side, name, "2")
 		if zs := leased(t, side, name); len(zs) != 0 {
@@ -725,7 +713,7 @@ func TestDrainTakesExpiredLeases(t *testing.T) {
 		// One more permit leased, as a holder leases it, by a holder whose lease ran out.
 		raw, _ := hex.DecodeString(strings.Repeat("cd", 16))
 		redistest.MustDo(t, side, "DECRBY", name, "1")
-		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redisNow(t, side)-1, 10), string(raw))
+		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
 
 		if n, err := s.Drain(context.Background()); n != 2 || err != nil {
 			t.Fatalf("Drain = %d, %v; want 2: the free permit and the one whose lease ran out", n, err)

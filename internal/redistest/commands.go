@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"strconv"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -34,4 +35,17 @@ func PTTL(t testing.TB, rc rueidis.Client, key string) int64 {
 		t.Fatalf("PTTL %s: %v", key, err)
 	}
 	return ms
+}
+
+// Millis returns the server's clock (TIME) in Unix milliseconds, the clock the scripts
+// score deadlines by, and fails t if the command fails.
+func Millis(t testing.TB, rc rueidis.Client) int64 {
+	t.Helper()
+	now, err := Do(t, rc, "TIME").AsStrSlice()
+	if err != nil || len(now) != 2 {
+		t.Fatalf("TIME: %v %v", now, err)
+	}
+	sec, _ := strconv.ParseInt(now[0], 10, 64)
+	usec, _ := strconv.ParseInt(now[1], 10, 64)
+	return sec*1000 + usec/1000
 }

@@ -28,18 +28,6 @@ func semAcquire(rc rueidis.Client, name string, n int, client, join, ids string)
 		[]string{strconv.Itoa(n), client, join, "30000", "publish", k.Waiters, lease, ids}).AsIntSlice()
 }
 
-// redisMillis returns Redis's clock in Unix milliseconds.
-func redisMillis(t *testing.T, rc rueidis.Client) int64 {
-	t.Helper()
-	now, err := redistest.Do(t, rc, "TIME").AsStrSlice()
-	if err != nil || len(now) != 2 {
-		t.Fatalf("TIME: %v %v", now, err)
-	}
-	sec, _ := strconv.ParseInt(now[0], 10, 64)
-	usec, _ := strconv.ParseInt(now[1], 10, 64)
-	return sec*1000 + usec/1000
-}
-
 // heard publishes an end marker on channel and returns what l heard before it, once the
 // marker arrived: every message published on channel before the marker.
 func heard(t *testing.T, rc rueidis.Client, l *redistest.Listener, channel string) []string {
@@ -67,7 +55,7 @@ func TestSemaphoreAcquireReplies(t *testing.T) {
 		}
 		// first is first in line, with a deadline a minute ahead.
 		redistest.MustDo(t, rc, "ZADD", k.Queue, "1", first)
-		redistest.MustDo(t, rc, "ZADD", k.Deadlines, strconv.FormatInt(redisMillis(t, rc)+60000, 10), first)
+		redistest.MustDo(t, rc, "ZADD", k.Deadlines, strconv.FormatInt(redistest.Millis(t, rc)+60000, 10), first)
 		if v, err := semAcquire(rc, name, 1, first, "1", ""); err != nil || !slices.Equal(v, []int64{1, 2}) {
 			t.Fatalf("acquire of 1 of 3 by the client first in line = %v, %v; want [1 2]", v, err)
 		}
@@ -124,7 +112,7 @@ func TestSemaphoreAcquireTellsTheNewFirst(t *testing.T) {
 		const dead, me = "6f1c2a3b-0000-4000-8000-000000000004", "6f1c2a3b-0000-4000-8000-000000000005"
 		live := first
 		redistest.MustDo(t, rc, "SET", name, "1")
-		now := redisMillis(t, rc)
+		now := redistest.Millis(t, rc)
 		redistest.MustDo(t, rc, "ZADD", k.Queue, "1", dead, "2", live)
 		redistest.MustDo(t, rc, "ZADD", k.Deadlines, strconv.FormatInt(now-1000, 10), dead, strconv.FormatInt(now+60000, 10), live)
 		liveL, deadL := b.Listen(t, k.Waiters+live), b.Listen(t, k.Waiters+dead)
@@ -216,14 +204,14 @@ func TestSemaphoreRenewBatch(t *testing.T) {
 			}
 		}
 		redistest.MustDo(t, rc, "SET", foreign.Leases, "not a zset")
-		before := redisMillis(t, rc)
+		before := redistest.Millis(t, rc)
 		v, err := script.SemaphoreRenew().Exec(context.Background(), rc,
 			[]string{foreign.Permits, foreign.Leases, malformed.Permits, malformed.Leases, good.Permits, good.Leases},
 			[]string{"60000", id, "", id}).AsIntSlice()
 		if err != nil || !slices.Equal(v, []int64{0, 0, 1}) {
 			t.Fatalf("renewal of a foreign zset, no ids and a whole lease = %v, %v; want [0 0 1]", v, err)
 		}
-		after := redisMillis(t, rc)
+		after := redistest.Millis(t, rc)
 		zs, err := rc.Do(context.Background(), rc.B().Zrange().Key(good.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
 		if err != nil || len(zs) != 1 {
 			t.Fatalf("leased permits %v, %v; want one", zs, err)
@@ -259,7 +247,7 @@ func TestSemaphoreLeave(t *testing.T) {
 			}
 			return v
 		}
-		deadline := strconv.FormatInt(redisMillis(t, rc)+60000, 10)
+		deadline := strconv.FormatInt(redistest.Millis(t, rc)+60000, 10)
 		redistest.MustDo(t, rc, "ZADD", k.Queue, "1", holder, "2", first, "3", second)
 		redistest.MustDo(t, rc, "ZADD", k.Deadlines, deadline, holder, deadline, first, deadline, second)
 		firstL, secondL := b.Listen(t, k.Waiters+first), b.Listen(t, k.Waiters+second)
@@ -325,7 +313,7 @@ func TestSemaphoreRenewRanOutPermit(t *testing.T) {
 		id := strings.Repeat("ab", 16)
 		raw := string([]byte{0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab, 0xab})
 		redistest.MustDo(t, rc, "SET", k.Permits, "0")
-		end := strconv.FormatInt(redisMillis(t, rc)-1, 10)
+		end := strconv.FormatInt(redistest.Millis(t, rc)-1, 10)
 		redistest.MustDo(t, rc, "ZADD", k.Leases, end, raw)
 		v, err := script.SemaphoreRenew().Exec(context.Background(), rc, []string{k.Permits, k.Leases}, []string{"60000", id}).AsIntSlice()
 		if err != nil || !slices.Equal(v, []int64{0}) {
@@ -345,7 +333,7 @@ func TestSemaphoreAvailablePublishesPermitsPutBack(t *testing.T) {
 		k := keys.SemaphoreOf("sem-available")
 		raw := string([]byte{0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd, 0xcd})
 		redistest.MustDo(t, rc, "SET", k.Permits, "1")
-		redistest.MustDo(t, rc, "ZADD", k.Leases, strconv.FormatInt(redisMillis(t, rc)-1, 10), raw)
+		redistest.MustDo(t, rc, "ZADD", k.Leases, strconv.FormatInt(redistest.Millis(t, rc)-1, 10), raw)
 		l := b.Listen(t, k.Channel)
 		v, err := script.SemaphoreAvailable().Exec(context.Background(), rc, []string{k.Permits, k.Leases, k.Channel}, []string{"publish"}).AsInt64()
 		if err != nil || v != 2 {
