@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -163,34 +162,26 @@ func TestUnlockReplyLostKeepsNewerHold(t *testing.T) {
 // CLUSTERDOWN or TRYAGAIN in a failover), Lock and Unlock try again within the client's
 // timeout instead of failing: the refusal says the script never ran.
 func TestRetryWhileServerNotReady(t *testing.T) {
-	for _, refusal := range []string{"LOADING Redis is loading the dataset in memory", "CLUSTERDOWN The cluster is down", "TRYAGAIN Multiple keys request during rehashing of slot"} {
-		t.Run(strings.Fields(refusal)[0], func(t *testing.T) {
-			b := redistest.Mini(t)
-			c := relocktest.New(t, b)
-			side := b.Client(t)
-			mu := c.Lock("not-ready")
-			// Refuse for a while, fewer than the client's 3s timeout.
-			refuseFor := func() {
-				b.Mini.SetError(refusal)
-				time.AfterFunc(300*time.Millisecond, func() { b.Mini.SetError("") })
-			}
-			refuseFor()
-			held, err := mu.Lock(redistest.Context(t, time.Minute))
-			if err != nil {
-				t.Fatalf("Lock while the server said %q: %v", refusal, err)
-			}
-			if n, _ := redistest.Do(t, side, "HGET", "not-ready", mustOwner(t, side, "not-ready")).AsInt64(); n != 1 {
-				t.Errorf("hold count %d after the retried acquisition; want 1", n)
-			}
-			refuseFor()
-			if err := mu.Unlock(held); err != nil {
-				t.Fatalf("Unlock while the server said %q: %v", refusal, err)
-			}
-			if n, _ := redistest.Do(t, side, "EXISTS", "not-ready").AsInt64(); n != 0 {
-				t.Errorf("the lock is still there after the retried unlock")
-			}
-		})
-	}
+	redistest.EachRefusal(t, func(t *testing.T, b *redistest.Backend, refuse func()) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		mu := c.Lock("not-ready")
+		refuse()
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatalf("Lock while the server refused commands: %v", err)
+		}
+		if n, _ := redistest.Do(t, side, "HGET", "not-ready", mustOwner(t, side, "not-ready")).AsInt64(); n != 1 {
+			t.Errorf("hold count %d after the retried acquisition; want 1", n)
+		}
+		refuse()
+		if err := mu.Unlock(held); err != nil {
+			t.Fatalf("Unlock while the server refused commands: %v", err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", "not-ready").AsInt64(); n != 0 {
+			t.Errorf("the lock is still there after the retried unlock")
+		}
+	})
 }
 
 // WithTimeout bounds the calls that do not follow the caller's context: an Unlock, and the
