@@ -67,7 +67,7 @@ local now = clock()
 local back = reclaim(KEYS[1], KEYS[4], now)
 if back > 0 then
   avail = avail + back
-  redis.call(ARGV[5], KEYS[5], avail)
+  if avail > 0 then redis.call(ARGV[5], KEYS[5], avail) end
 end
 for _, dead in ipairs(redis.call('zrangebyscore', KEYS[3], '-inf', '(' .. now)) do
   redis.call('zrem', KEYS[2], dead)

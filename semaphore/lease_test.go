@@ -658,6 +658,34 @@ func TestAcquirePutsBackExpiredLease(t *testing.T) {
 	})
 }
 
+// An acquire that puts back expired leased permits publishes the count only when that
+// leaves some available: a count still at or below zero would wake waiters, relock's and
+// Redisson's, for nothing.
+func TestPutBackLeavingNoneIsNotPublished(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-back-none"
+		side := b.Client(t)
+		s := relocktest.New(t, b).Semaphore(name)
+		mustSet(t, s, 1)
+		// One permit leased by a holder whose lease ran out, and two more taken away.
+		raw, _ := hex.DecodeString(strings.Repeat("cd", 16))
+		redistest.MustDo(t, side, "DECRBY", name, "3")
+		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
+		java := newRedisson(b, side, name)
+		msgs := java.subscribe(t)
+
+		mustTry(t, s, 1, false)
+		wantValue(t, side, name, "-1")
+		if zs := leased(t, side, name); len(zs) != 0 {
+			t.Fatalf("leased permits %v after the expired one was put back; want none", zs)
+		}
+		redistest.MustDo(t, side, java.publish, channel(name), "end")
+		if m := redistest.Recv(t, msgs, 10*time.Second, "the end marker"); m != "end" {
+			t.Fatalf("message on %s = %q before the end marker; want none, no permit being available", channel(name), m)
+		}
+	})
+}
+
 // A lease given back after its permits key was overwritten with data that is not a count
 // is refused with ErrWrongType before anything is written: the leased permits stay
 // recorded, and the key stays as it is.
