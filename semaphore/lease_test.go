@@ -631,59 +631,49 @@ func TestRenewalFindsMissingPermit(t *testing.T) {
 }
 
 // An acquire that finds too few permits free puts back first the leased permits whose
-// lease ran out (a dead holder's) and counts them: with one permit free and one whose
-// lease ran out, TryAcquire(2) takes both. Having put some back it publishes the count on
-// the semaphore's channel, as Redisson's acquire does, so that a Redisson waiter hears of
-// the permits that came back.
+// lease ran out (a dead holder's) and counts them. Having put some back it publishes the
+// count on the semaphore's channel, as Redisson's acquire does, so that a Redisson waiter
+// hears of the permits that came back; but only when that leaves some available: a count
+// still at or below zero would wake waiters, relock's and Redisson's, for nothing.
 func TestAcquirePutsBackExpiredLease(t *testing.T) {
-	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const name = "lease-back"
-		side := b.Client(t)
-		s := relocktest.New(t, b).Semaphore(name)
-		mustSet(t, s, 2)
-		// One permit leased, as a holder leases it, by a holder whose lease ran out.
-		raw, _ := hex.DecodeString(strings.Repeat("cd", 16))
-		redistest.MustDo(t, side, "DECRBY", name, "1")
-		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
-		msgs := newRedisson(b, side, name).subscribe(t)
+	for _, tc := range []struct {
+		what           string
+		set, takenAway int64  // the count set, and how many of it are taken away after one is leased
+		try            int64  // what TryAcquire asks for
+		took           bool   // whether it takes them
+		left, heard    string // the count after, and the first message on the channel
+	}{
+		// One permit free and one whose lease ran out: TryAcquire(2) takes both.
+		{"some available", 2, 0, 2, true, "0", "2"},
+		// The permit put back leaves the count at -1: nothing is published.
+		{"none available", 1, 2, 1, false, "-1", "(nothing)"},
+	} {
+		t.Run(strings.ReplaceAll(tc.what, " ", "_"), func(t *testing.T) {
+			redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+				const name = "lease-back"
+				side := b.Client(t)
+				s := relocktest.New(t, b).Semaphore(name)
+				mustSet(t, s, tc.set)
+				// One permit leased, as a holder leases it, by a holder whose lease ran out.
+				raw, _ := hex.DecodeString(strings.Repeat("cd", 16))
+				redistest.MustDo(t, side, "DECRBY", name, strconv.FormatInt(1+tc.takenAway, 10))
+				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
+				java := newRedisson(b, side, name)
+				msgs := java.subscribe(t)
 
-		mustTry(t, s, 2, true)
-		wantValue(t, side, name, "0")
-		if zs := leased(t, side, name); len(zs) != 0 {
-			t.Fatalf("leased permits %v after the expired one was put back; want none", zs)
-		}
-		if m := redistest.Recv(t, msgs, 10*time.Second, "the count published when the acquire put back an expired permit"); m != "2" {
-			t.Fatalf("message on %s = %q; want the count with the permit put back, 2", channel(name), m)
-		}
-	})
-}
-
-// An acquire that puts back expired leased permits publishes the count only when that
-// leaves some available: a count still at or below zero would wake waiters, relock's and
-// Redisson's, for nothing.
-func TestPutBackLeavingNoneIsNotPublished(t *testing.T) {
-	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const name = "lease-back-none"
-		side := b.Client(t)
-		s := relocktest.New(t, b).Semaphore(name)
-		mustSet(t, s, 1)
-		// One permit leased by a holder whose lease ran out, and two more taken away.
-		raw, _ := hex.DecodeString(strings.Repeat("cd", 16))
-		redistest.MustDo(t, side, "DECRBY", name, "3")
-		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
-		java := newRedisson(b, side, name)
-		msgs := java.subscribe(t)
-
-		mustTry(t, s, 1, false)
-		wantValue(t, side, name, "-1")
-		if zs := leased(t, side, name); len(zs) != 0 {
-			t.Fatalf("leased permits %v after the expired one was put back; want none", zs)
-		}
-		redistest.MustDo(t, side, java.publish, channel(name), "end")
-		if m := redistest.Recv(t, msgs, 10*time.Second, "the end marker"); m != "end" {
-			t.Fatalf("message on %s = %q before the end marker; want none, no permit being available", channel(name), m)
-		}
-	})
+				mustTry(t, s, tc.try, tc.took)
+				wantValue(t, side, name, tc.left)
+				if zs := leased(t, side, name); len(zs) != 0 {
+					t.Fatalf("leased permits %v after the expired one was put back; want none", zs)
+				}
+				// A marker after the acquire: the first message is the acquire's, if it sent one.
+				redistest.MustDo(t, side, java.publish, channel(name), "(nothing)")
+				if m := redistest.Recv(t, msgs, 10*time.Second, "the first message after the acquire"); m != tc.heard {
+					t.Fatalf("first message on %s = %q; want %q", channel(name), m, tc.heard)
+				}
+			})
+		})
+	}
 }
 
 // A lease given back after its permits key was overwritten with data that is not a count
