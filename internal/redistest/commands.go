@@ -49,3 +49,14 @@ func Millis(t testing.TB, rc rueidis.Client) int64 {
 	usec, _ := strconv.ParseInt(now[1], 10, 64)
 	return sec*1000 + usec/1000
 }
+
+// Members returns the members of the sorted set at key, lowest score first (none when
+// there is no key), and fails t if the command fails.
+func Members(t testing.TB, rc rueidis.Client, key string) []string {
+	t.Helper()
+	m, err := rc.Do(context.Background(), rc.B().Zrange().Key(key).Min("0").Max("-1").Build()).AsStrSlice()
+	if err != nil {
+		t.Fatalf("ZRANGE %s: %v", key, err)
+	}
+	return m
+}

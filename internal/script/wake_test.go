@@ -64,10 +64,7 @@ func TestWakeRegistryOrderAndLife(t *testing.T) {
 		}
 		order := func() string {
 			t.Helper()
-			m, err := rc.Do(ctx, rc.B().Zrange().Key(reg).Min("0").Max("-1").Build()).AsStrSlice()
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := redistest.Members(t, rc, reg)
 			return strings.Join(m, " ")
 		}
 		if got := order(); got != "1111 2222" {
@@ -114,7 +111,6 @@ func TestRetryRefusesHashWithoutExpiry(t *testing.T) {
 func TestWokenWaiterSettlesItsEntry(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
-		ctx := context.Background()
 		for _, kind := range []struct {
 			name    string
 			acquire func(name, owner, code, stay string) ([]int64, error)
@@ -153,10 +149,7 @@ func TestWokenWaiterSettlesItsEntry(t *testing.T) {
 				if v, err := kind.acquire(name, first, "1111", c.stay); err != nil || v[0] != 1 {
 					t.Fatalf("%s, stay %q, registry %v: %v %v; want the free lock", kind.name, c.stay, c.before, v, err)
 				}
-				m, err := rc.Do(ctx, rc.B().Zrange().Key(reg).Min("0").Max("-1").Build()).AsStrSlice()
-				if err != nil {
-					t.Fatal(err)
-				}
+				m := redistest.Members(t, rc, reg)
 				if got := strings.Join(m, " "); got != c.want {
 					t.Errorf("%s, stay %q, registry %v before: registry %q after; want %q", kind.name, c.stay, c.before, got, c.want)
 				}
@@ -172,7 +165,6 @@ func TestWokenWaiterSettlesItsEntry(t *testing.T) {
 func TestWriterTakingTheLockLeavesTheWriters(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
-		ctx := context.Background()
 		for _, c := range []struct {
 			others   []string // other writers' entries
 			registry bool     // a client of the lock's is registered to be woken
@@ -189,10 +181,7 @@ func TestWriterTakingTheLockLeavesTheWriters(t *testing.T) {
 			if err != nil || v[0] != 1 {
 				t.Fatalf("others %v, registry %v: %v %v; want the free lock", c.others, c.registry, v, err)
 			}
-			m, err := rc.Do(ctx, rc.B().Zrange().Key(n.Writers).Min("0").Max("-1").Build()).AsStrSlice()
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := redistest.Members(t, rc, n.Writers)
 			if got, want := strings.Join(m, " "), strings.Join(c.others, " "); got != want {
 				t.Errorf("others %v, registry %v: writers %q after the write hold; want %q", c.others, c.registry, got, want)
 			}
@@ -229,15 +218,12 @@ func TestHandKeepsTheClientRegistered(t *testing.T) {
 			if err != nil || len(v) != 2 || v[0] != 1 || v[1] != 0 {
 				t.Fatalf("registry %v: hand %v %v; want {1, 0}", c.before, v, err)
 			}
-			m, err := rc.Do(ctx, rc.B().Zrange().Key(n.Wake).Min("0").Max("-1").Build()).AsStrSlice()
-			if err != nil {
-				t.Fatal(err)
-			}
+			m := redistest.Members(t, rc, n.Wake)
 			if got := strings.Join(m, " "); got != c.want {
 				t.Errorf("registry %v before the handoff: %q after; want %q", c.before, got, c.want)
 			}
-			if pttl, err := rc.Do(ctx, rc.B().Pttl().Key(n.Wake).Build()).AsInt64(); err != nil || pttl <= 30000 {
-				t.Errorf("registry %v before the handoff: registry PTTL %d (%v); want above the handed lease, 30000", c.before, pttl, err)
+			if pttl := redistest.PTTL(t, rc, n.Wake); pttl <= 30000 {
+				t.Errorf("registry %v before the handoff: registry PTTL %d; want above the handed lease, 30000", c.before, pttl)
 			}
 		}
 	})
@@ -267,10 +253,7 @@ func TestUnlockWakesTheFirstListeningClient(t *testing.T) {
 		if got := strings.Join(l.Messages(), " "); got != "2222 0" {
 			t.Errorf("messages %q; want the first listening client's code, then Redisson's: \"2222 0\"", got)
 		}
-		m, err := rc.Do(ctx, rc.B().Zrange().Key(n.Wake).Min("0").Max("-1").Build()).AsStrSlice()
-		if err != nil {
-			t.Fatal(err)
-		}
+		m := redistest.Members(t, rc, n.Wake)
 		if got := strings.Join(m, " "); got != "3333 4444" {
 			t.Errorf("registry %q after the unlock; want \"3333 4444\"", got)
 		}
