@@ -33,9 +33,10 @@
 -- does, on every path but the one that finds enough without them; when that leaves some
 -- available, the count is published, which wakes Redisson's waiters too.
 -- A key that is not a whole number, and for leased permits a zset key of another type, is
--- refused with WRONGTYPE before anything is written.
+-- refused with WRONGTYPE, and a count beyond 2^53-1 either way with RANGE (count.lua),
+-- before anything is written.
 
-local avail, err = count(KEYS[1])
+local avail, err = exact(KEYS[1])
 if err then return err end
 local n, me, lease = tonumber(ARGV[1]), ARGV[2], tonumber(ARGV[7])
 local leased = nil

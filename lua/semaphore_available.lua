@@ -5,9 +5,10 @@
 -- KEYS[3] the semaphore's channel, redisson_sc:{<name>}
 -- ARGV[1] the publish command
 -- Returns the permits available (0 when there is no key). A key that is not a whole number
--- is refused with WRONGTYPE before anything is written.
+-- is refused with WRONGTYPE, and a count beyond 2^53-1 either way with RANGE (count.lua),
+-- before anything is written.
 
-local avail, err = count(KEYS[1])
+local avail, err = exact(KEYS[1])
 if err then return err end
 if redis.call('exists', KEYS[2]) == 0 then return avail end
 local back = reclaim(KEYS[1], KEYS[2], clock())

@@ -3,9 +3,10 @@
 -- KEYS[2] the leased permits, a zset id -> when it runs out: those whose lease ran out are
 --         put back first, and taken too
 -- Returns the permits taken (0 when there were none, or fewer than none). A key that is not
--- a whole number is refused with WRONGTYPE before anything is written.
+-- a whole number is refused with WRONGTYPE, and a count beyond 2^53-1 either way with RANGE
+-- (count.lua), before anything is written.
 
-local avail, err = count(KEYS[1])
+local avail, err = exact(KEYS[1])
 if err then return err end
 if redis.call('exists', KEYS[2]) == 1 then
   avail = avail + reclaim(KEYS[1], KEYS[2], clock())

@@ -9,11 +9,15 @@
 -- waiters as the message says, and a count below one wakes none.
 -- Returns the count now available, or -1 when ARGV[3] is "1" and the key exists. The
 -- key's expiry, if any, is kept. A key that is not a whole number is refused with
--- WRONGTYPE before anything is written.
+-- WRONGTYPE, and a count beyond 2^53-1 either way, or one that the addition would take
+-- there, with RANGE (count.lua), before anything is written.
 
-local avail, err = count(KEYS[1])
+local avail, err = exact(KEYS[1])
 if err then return err end
 if ARGV[3] == '1' and redis.call('exists', KEYS[1]) == 1 then return -1 end
+-- Both are within range, so their sum is either exact or beyond it.
+local _, beyond = within(avail + tonumber(ARGV[1]))
+if beyond then return beyond end
 local now = redis.call('incrby', KEYS[1], ARGV[1])
 if now > 0 then
   redis.call(ARGV[2], KEYS[2], now)

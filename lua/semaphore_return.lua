@@ -8,10 +8,10 @@
 -- ARGV[1] the permit ids in hex (permit.lua)
 -- ARGV[2] the publish command
 -- Returns {given back, of them still leased}: the lease was whole when both equal the
--- number of ids. A permits key that is not a whole number is refused with WRONGTYPE before
--- anything is written.
+-- number of ids. A permits key that is not a whole number is refused with WRONGTYPE, and a
+-- count beyond 2^53-1 either way with RANGE (count.lua), before anything is written.
 
-local _, err = count(KEYS[1])
+local _, err = exact(KEYS[1])
 if err then return err end
 local list = ids(ARGV[1])
 if not list then return redis.error_reply('ERR malformed permit ids') end

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -1399,22 +1400,141 @@ func TestDrainBelowZero(t *testing.T) {
 	})
 }
 
-// A count at either bound of a 64-bit integer is a count, as Redis's INCRBY and DECR take
-// it: TrySetPermits finds it there and leaves it. One past either bound is not a count,
-// and is ErrWrongType with the key untouched.
-func TestCountAtTheBoundsOf64Bits(t *testing.T) {
+// Counts are exact: a semaphore counts from -(2^53-1) to 2^53-1, what the scripts' numbers
+// hold exactly, and every answer is the count in Redis to the permit. A call that asks for
+// more permits than that is refused with ErrInvalidCount naming the semaphore, and so is an
+// AddPermits that would take the count out of that range; nothing is written. A key that
+// holds a whole number beyond the range (written by something else: Redis takes any 64-bit
+// number) is refused the same way by every method and left as it is.
+//
+// Guards against counts read as floating-point numbers: a semaphore set to 2^63-1 that
+// reports -2^63 permits, a TrySetPermits(2^63-1) that sets the count and answers false, a
+// request for 2^53+1 permits that 2^53 satisfies (both read as 2^53), leaving -1.
+func TestCountsAreExact(t *testing.T) {
+	const most = 1<<53 - 1
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		c := relocktest.New(t, b)
-		for i, v := range []string{"9223372036854775807", "-9223372036854775808"} {
-			name := fmt.Sprintf("sem-bound:%d", i)
-			redistest.MustDo(t, side, "SET", name, v)
-			unchanged(t, side, name, func() {
-				if ok, err := c.Semaphore(name).TrySetPermits(context.Background(), 1); ok || err != nil {
-					t.Fatalf("TrySetPermits(1) on a count of %s = %v, %v; want false, nil", v, ok, err)
+		ctx := context.Background()
+
+		t.Run("at the bounds", func(t *testing.T) {
+			const name = "sem-exact"
+			s := c.Semaphore(name)
+			mustSet(t, s, most)
+			wantAvail := func(want int64) {
+				t.Helper()
+				if n := available(t, s); n != want {
+					t.Fatalf("AvailablePermits = %d; want %d", n, want)
 				}
+			}
+			wantAvail(most)
+			mustTry(t, s, most-1, true)
+			wantAvail(1)
+			if err := s.Release(ctx, most-1); err != nil {
+				t.Fatalf("Release(%d): %v", most-1, err)
+			}
+			wantValue(t, side, name, "9007199254740991")
+			if err := s.AddPermits(ctx, -most); err != nil {
+				t.Fatalf("AddPermits(%d): %v", -most, err)
+			}
+			if err := s.AddPermits(ctx, -most); err != nil {
+				t.Fatalf("AddPermits(%d) again: %v", -most, err)
+			}
+			wantValue(t, side, name, "-9007199254740991")
+			wantAvail(-most)
+			if err := s.AddPermits(ctx, most); err != nil {
+				t.Fatalf("AddPermits(%d): %v", most, err)
+			}
+			if err := s.AddPermits(ctx, most); err != nil {
+				t.Fatalf("AddPermits(%d) again: %v", most, err)
+			}
+			if n, err := s.Drain(ctx); n != most || err != nil {
+				t.Fatalf("Drain = %d, %v; want %d, nil", n, err, most)
+			}
+			wantValue(t, side, name, "0")
+		})
+
+		t.Run("beyond", func(t *testing.T) {
+			const name = "sem-exact-beyond"
+			s := c.Semaphore(name)
+			for _, n := range []int64{most + 1, math.MaxInt64} {
+				for _, op := range []struct {
+					name string
+					call func() error
+				}{
+					{"TrySetPermits", func() error {
+						ok, err := s.TrySetPermits(ctx, n)
+						if ok {
+							t.Errorf("TrySetPermits(%d) reported true", n)
+						}
+						return err
+					}},
+					{"AddPermits", func() error { return s.AddPermits(ctx, n) }},
+					{"AddPermits(-n)", func() error { return s.AddPermits(ctx, -n) }},
+					{"Acquire", func() error { return s.Acquire(redistest.Context(t, 5*time.Second), n) }},
+					{"TryAcquire", func() error {
+						ok, err := s.TryAcquire(ctx, n)
+						if ok {
+							t.Errorf("TryAcquire(%d) reported true", n)
+						}
+						return err
+					}},
+					{"Release", func() error { return s.Release(ctx, n) }},
+				} {
+					t.Run(fmt.Sprintf("%s(%d)", op.name, n), func(t *testing.T) {
+						wantErr(t, op.call(), relock.ErrInvalidCount, name)
+						wantValue(t, side, name, "(none)")
+					})
+				}
+			}
+			t.Run("AddPermits(MinInt64)", func(t *testing.T) {
+				wantErr(t, s.AddPermits(ctx, math.MinInt64), relock.ErrInvalidCount, name)
+				wantValue(t, side, name, "(none)")
 			})
+			// Sums that leave the range, from either end.
+			mustSet(t, s, most)
+			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, 1), relock.ErrInvalidCount, name) })
+			if err := s.AddPermits(ctx, -most); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.AddPermits(ctx, -most); err != nil {
+				t.Fatal(err)
+			}
+			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, -1), relock.ErrInvalidCount, name) })
+			wantValue(t, side, name, "-9007199254740991")
+		})
+
+		// Whole numbers Redis takes that a semaphore does not count.
+		for i, v := range []string{"9007199254740992", "9007199254740993", "-9007199254740992", "9223372036854775807", "-9223372036854775808"} {
+			name := fmt.Sprintf("sem-exact-stored:%d", i)
+			redistest.MustDo(t, side, "SET", name, v)
+			s := c.Semaphore(name)
+			for _, op := range []struct {
+				name string
+				call func() error
+			}{
+				{"AvailablePermits", func() error { _, err := s.AvailablePermits(ctx); return err }},
+				{"TryAcquire", func() error { _, err := s.TryAcquire(ctx, 1); return err }},
+				{"Acquire", func() error { return s.Acquire(redistest.Context(t, 5*time.Second), 1) }},
+				{"TrySetPermits", func() error { _, err := s.TrySetPermits(ctx, 1); return err }},
+				{"AddPermits", func() error { return s.AddPermits(ctx, 1) }},
+				{"AddPermits(-1)", func() error { return s.AddPermits(ctx, -1) }},
+				{"Drain", func() error { _, err := s.Drain(ctx); return err }},
+			} {
+				t.Run(fmt.Sprintf("%s/%s", v, op.name), func(t *testing.T) {
+					unchanged(t, side, name, func() { wantErr(t, op.call(), relock.ErrInvalidCount, name) })
+				})
+			}
 		}
+	})
+}
+
+// A whole number one past either bound of 64 bits is no count to Redis (INCRBY and DECR
+// refuse it), and so none to the semaphore: ErrWrongType, with the key untouched.
+func TestCountPastTheBoundsOf64Bits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b)
 		for i, v := range []string{"9223372036854775808", "-9223372036854775809"} {
 			name := fmt.Sprintf("sem-past-bound:%d", i)
 			redistest.MustDo(t, side, "SET", name, v)

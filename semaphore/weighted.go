@@ -47,6 +47,15 @@
 //
 // Plain and leased permits are one count: a semaphore may hand out both, and AddPermits,
 // AvailablePermits and Drain see them alike.
+//
+// # Counts
+//
+// A semaphore counts exactly from -(2^53-1) to 2^53-1 (about nine quadrillion): its scripts
+// add and compare counts as Lua numbers, which are exact that far. A call that asks for more
+// permits than that, or an AddPermits that would take the count out of that range, is
+// refused with ErrInvalidCount and changes nothing; so is every call on a key that holds a
+// whole number beyond it, which something else wrote (Redisson's RSemaphore counts in 32
+// bits, far inside it).
 package semaphore
 
 import (
@@ -57,7 +66,7 @@ import (
 
 // Weighted is a distributed semaphore, made by relock.Client.Semaphore. Its methods are safe
 // for concurrent use. Errors name the semaphore and match relock's error values with
-// errors.Is: ErrInvalidCount for a count out of range, ErrNotHeld for a release of permits
+// errors.Is: ErrInvalidCount for a count out of range (see Counts), ErrNotHeld for a release of permits
 // the client does not hold, ErrWrongType when the key holds anything but a whole number
 // (it is left untouched), ErrInvalidName, ErrClosed.
 //
@@ -70,7 +79,7 @@ func (s *Weighted) s() *permits.Semaphore { return (*permits.Semaphore)(s) }
 // Name returns the semaphore's name, which is also its Redis key.
 func (s *Weighted) Name() string { return s.s().Name() }
 
-// Acquire takes n permits (n at least 1), waiting until they are available and every waiter
+// Acquire takes n permits (n from 1 to 2^53-1), waiting until they are available and every waiter
 // that came before has been served, or until ctx ends. While waiting it sends nothing to
 // Redis but a refresh of its client's queue entry every third of the watchdog timeout: it
 // is woken by the release that makes permits available. When ctx ends first (or has ended
@@ -79,7 +88,7 @@ func (s *Weighted) Name() string { return s.s().Name() }
 // Acquire returns nil.
 func (s *Weighted) Acquire(ctx context.Context, n int64) error { return s.s().Acquire(ctx, n) }
 
-// TryAcquire makes one attempt to take n permits (n at least 1), without waiting, and
+// TryAcquire makes one attempt to take n permits (n from 1 to 2^53-1), without waiting, and
 // reports whether it took them. It fails (false, nil) when fewer are available, and also
 // when relock waiters are queued for the semaphore, in this process or another, as
 // x/sync's TryAcquire does.
@@ -87,7 +96,7 @@ func (s *Weighted) TryAcquire(ctx context.Context, n int64) (bool, error) {
 	return s.s().TryAcquire(ctx, n)
 }
 
-// Release gives back n permits (n at least 1) that this client took, and publishes the
+// Release gives back n permits (n from 1 to 2^53-1) that this client took, and publishes the
 // new count, which wakes waiters. It returns ErrNotHeld, and changes nothing, when the
 // client holds fewer. It works when ctx has ended: its call is bounded by the client's
 // timeout.
@@ -98,7 +107,7 @@ func (s *Weighted) TryAcquire(ctx context.Context, n int64) (bool, error) {
 // connection's error.
 func (s *Weighted) Release(ctx context.Context, n int64) error { return s.s().Release(ctx, n) }
 
-// TrySetPermits sets the available permits to n (n at least 0) if the semaphore has no
+// TrySetPermits sets the available permits to n (n from 0 to 2^53-1) if the semaphore has no
 // count yet, as Redisson's trySetPermits does, and reports whether it did.
 func (s *Weighted) TrySetPermits(ctx context.Context, n int64) (bool, error) {
 	return s.s().TrySetPermits(ctx, n)
@@ -106,7 +115,8 @@ func (s *Weighted) TrySetPermits(ctx context.Context, n int64) (bool, error) {
 
 // AddPermits adds n permits that nobody took, or takes -n away when n is negative (the
 // count may then fall below zero, and acquisitions wait until it is back), as Redisson's
-// addPermits does. A count above zero is published, which wakes waiters. n must not be 0.
+// addPermits does. A count above zero is published, which wakes waiters. n must not be 0,
+// and the count must stay within ±(2^53-1) (see Counts).
 func (s *Weighted) AddPermits(ctx context.Context, n int64) error { return s.s().AddPermits(ctx, n) }
 
 // AvailablePermits returns the permits available now, after putting back leased permits

@@ -6,6 +6,7 @@ package lockerr
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -43,12 +44,19 @@ func New(op, name string, err error) error {
 	return &Error{Op: op, Name: name, Err: err}
 }
 
-// Redis wraps err as New does, and first turns a WRONGTYPE reply from Redis (the key holds
-// data of another kind, which the scripts refuse to touch) into ErrWrongType.
+// Redis wraps err as New does, and first turns the scripts' refusals into relock's
+// errors: a WRONGTYPE reply (the key holds data of another kind, which the scripts refuse
+// to touch) into ErrWrongType, a RANGE reply (a semaphore's count that would leave the
+// range it counts exactly, lua/count.lua) into ErrInvalidCount with the script's reason.
 func Redis(op, name string, err error) error {
-	// Redis puts WRONGTYPE first; miniredis wraps script errors, so look anywhere.
-	if re, ok := rueidis.IsRedisErr(err); ok && strings.Contains(re.Error(), "WRONGTYPE") {
-		err = ErrWrongType
+	// Redis puts the code first; miniredis wraps script errors, so look anywhere.
+	if re, ok := rueidis.IsRedisErr(err); ok {
+		msg := re.Error()
+		if strings.Contains(msg, "WRONGTYPE") {
+			err = ErrWrongType
+		} else if _, reason, ok := strings.Cut(msg, "RANGE "); ok {
+			err = fmt.Errorf("%w: %s", ErrInvalidCount, reason)
+		}
 	}
 	return New(op, name, err)
 }

@@ -98,13 +98,18 @@ func (s *Semaphore) Name() string { return s.n.Permits }
 
 func (s *Semaphore) fail(op string, err error) error { return lockerr.Redis(op, s.n.Permits, err) }
 
+// most is the largest count, and the most permits a call may ask for: a semaphore's scripts
+// add and compare counts as Lua numbers, which are doubles, exact up to 2^53-1 (within in
+// lua/count.lua refuses counts beyond it either way).
+const most = 1<<53 - 1
+
 // check returns the error of a call asking for n permits, or nil.
 func (s *Semaphore) check(ctx context.Context, n int64, least int64) error {
 	switch {
 	case s.err != nil:
 		return s.err
-	case n < least:
-		return fmt.Errorf("%w: %d permits; at least %d", lockerr.ErrInvalidCount, n, least)
+	case n < least || n > most:
+		return fmt.Errorf("%w: %d permits; from %d to 2^53-1", lockerr.ErrInvalidCount, n, least)
 	case s.c.Closed():
 		return lockerr.ErrClosed
 	}
@@ -454,8 +459,8 @@ func (s *Semaphore) AddPermits(ctx context.Context, n int64) error {
 	switch {
 	case s.err != nil:
 		err = s.err
-	case n == 0:
-		err = fmt.Errorf("%w: adding 0 permits", lockerr.ErrInvalidCount)
+	case n == 0 || n > most || n < -most:
+		err = fmt.Errorf("%w: adding %d permits; from -(2^53-1) to 2^53-1, not 0", lockerr.ErrInvalidCount, n)
 	case s.c.Closed():
 		err = lockerr.ErrClosed
 	default:
