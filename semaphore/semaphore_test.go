@@ -1491,7 +1491,17 @@ func TestCountsAreExact(t *testing.T) {
 				wantErr(t, s.AddPermits(ctx, math.MinInt64), relock.ErrInvalidCount, name)
 				wantValue(t, side, name, "(none)")
 			})
+			// A number beyond the range is refused whatever the count: 2^53+1 permits
+			// added to -1 would make 2^53, which the scripts' doubles read as one less.
+			if err := s.AddPermits(ctx, -1); err != nil {
+				t.Fatal(err)
+			}
+			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, most+2), relock.ErrInvalidCount, name) })
+			if err := s.AddPermits(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
 			// Sums that leave the range, from either end.
+			redistest.MustDo(t, side, "DEL", name)
 			mustSet(t, s, most)
 			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, 1), relock.ErrInvalidCount, name) })
 			if err := s.AddPermits(ctx, -most); err != nil {
