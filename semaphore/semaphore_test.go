@@ -915,11 +915,14 @@ func TestReleaseAccounting(t *testing.T) {
 // 6. Bad input.
 
 // Counts out of range fail with ErrInvalidCount naming the semaphore, change nothing and
-// queue nothing: Acquire, TryAcquire and Release of 0 or fewer permits, TrySetPermits
-// below 0, AddPermits(0).
+// queue nothing: Acquire, TryAcquire and Release of 0 or fewer permits or more than 2^53-1
+// (the most a semaphore counts: TestCountsAreExact), TrySetPermits below 0 or above 2^53-1,
+// AddPermits of 0 or beyond ±(2^53-1).
 //
 // Guards against Acquire accepting n = 0 (it would return at once, and
-// Release(0) would be refused only by the held count), AddPermits(0) accepted.
+// Release(0) would be refused only by the held count), AddPermits(0) accepted, and a
+// request for 2^53+1 permits that a count of 2^53 would satisfy (the scripts' doubles read
+// both as 2^53), leaving -1.
 func TestInvalidCount(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-count-bad"
@@ -929,7 +932,7 @@ func TestInvalidCount(t *testing.T) {
 		s := c.Semaphore(name)
 		mustSet(t, s, 2)
 		mustTry(t, s, 1, true)
-		for _, n := range []int64{0, -1, -1 << 62} {
+		for _, n := range []int64{0, -1, -1 << 62, 1<<53 + 1, math.MaxInt64} {
 			for _, op := range []struct {
 				name string
 				call func() error
@@ -949,18 +952,22 @@ func TestInvalidCount(t *testing.T) {
 				})
 			}
 		}
-		t.Run("TrySetPermits(-1)", func(t *testing.T) {
-			const fresh = "sem-count-bad:fresh"
-			ok, err := c.Semaphore(fresh).TrySetPermits(ctx, -1)
-			if ok {
-				t.Error("TrySetPermits(-1) reported true")
-			}
-			wantErr(t, err, relock.ErrInvalidCount, fresh)
-			wantValue(t, side, fresh, "(none)")
-		})
-		t.Run("AddPermits(0)", func(t *testing.T) {
-			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, 0), relock.ErrInvalidCount, name) })
-		})
+		for _, n := range []int64{-1, 1 << 53, math.MaxInt64} {
+			t.Run(fmt.Sprintf("TrySetPermits(%d)", n), func(t *testing.T) {
+				const fresh = "sem-count-bad:fresh"
+				ok, err := c.Semaphore(fresh).TrySetPermits(ctx, n)
+				if ok {
+					t.Errorf("TrySetPermits(%d) reported true", n)
+				}
+				wantErr(t, err, relock.ErrInvalidCount, fresh)
+				wantValue(t, side, fresh, "(none)")
+			})
+		}
+		for _, n := range []int64{0, 1 << 53, -1 << 53, math.MaxInt64, math.MinInt64} {
+			t.Run(fmt.Sprintf("AddPermits(%d)", n), func(t *testing.T) {
+				unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, n), relock.ErrInvalidCount, name) })
+			})
+		}
 		wantKeys(t, b, side, name)
 		// The permit held is still the client's: nothing was taken or given back.
 		if err := s.Release(ctx, 1); err != nil {
@@ -1402,14 +1409,15 @@ func TestDrainBelowZero(t *testing.T) {
 
 // Counts are exact: a semaphore counts from -(2^53-1) to 2^53-1, what the scripts' numbers
 // hold exactly, and every answer is the count in Redis to the permit. A call that asks for
-// more permits than that is refused with ErrInvalidCount naming the semaphore, and so is an
-// AddPermits that would take the count out of that range; nothing is written. A key that
+// more permits than that is refused with ErrInvalidCount naming the semaphore
+// (TestInvalidCount), and so is an AddPermits that would take the count out of that range;
+// nothing is written. A key that
 // holds a whole number beyond the range (written by something else: Redis takes any 64-bit
 // number) is refused the same way by every method and left as it is.
 //
 // Guards against counts read as floating-point numbers: a semaphore set to 2^63-1 that
-// reports -2^63 permits, a TrySetPermits(2^63-1) that sets the count and answers false, a
-// request for 2^53+1 permits that 2^53 satisfies (both read as 2^53), leaving -1.
+// reports -2^63 permits, a TrySetPermits(2^63-1) that sets the count and answers false, an
+// AddPermits whose sum is checked in doubles with a number beyond the range.
 func TestCountsAreExact(t *testing.T) {
 	const most = 1<<53 - 1
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
@@ -1454,62 +1462,25 @@ func TestCountsAreExact(t *testing.T) {
 			wantValue(t, side, name, "0")
 		})
 
-		t.Run("beyond", func(t *testing.T) {
-			const name = "sem-exact-beyond"
+		t.Run("sums", func(t *testing.T) {
+			const name = "sem-exact-sums"
 			s := c.Semaphore(name)
-			for _, n := range []int64{most + 1, math.MaxInt64} {
-				for _, op := range []struct {
-					name string
-					call func() error
-				}{
-					{"TrySetPermits", func() error {
-						ok, err := s.TrySetPermits(ctx, n)
-						if ok {
-							t.Errorf("TrySetPermits(%d) reported true", n)
-						}
-						return err
-					}},
-					{"AddPermits", func() error { return s.AddPermits(ctx, n) }},
-					{"AddPermits(-n)", func() error { return s.AddPermits(ctx, -n) }},
-					{"Acquire", func() error { return s.Acquire(redistest.Context(t, 5*time.Second), n) }},
-					{"TryAcquire", func() error {
-						ok, err := s.TryAcquire(ctx, n)
-						if ok {
-							t.Errorf("TryAcquire(%d) reported true", n)
-						}
-						return err
-					}},
-					{"Release", func() error { return s.Release(ctx, n) }},
-				} {
-					t.Run(fmt.Sprintf("%s(%d)", op.name, n), func(t *testing.T) {
-						wantErr(t, op.call(), relock.ErrInvalidCount, name)
-						wantValue(t, side, name, "(none)")
-					})
+			add := func(n int64) {
+				t.Helper()
+				if err := s.AddPermits(ctx, n); err != nil {
+					t.Fatalf("AddPermits(%d): %v", n, err)
 				}
 			}
-			t.Run("AddPermits(MinInt64)", func(t *testing.T) {
-				wantErr(t, s.AddPermits(ctx, math.MinInt64), relock.ErrInvalidCount, name)
-				wantValue(t, side, name, "(none)")
-			})
-			// A number beyond the range is refused whatever the count: 2^53+1 permits
-			// added to -1 would make 2^53, which the scripts' doubles read as one less.
-			if err := s.AddPermits(ctx, -1); err != nil {
-				t.Fatal(err)
-			}
+			// 2^53+1 added to -1 would make 2^53, which doubles read as 2^53-1: a number
+			// beyond the range is refused whatever the count.
+			add(-1)
 			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, most+2), relock.ErrInvalidCount, name) })
-			if err := s.AddPermits(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-			// Sums that leave the range, from either end.
-			redistest.MustDo(t, side, "DEL", name)
-			mustSet(t, s, most)
+			// Sums that would leave the range, at either end.
+			add(1)
+			add(most)
 			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, 1), relock.ErrInvalidCount, name) })
-			if err := s.AddPermits(ctx, -most); err != nil {
-				t.Fatal(err)
-			}
-			if err := s.AddPermits(ctx, -most); err != nil {
-				t.Fatal(err)
-			}
+			add(-most)
+			add(-most)
 			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, -1), relock.ErrInvalidCount, name) })
 			wantValue(t, side, name, "-9007199254740991")
 		})
