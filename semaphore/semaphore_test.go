@@ -1485,6 +1485,16 @@ func TestCountsAreExact(t *testing.T) {
 			wantValue(t, side, name, "-9007199254740991")
 		})
 
+		// A lease given back onto a count that something else set beyond the range.
+		t.Run("ReleaseLease", func(t *testing.T) {
+			const name = "sem-exact-lease"
+			s := c.Semaphore(name)
+			mustSet(t, s, 1)
+			held := acquireLease(t, s, 1)
+			redistest.MustDo(t, side, "SET", name, "9007199254740992")
+			unchanged(t, side, name, func() { wantErr(t, s.ReleaseLease(held), relock.ErrInvalidCount, name) })
+		})
+
 		// Whole numbers Redis takes that a semaphore does not count.
 		for i, v := range []string{"9007199254740992", "9007199254740993", "-9007199254740992", "9223372036854775807", "-9223372036854775808"} {
 			name := fmt.Sprintf("sem-exact-stored:%d", i)
