@@ -1420,7 +1420,7 @@ func TestDrainBelowZero(t *testing.T) {
 // AddPermits whose sum is checked in doubles with a number beyond the range.
 func TestCountsAreExact(t *testing.T) {
 	const most = 1<<53 - 1
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		c := relocktest.New(t, b)
 		ctx := context.Background()
