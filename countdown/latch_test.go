@@ -945,3 +945,79 @@ func TestCountDownClearsCountAtOrBelowZero(t *testing.T) {
 		}
 	})
 }
+
+// A latch whose key holds a count below zero (written so by another client) is open to
+// every reader: Count reports 0, as for any open latch, and Await returns at once. Guards
+// against a Count that passes the stored number through, reporting an open latch's
+// count as below zero.
+func TestSpentLatchReadsAsOpen(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		side := b.Client(t)
+		ctx := context.Background()
+		for _, v := range []string{"0", "-3"} {
+			name := "latch:spent-read:" + v
+			redistest.MustDo(t, side, "SET", name, v)
+			if n, err := c.CountDownLatch(name).Count(ctx); n != 0 || err != nil {
+				t.Fatalf("Count of a latch holding %s = %d, %v; want 0 (open), nil", v, n, err)
+			}
+			if err := c.CountDownLatch(name).Await(redistest.Context(t, 15*time.Second)); err != nil {
+				t.Fatalf("Await on a latch holding %s: %v; want nil at once (open)", v, err)
+			}
+		}
+	})
+}
+
+// racer is a rueidis client that runs hook once, right after the first GET of key has
+// been answered and before its reply reaches the caller: the latch changes between a
+// waiter's read of the count and its subscription.
+type racer struct {
+	rueidis.Client
+	key  string
+	once sync.Once
+	hook func()
+}
+
+func (r *racer) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	// Read the command before sending it: rueidis recycles it once sent.
+	args := cmd.Commands()
+	read := len(args) == 2 && strings.EqualFold(args[0], "GET") && args[1] == r.key
+	res := r.Client.Do(ctx, cmd)
+	if read {
+		r.once.Do(r.hook)
+	}
+	return res
+}
+
+// The count down that opens the latch after Await has read a count above zero, but
+// before Await is subscribed to the channel (so that it cannot hear the message), still
+// ends the wait at once: Await reads the count again once it is subscribed. Its client's
+// watchdog timeout is a minute, so its look once per timeout cannot stand in within the
+// 15s bound.
+//
+// Guards against an Await that trusts the read made before it subscribed, and so sleeps
+// a whole watchdog timeout past the count down that opened the latch.
+func TestAwaitHearsCountDownBeforeItSubscribed(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "latch:race"
+		counter := relocktest.New(t, b)
+		ctx := context.Background()
+		if ok, err := counter.CountDownLatch(name).TrySetCount(ctx, 1); !ok || err != nil {
+			t.Fatalf("TrySetCount(1) = %v, %v", ok, err)
+		}
+		hooked := make(chan error, 1)
+		rc := &racer{Client: b.Client(t), key: name, hook: func() { hooked <- counter.CountDownLatch(name).CountDown(ctx) }}
+		waiter, err := relock.New(rc, relock.WithWatchdogTimeout(time.Minute))
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = waiter.Close() })
+		done := await(waiter, name, 30*time.Second)
+		if err := redistest.Recv(t, hooked, 15*time.Second, "the count down between the waiter's read and its subscription"); err != nil {
+			t.Fatalf("CountDown: %v", err)
+		}
+		if err := redistest.Recv(t, done, 15*time.Second, "Await after the latch opened before it subscribed (its next look is a minute away)"); err != nil {
+			t.Fatalf("Await: %v", err)
+		}
+	})
+}
