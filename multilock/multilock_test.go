@@ -4,15 +4,19 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/multilock"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -279,5 +283,152 @@ func TestMultiLockWaitBoundIsTheCalls(t *testing.T) {
 			t.Errorf("after the failed Lock, locked = %v; want ml:invoices released again", got)
 		}
 		_ = other.FairLock(memberNames[1]).Unlock(last)
+	})
+}
+
+// order is an observer that notes the locks a client acquires and releases, in order, as
+// "<name> <kind>".
+type order struct {
+	observe.Base
+	mu                 sync.Mutex
+	acquired, released []string
+}
+
+func (o *order) Acquired(a observe.Acquisition) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.acquired = append(o.acquired, a.Lock+" "+string(a.Kind))
+}
+
+func (o *order) Released(h observe.Hold) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.released = append(o.released, h.Lock+" "+string(h.Kind))
+}
+
+// take returns what o noted since the last call, and forgets it.
+func (o *order) take() (acquired, released []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	acquired, released = o.acquired, o.released
+	o.acquired, o.released = nil, nil
+	return acquired, released
+}
+
+// The members are taken in the order the package promises whatever order they were given
+// in, by name and on one name the write side of a read-write lock before its read side
+// (a downgrade, which the lock allows), and released in the reverse order, the last taken
+// first: by Unlock, and by the rollback of a TryLock that finds the last member held.
+// Names reports that order. Guards against members taken in another order than by name
+// (any fixed order prevents deadlocks, but it is not the one documented), the read side
+// of a lock taken before its write side (an upgrade, refused with ErrUpgrade), and
+// releases that do not start with the last member taken.
+func TestMultiLockTakesByNameAndReleasesLastFirst(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rec := &order{}
+		c, other := relocktest.New(t, b, relock.WithObserver(rec)), relocktest.New(t, b)
+		rw := c.RWLock("ml:order:a")
+		ml := c.MultiLock(
+			relock.Member(c.Lock("ml:order:b")),
+			relock.ReadMember(rw),
+			relock.Member(c.FairLock("ml:order:c")),
+			relock.WriteMember(rw),
+		)
+		if got, want := ml.Names(), []string{"ml:order:a", "ml:order:a", "ml:order:b", "ml:order:c"}; !slices.Equal(got, want) {
+			t.Fatalf("Names() = %q; want %q", got, want)
+		}
+		taken := []string{"ml:order:a write", "ml:order:a read", "ml:order:b lock", "ml:order:c fairlock"}
+		backwards := slices.Clone(taken)
+		slices.Reverse(backwards)
+
+		held, err := ml.Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock: %v", err)
+		}
+		if n, err := rw.HoldCount(held); n != 1 || err != nil {
+			t.Errorf("write holds of ml:order:a: %d, %v; want 1", n, err)
+		}
+		if n, err := rw.RHoldCount(held); n != 1 || err != nil {
+			t.Errorf("read holds of ml:order:a: %d, %v; want 1", n, err)
+		}
+		if err := ml.Unlock(held); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+		if acquired, released := rec.take(); !slices.Equal(acquired, taken) || !slices.Equal(released, backwards) {
+			t.Fatalf("Lock and Unlock acquired %q and released %q; want %q and %q", acquired, released, taken, backwards)
+		}
+
+		// The last member held by another owner: TryLock gives back the three it took,
+		// last first.
+		blocker, err := other.FairLock("ml:order:c").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ml.TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("TryLock with ml:order:c held by another owner: %v; want ErrLocked", err)
+		}
+		if acquired, released := rec.take(); !slices.Equal(acquired, taken[:3]) || !slices.Equal(released, backwards[1:]) {
+			t.Fatalf("the failed TryLock acquired %q and released %q; want %q and %q", acquired, released, taken[:3], backwards[1:])
+		}
+		if err := other.FairLock("ml:order:c").Unlock(blocker); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// slowReply is a rueidis client that holds back the reply of the first command naming key
+// for d after Redis has run it: the command takes effect at once, its caller hears of it
+// late.
+type slowReply struct {
+	rueidis.Client
+	key  string
+	d    time.Duration
+	once sync.Once
+}
+
+func (r *slowReply) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	// Read the command before sending it: rueidis recycles it once sent.
+	named := slices.Contains(cmd.Commands(), r.key)
+	res := r.Client.Do(ctx, cmd)
+	if named {
+		r.once.Do(func() { time.Sleep(r.d) })
+	}
+	return res
+}
+
+// A wait bound that runs out between two members, while the attempt that took the first
+// was in flight, ends the call with DeadlineExceeded naming the member not taken, and the
+// member already taken is released again: all or nothing. The first member's attempt
+// takes it at once, but its reply comes 3s late, past the bound of 1s.
+//
+// Guards against a MultiLock that, finding the bound used up before a member, returns
+// its error without releasing the members it took.
+func TestMultiLockBoundSpentBetweenMembers(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const first, second = "ml:spent:a", "ml:spent:b"
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, err := relock.New(&slowReply{Client: b.Client(t), key: first, d: 3 * time.Second})
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		other := relocktest.New(t, b)
+		ml := c.MultiLock(relock.Member(c.Lock(second)), relock.Member(c.Lock(first)))
+		got, err := ml.Lock(ctx, rlock.WithWaitTimeout(time.Second))
+		var e *relock.Error
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Name != second {
+			t.Fatalf("Lock: %v; want DeadlineExceeded naming %s", err, second)
+		}
+		if got != ctx {
+			t.Error("the failed Lock returned another context than ctx")
+		}
+		for _, name := range []string{first, second} {
+			if ok, err := other.Lock(name).IsLocked(ctx); ok || err != nil {
+				t.Errorf("after the failed Lock, %s locked = %v, %v; want it released again", name, ok, err)
+			}
+		}
 	})
 }
