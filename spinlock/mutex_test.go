@@ -3,7 +3,9 @@ package spinlock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/spinlock"
 )
@@ -213,6 +216,167 @@ func TestSpinBadBackOff(t *testing.T) {
 		}
 		if n, err := b.Client(t).Do(ctx, b.Client(t).B().Exists().Key("spin:bad").Build()).AsInt64(); err != nil || n != 0 {
 			t.Errorf("the refused calls left the key (EXISTS %d, %v)", n, err)
+		}
+	})
+}
+
+// A spin waiter never sleeps past the holder's remaining lease as its last try saw it:
+// behind a hold with a fixed lease of 2s that is never unlocked (a crashed holder), a
+// waiter whose back-off starts at a minute tries again when the lease runs out, and gets
+// the lock well within the 20s bound. Guards against a back-off that ignores the
+// holder's lease, which would sleep the whole minute.
+func TestSpinSleepsNoLongerThanTheLease(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:lease-bound"
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
+		held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer runtime.KeepAlive(held) // never unlocked: the hold ends with its lease
+		got := make(chan error, 1)
+		go func() {
+			l := waiter.SpinLock(name, spinlock.WithBackOff(time.Minute, time.Minute))
+			h, err := l.Lock(ctx)
+			if err == nil {
+				err = l.Unlock(h)
+			}
+			got <- err
+		}()
+		if err := redistest.Recv(t, got, 20*time.Second, "the spin waiter behind a 2s lease (its back-off is a minute)"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A waiter's back-off doubles: each sleep is at least twice the one before (up to most),
+// so that a waiter starting at 100ms has tried at most 1+log2(E/100ms+1) times by the
+// time E it got the lock, however slow the machine (a slower machine only sleeps longer).
+// Behind a hold of about 4s (its lease a minute, far beyond the sleeps), that is 6 tries;
+// a back-off that grew by half at most each time would try about 10 times. Guards against
+// a back-off that grows, but slower than it promises.
+func TestSpinBackOffDoubles(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:doubles"
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
+		held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cc := b.Commands(t)
+		before := cc.Calls(t)["evalsha"]
+		type result struct {
+			took time.Duration
+			err  error
+		}
+		got := make(chan result, 1)
+		go func() {
+			l := waiter.SpinLock(name, spinlock.WithBackOff(100*time.Millisecond, time.Minute))
+			start := time.Now()
+			h, err := l.Lock(ctx)
+			took := time.Since(start)
+			if err == nil {
+				err = l.Unlock(h)
+			}
+			got <- result{took, err}
+		}()
+		time.Sleep(4 * time.Second)
+		if err := holder.Lock(name).Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		r := redistest.Recv(t, got, 40*time.Second, "the spin waiter")
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		// The waiter's tries, its unlock and the holder's unlock.
+		tries := cc.Calls(t)["evalsha"] - before - 2
+		most := 1 + int64(math.Floor(math.Log2(float64(r.took)/float64(100*time.Millisecond)+1)))
+		if tries > most {
+			t.Errorf("the spin waiter tried %d times in %v; a back-off from 100ms that doubles tries at most %d times", tries, r.took.Round(time.Millisecond), most)
+		}
+	})
+}
+
+// A spin waiter's context ends its wait in the middle of a back-off: behind a hold with a
+// lease of a minute, a waiter whose back-off is a minute returns with the context's error
+// once it is cancelled, well within the 15s bound, not when its sleep is over. Guards
+// against a back-off sleep that does not watch the context.
+func TestSpinWaiterContextEndsTheSleep(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:ctx"
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
+		held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, wcancel := context.WithCancel(ctx)
+		defer wcancel()
+		got := make(chan error, 1)
+		go func() {
+			_, err := waiter.SpinLock(name, spinlock.WithBackOff(time.Minute, time.Minute)).Lock(wctx)
+			got <- err
+		}()
+		time.Sleep(500 * time.Millisecond) // the waiter has tried once and sleeps
+		wcancel()
+		if err := redistest.Recv(t, got, 15*time.Second, "the spin waiter after its context was cancelled (its back-off is a minute)"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("Lock = %v; want errors.Is context.Canceled", err)
+		}
+		if err := holder.Lock(name).Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// spinWoken is an observer that hands on what ended each acquisition's wait.
+type spinWoken struct {
+	observe.Base
+	woken chan observe.Woken
+}
+
+func (o spinWoken) Acquired(a observe.Acquisition) { o.woken <- a.Woken }
+
+// An observer hears how a spin waiter got the lock: NotWaited for a first attempt that
+// got it, ByBackOff for a waiter that got it on a try after a back-off (behind a hold
+// whose lease of 5s runs out). Guards against a
+// spin acquisition reported with another cause than the one package observe names for it.
+func TestSpinObserverHearsBackOff(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:observed"
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		rec := spinWoken{woken: make(chan observe.Woken, 4)}
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b, relock.WithObserver(rec))
+		l := waiter.SpinLock(name, spinlock.WithBackOff(10*time.Millisecond, 50*time.Millisecond))
+		h, err := l.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w := redistest.Recv(t, rec.woken, 10*time.Second, "the observer's Acquired"); w != observe.NotWaited {
+			t.Errorf("uncontended Lock observed as woken %v; want %v", w, observe.NotWaited)
+		}
+		if err := l.Unlock(h); err != nil {
+			t.Fatal(err)
+		}
+		// A hold that is never unlocked, with a lease of 5s: the waiter finds it held and
+		// gets the lock on a try after the lease has run out.
+		held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer runtime.KeepAlive(held)
+		if h, err := l.Lock(ctx); err != nil {
+			t.Fatal(err)
+		} else if err := l.Unlock(h); err != nil {
+			t.Fatal(err)
+		}
+		if w := redistest.Recv(t, rec.woken, 10*time.Second, "the observer's Acquired"); w != observe.ByBackOff {
+			t.Errorf("a spin waiter's Lock observed as woken %v; want %v", w, observe.ByBackOff)
 		}
 	})
 }
