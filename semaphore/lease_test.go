@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -744,5 +745,194 @@ func TestDrainTakesExpiredLeases(t *testing.T) {
 			t.Fatalf("ReleaseLease after Drain: %v", err)
 		}
 		wantValue(t, side, name, "1")
+	})
+}
+
+// Leased permits are given back by ReleaseLease alone: Release counts only the plain
+// permits the client took, so after AcquireLease (at once, and after a wait), or
+// TryAcquireLease, a Release of those permits is refused with ErrNotHeld and changes
+// nothing, and ReleaseLease then puts the count back as it was.
+//
+// Guards against leased permits counted as plain permits held: a Release would give them
+// back, and the ReleaseLease after it would give them back a second time.
+func TestReleaseLeavesLeasedPermits(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-not-plain"
+		side := b.Client(t)
+		c, holder := relocktest.New(t, b), relocktest.New(t, b)
+		ctx := context.Background()
+		s := c.Semaphore(name)
+		mustSet(t, s, 2)
+		refused := func(what string) {
+			t.Helper()
+			unchanged(t, side, name, func() { wantErr(t, s.Release(ctx, 1), relock.ErrNotHeld, name) })
+			if t.Failed() {
+				t.Fatalf("%s: Release(1) gave back a leased permit", what)
+			}
+		}
+
+		held := acquireLease(t, s, 2)
+		refused("after AcquireLease")
+		if err := s.ReleaseLease(held); err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, side, name, "2")
+
+		held, ok, err := s.TryAcquireLease(ctx, 2)
+		if !ok || err != nil {
+			t.Fatalf("TryAcquireLease(2) of 2 = %v, %v", ok, err)
+		}
+		refused("after TryAcquireLease")
+		if err := s.ReleaseLease(held); err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, side, name, "2")
+
+		// A lease that waited for its permits.
+		mustTry(t, holder.Semaphore(name), 2, true)
+		type leaseResult struct {
+			held context.Context
+			err  error
+		}
+		got := make(chan leaseResult, 1)
+		go func() {
+			h, err := s.AcquireLease(redistest.Context(t, 30*time.Second), 2)
+			got <- leaseResult{h, err}
+		}()
+		parked(t, c, 1, "the lease waiting for 2 permits")
+		if err := holder.Semaphore(name).Release(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		r := redistest.Recv(t, got, 15*time.Second, "the waiting AcquireLease after the release")
+		if r.err != nil {
+			t.Fatalf("AcquireLease after a wait: %v", r.err)
+		}
+		refused("after an AcquireLease that waited")
+		if err := s.ReleaseLease(r.held); err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, side, name, "2")
+		wantKeys(t, b, side, name)
+	})
+}
+
+// lateReply is a rueidis client that holds back for d the reply of the first script call
+// naming key that Redis ran without error: the call takes effect at once, its caller
+// hears of it late.
+type lateReply struct {
+	rueidis.Client
+	key  string
+	d    time.Duration
+	once sync.Once
+}
+
+func (r *lateReply) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	// Read the command before sending it: rueidis recycles it once sent.
+	named := slices.Contains(cmd.Commands(), r.key)
+	res := r.Client.Do(ctx, cmd)
+	if named && res.Error() == nil {
+		r.once.Do(func() { time.Sleep(r.d) })
+	}
+	return res
+}
+
+// An AcquireLease whose context ends while its attempt is in flight takes nothing, even
+// when the attempt took the permits: it gives them back and returns ctx and an error for
+// which errors.Is(err, ctx.Err()) holds. The attempt takes the permit at once, and its
+// reply comes 3s late, past the context's deadline of 1s.
+//
+// Guards against an AcquireLease that keeps a lease its caller gave up on, and one that
+// returns the error but leaves the permits taken.
+func TestAcquireLeaseContextEndsInFlight(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-late"
+		side := b.Client(t)
+		holder := relocktest.New(t, b)
+		mustSet(t, holder.Semaphore(name), 2)
+		c, err := relock.New(&lateReply{Client: b.Client(t), key: queueKey(name), d: 3 * time.Second})
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		s := c.Semaphore(name)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		held, err := s.AcquireLease(ctx, 1)
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("AcquireLease whose context ended in flight = %v; want errors.Is DeadlineExceeded", err)
+		}
+		wantErr(t, err, context.DeadlineExceeded, name)
+		if held != ctx || s.PermitIDs(held) != nil {
+			t.Fatal("AcquireLease returned a lease's context with its error; want ctx")
+		}
+		wantValue(t, side, name, "2")
+		if zs := leased(t, side, name); len(zs) != 0 {
+			t.Fatalf("%d leased permits left by an AcquireLease that gave up", len(zs))
+		}
+	})
+}
+
+// A lease taken with a context that carries an owner (here a held lock's) is still an
+// owner of its own for the watchdog: dropped without ReleaseLease while the lock's context
+// lives on, it is abandoned, and its permit is back within a lease (1s here), as with a
+// lease taken with a plain context.
+//
+// Guards against a lease that belongs to the owner of the context it was taken with: it
+// would be renewed as long as that owner is reachable, and never come back.
+func TestLeaseAbandonedUnderAnotherOwner(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-dropped-owned"
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second), relock.WithLogger(nil))
+		mu := c.Lock("lease-dropped-owner")
+		locked, err := mu.Lock(redistest.Context(t, 10*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := c.Semaphore(name)
+		mustSet(t, s, 1)
+		func() {
+			held, err := s.AcquireLease(locked, 1)
+			if err != nil {
+				t.Fatalf("AcquireLease: %v", err)
+			}
+			if len(s.PermitIDs(held)) != 1 {
+				t.Fatal("no permit id")
+			}
+		}()
+		redistest.Eventually(t, 20*time.Second, "the dropped lease's permit never came back while the lock's owner lived", func() bool {
+			runtime.GC()
+			return available(t, s) == 1
+		})
+		if err := mu.Unlock(locked); err != nil {
+			t.Fatalf("Unlock of the lock the lease was taken under: %v", err)
+		}
+	})
+}
+
+// The lease calls of a semaphore with an invalid name fail with ErrInvalidName naming it,
+// as every method of such a semaphore does: AcquireLease, TryAcquireLease and
+// ReleaseLease, whatever the context passed.
+//
+// Guards against a ReleaseLease that looks for the lease before the name, and so answers
+// ErrNotHeld.
+func TestLeaseInvalidName(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		ctx := context.Background()
+		for _, name := range []string{"", "a{b", "{x}", "relock_semaphore_queue:{x}"} {
+			s := c.Semaphore(name)
+			_, err := s.AcquireLease(redistest.Context(t, 5*time.Second), 1)
+			wantErr(t, err, relock.ErrInvalidName, name)
+			_, ok, err := s.TryAcquireLease(ctx, 1)
+			if ok {
+				t.Errorf("%q: TryAcquireLease reported true", name)
+			}
+			wantErr(t, err, relock.ErrInvalidName, name)
+			wantErr(t, s.ReleaseLease(ctx), relock.ErrInvalidName, name)
+			if ids := s.PermitIDs(ctx); ids != nil {
+				t.Errorf("%q: PermitIDs = %q; want nil", name, ids)
+			}
+		}
+		wantKeys(t, b, b.Client(t))
 	})
 }
