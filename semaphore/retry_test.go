@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
@@ -101,5 +102,47 @@ func TestLostReplyNotSentAgain(t *testing.T) {
 		if v := value(t, side, "lost-reply"); v != strconv.Itoa(n+1) && v != before {
 			t.Fatalf("count %s after one Release(1) from %s whose reply was lost; want %d (it ran) or %s", v, before, n+1, before)
 		}
+	})
+}
+
+// An Acquire whose first attempt's reply is lost returns the connection's error, and
+// leaves the queue: the attempt may have run and queued its client, and that entry must
+// not hold back the waiters of other clients (the client's watchdog timeout is a minute,
+// far beyond the 15s bound, so the entry's running out cannot stand in).
+//
+// Guards against an Acquire that returns the error of its first attempt without leaving
+// the queue.
+func TestLostFirstAttemptLeavesTheQueue(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-lost-first"
+		side := b.Client(t)
+		proxy := redistest.StartProxy(t, b.Addr)
+		lost := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()}, relock.WithWatchdogTimeout(time.Minute))
+		holder, next := relocktest.New(t, b), relocktest.New(t, b)
+		ctx := context.Background()
+		mustSet(t, holder.Semaphore(name), 2)
+		// The scripts loaded first, so that the fault hits the attempt itself.
+		mustTry(t, lost.Semaphore(name), 1, true)
+		if err := lost.Semaphore(name).Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		mustTry(t, holder.Semaphore(name), 2, true)
+
+		proxy.LoseReplyTo(name)
+		if err := lost.Semaphore(name).Acquire(redistest.Context(t, 30*time.Second), 1); err == nil {
+			t.Fatal("Acquire whose reply was lost returned nil with no permit free")
+		}
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		done := acquireAsync(redistest.Context(t, 30*time.Second), next.Semaphore(name), 1)
+		parked(t, next, 1, "the other client's waiter")
+		if err := holder.Semaphore(name).Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, done, 15*time.Second, "the other client's Acquire, behind the entry of an Acquire that returned"); err != nil {
+			t.Fatalf("other client: %v", err)
+		}
+		wantValue(t, side, name, "0")
 	})
 }
