@@ -916,6 +916,7 @@ func TestReleaseAccounting(t *testing.T) {
 
 // Counts out of range fail with ErrInvalidCount naming the semaphore, change nothing and
 // queue nothing: Acquire, TryAcquire and Release of 0 or fewer permits or more than 2^53-1
+// (2^53 the first of them)
 // (the most a semaphore counts: TestCountsAreExact), TrySetPermits below 0 or above 2^53-1,
 // AddPermits of 0 or beyond ±(2^53-1).
 //
@@ -932,7 +933,7 @@ func TestInvalidCount(t *testing.T) {
 		s := c.Semaphore(name)
 		mustSet(t, s, 2)
 		mustTry(t, s, 1, true)
-		for _, n := range []int64{0, -1, -1 << 62, 1<<53 + 1, math.MaxInt64} {
+		for _, n := range []int64{0, -1, -1 << 62, 1 << 53, 1<<53 + 1, math.MaxInt64} {
 			for _, op := range []struct {
 				name string
 				call func() error
@@ -1534,5 +1535,131 @@ func TestCountPastTheBoundsOf64Bits(t *testing.T) {
 				wantErr(t, err, relock.ErrWrongType, name)
 			})
 		}
+	})
+}
+
+// Every call after Close fails with ErrClosed and changes nothing, as relock.Client.Close
+// promises: a Release of permits the client took before closing, TrySetPermits,
+// AvailablePermits and Drain too, not only the calls that take permits.
+//
+// Guards against a closed client whose calls that do not take permits still reach Redis.
+func TestCallsAfterCloseChangeNothing(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name, fresh = "sem-closed", "sem-closed:fresh"
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		ctx := context.Background()
+		s := c.Semaphore(name)
+		mustSet(t, s, 3)
+		mustTry(t, s, 2, true)
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		unchanged(t, side, name, func() {
+			wantErr(t, s.Release(ctx, 2), relock.ErrClosed, name)
+			_, err := s.TrySetPermits(ctx, 5)
+			wantErr(t, err, relock.ErrClosed, name)
+			_, err = s.AvailablePermits(ctx)
+			wantErr(t, err, relock.ErrClosed, name)
+			_, err = s.Drain(ctx)
+			wantErr(t, err, relock.ErrClosed, name)
+		})
+		_, err := c.Semaphore(fresh).TrySetPermits(ctx, 5)
+		wantErr(t, err, relock.ErrClosed, fresh)
+		wantValue(t, side, fresh, "(none)")
+		wantValue(t, side, name, "1")
+		wantKeys(t, b, side, name)
+	})
+}
+
+// A waiter queued in memory between two others of its client, whose context ends, leaves
+// the queue: the waiter behind it is served in its turn once the first is done, without
+// waiting for anything of the one that left.
+//
+// Guards against a waiter that returns on ctx but stays in its client's queue, where the
+// turn handed to it is lost and every waiter behind it waits until its own context ends.
+func TestMiddleWaiterContextEnds(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-ctx:middle"
+		side := b.Client(t)
+		holder := relocktest.New(t, b)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		ctx := context.Background()
+		mustSet(t, holder.Semaphore(name), 2)
+		mustTry(t, holder.Semaphore(name), 2, true)
+
+		firstDone := acquireAsync(redistest.Context(t, 30*time.Second), c.Semaphore(name), 2)
+		parked(t, c, 1, "the first waiter")
+		middleCtx, cancelMiddle := context.WithCancel(redistest.Context(t, 30*time.Second))
+		defer cancelMiddle()
+		middleDone := acquireAsync(middleCtx, c.Semaphore(name), 1)
+		stillWaiting(t, middleDone, 200*time.Millisecond, "the middle waiter, behind the first")
+		lastDone := acquireAsync(redistest.Context(t, 30*time.Second), c.Semaphore(name), 1)
+		stillWaiting(t, lastDone, 200*time.Millisecond, "the last waiter, behind the middle one")
+
+		cancelMiddle()
+		err := redistest.Recv(t, middleDone, 15*time.Second, "the middle waiter after its context ended")
+		wantErr(t, err, context.Canceled, name)
+
+		if err := holder.Semaphore(name).Release(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, firstDone, 15*time.Second, "the first waiter after the release"); err != nil {
+			t.Fatalf("first waiter: %v", err)
+		}
+		stillWaiting(t, lastDone, 200*time.Millisecond, "the last waiter with no permit free")
+		if err := c.Semaphore(name).Release(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, lastDone, 15*time.Second, "the last waiter, behind a middle one that left"); err != nil {
+			t.Fatalf("last waiter: %v", err)
+		}
+		wantValue(t, side, name, "1")
+		if err := c.Semaphore(name).Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		wantKeys(t, b, side, name)
+	})
+}
+
+// A live waiter keeps its place in the queue however long it waits: it refreshes its
+// entry every third of its watchdog timeout (2s here), so over more than three timeouts a
+// smaller request of another client that came after it is not served with the permit
+// that is free, and the first waiter is served first once its permits are there.
+//
+// Guards against a waiter whose entry runs out between its refreshes (a refresh period as
+// long as the entry's life): it would be skipped as dead while it waits.
+func TestWaiterKeepsItsPlaceAcrossLeases(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-keep-place"
+		const timeout = 2 * time.Second
+		side := b.Client(t)
+		holder := relocktest.New(t, b)
+		first := relocktest.New(t, b, relock.WithWatchdogTimeout(timeout))
+		second := relocktest.New(t, b, relock.WithWatchdogTimeout(timeout))
+		ctx := context.Background()
+		mustSet(t, holder.Semaphore(name), 2)
+		mustTry(t, holder.Semaphore(name), 1, true)
+
+		firstDone := acquireAsync(redistest.Context(t, time.Minute), first.Semaphore(name), 2)
+		parked(t, first, 1, "the waiter for 2 permits")
+		secondDone := acquireAsync(redistest.Context(t, time.Minute), second.Semaphore(name), 1)
+		parked(t, second, 1, "the waiter for 1 permit")
+		stillWaiting(t, secondDone, 3*timeout+timeout/2, "the waiter for 1 permit behind a live waiter for 2")
+		wantValue(t, side, name, "1")
+
+		if err := holder.Semaphore(name).Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, firstDone, 15*time.Second, "the waiter for 2 permits after the release"); err != nil {
+			t.Fatalf("first waiter: %v", err)
+		}
+		if err := first.Semaphore(name).Release(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, secondDone, 15*time.Second, "the waiter for 1 permit"); err != nil {
+			t.Fatalf("second waiter: %v", err)
+		}
+		wantValue(t, side, name, "1")
 	})
 }
