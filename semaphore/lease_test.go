@@ -936,3 +936,37 @@ func TestLeaseInvalidName(t *testing.T) {
 		wantKeys(t, b, b.Client(t))
 	})
 }
+
+// A lease's context carries the lease of its own semaphore of its own client only: to
+// another semaphore of the client, or to the same semaphore of another client, it carries
+// none, so PermitIDs is nil and ReleaseLease is ErrNotHeld and changes nothing; the lease
+// is still live, and its own semaphore gives it back.
+//
+// Guards against a lease context that answers as a lease of every semaphore.
+func TestLeaseBelongsToItsSemaphore(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name, other = "lease-own", "lease-own:other"
+		side := b.Client(t)
+		c, c2 := relocktest.New(t, b), relocktest.New(t, b)
+		s := c.Semaphore(name)
+		mustSet(t, s, 2)
+		mustSet(t, c.Semaphore(other), 2)
+		held := acquireLease(t, s, 1)
+		for _, w := range []*semaphore.Weighted{c.Semaphore(other), c2.Semaphore(name)} {
+			if ids := w.PermitIDs(held); ids != nil {
+				t.Fatalf("PermitIDs through another semaphore or client = %q; want nil", ids)
+			}
+			unchanged(t, side, name, func() {
+				unchanged(t, side, other, func() { wantErr(t, w.ReleaseLease(held), relock.ErrNotHeld, w.Name()) })
+			})
+		}
+		if held.Err() != nil {
+			t.Fatalf("the lease ended after ReleaseLease through another semaphore: %v", context.Cause(held))
+		}
+		if err := s.ReleaseLease(held); err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, side, name, "2")
+		wantValue(t, side, other, "2")
+	})
+}
