@@ -915,10 +915,9 @@ func TestReleaseAccounting(t *testing.T) {
 // 6. Bad input.
 
 // Counts out of range fail with ErrInvalidCount naming the semaphore, change nothing and
-// queue nothing: Acquire, TryAcquire and Release of 0 or fewer permits or more than 2^53-1
-// (2^53 the first of them)
-// (the most a semaphore counts: TestCountsAreExact), TrySetPermits below 0 or above 2^53-1,
-// AddPermits of 0 or beyond ±(2^53-1).
+// queue nothing: Acquire, TryAcquire and Release of 0 or fewer permits or of 2^53 or more
+// (the most a semaphore counts is 2^53-1: TestCountsAreExact), TrySetPermits below 0 or
+// above 2^53-1, AddPermits of 0 or beyond ±(2^53-1).
 //
 // Guards against Acquire accepting n = 0 (it would return at once, and
 // Release(0) would be refused only by the held count), AddPermits(0) accepted, and a

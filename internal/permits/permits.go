@@ -99,8 +99,9 @@ func (s *Semaphore) Name() string { return s.n.Permits }
 func (s *Semaphore) fail(op string, err error) error { return lockerr.Redis(op, s.n.Permits, err) }
 
 // most is the largest count, and the most permits a call may ask for: a semaphore's scripts
-// add and compare counts as Lua numbers, which are doubles, exact up to 2^53-1 (within in
-// lua/count.lua refuses counts beyond it either way).
+// add and compare counts as Lua numbers, which are doubles, exact up to 2^53-1. The scripts
+// refuse a count beyond it either way, stored or summed (within in lua/count.lua); the
+// number a call asks for is refused here alone: a script would read 2^53+1 as 2^53.
 const most = 1<<53 - 1
 
 // check returns the error of a call asking for n permits, or nil.
