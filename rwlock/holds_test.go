@@ -717,8 +717,10 @@ func TestReadUnlockTellsWaitersOfASoonerEnd(t *testing.T) {
 // (everyone may try), as a writer's unlock does, not "0" (one may try): a Redisson reader
 // woken by a "0" that then gives way to the writer would swallow the one wake-up the
 // writer needs. The reader's release is the first "0" or "1" on the channel; the writer's
-// unlock follows, and a wake-up that the writer's client heard twice (its code and the
-// message) and did not use may be passed on after it with a "0".
+// unlock follows. A "0" may come after them: when the writer's own second try, made once
+// its subscription is confirmed, took the lock before the wake code that the reader's
+// release sent it arrived, its client has no waiter left for the code and passes the
+// wake-up on (lua/pass.lua), as the design has it.
 func TestLastReaderPublishesOneToWaitingWriters(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
