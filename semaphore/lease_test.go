@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"runtime"
 	"slices"
 	"strconv"
@@ -677,22 +678,34 @@ func TestAcquirePutsBackExpiredLease(t *testing.T) {
 	}
 }
 
-// A lease given back after its permits key was overwritten with data that is not a count
-// is refused with ErrWrongType before anything is written: the leased permits stay
-// recorded, and the key stays as it is.
+// A lease given back after its permits key was overwritten is refused before anything is
+// written, the leased permits staying recorded and the key as it is: with ErrWrongType
+// when the key holds data that is not a count, with ErrInvalidCount when it holds a whole
+// number beyond what a semaphore counts exactly (TestCountsAreExact).
 func TestLeaseReturnRefusesForeignCount(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		const name = "lease-foreign"
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
-		s := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil)).Semaphore(name)
-		mustSet(t, s, 2)
-		held := acquireLease(t, s, 1)
-		redistest.MustDo(t, side, "SET", name, "not a count")
-		unchanged(t, side, leasesKey(name), func() {
-			unchanged(t, side, name, func() {
-				wantErr(t, s.ReleaseLease(held), relock.ErrWrongType, name)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
+		for i, tc := range []struct {
+			value string
+			want  error
+		}{
+			{"not a count", relock.ErrWrongType},
+			{"9007199254740992", relock.ErrInvalidCount},
+		} {
+			t.Run(tc.value, func(t *testing.T) {
+				name := fmt.Sprintf("lease-foreign:%d", i)
+				s := c.Semaphore(name)
+				mustSet(t, s, 2)
+				held := acquireLease(t, s, 1)
+				redistest.MustDo(t, side, "SET", name, tc.value)
+				unchanged(t, side, leasesKey(name), func() {
+					unchanged(t, side, name, func() {
+						wantErr(t, s.ReleaseLease(held), tc.want, name)
+					})
+				})
 			})
-		})
+		}
 	})
 }
 

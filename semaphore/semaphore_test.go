@@ -732,8 +732,8 @@ func TestDeadEntrySkipped(t *testing.T) {
 }
 
 // Close ends the client's waiters with ErrClosed and they leave the queue: the next
-// client's waiter is served at once, and no queue key is left. Calls after Close fail
-// with ErrClosed and change nothing.
+// client's waiter is served at once, and no queue key is left (the calls after Close:
+// TestCallsAfterCloseChangeNothing).
 //
 // Guards against a waiter that returns on Close without leaving the Redis
 // queue: the other client's waiter would wait behind it until its entry ran out (a
@@ -767,12 +767,6 @@ func TestCloseEndsWaiters(t *testing.T) {
 		if err := next.Semaphore(name).Release(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
-		unchanged(t, side, name, func() {
-			_, err := closing.Semaphore(name).TryAcquire(ctx, 1)
-			wantErr(t, err, relock.ErrClosed, name)
-			wantErr(t, closing.Semaphore(name).Acquire(redistest.Context(t, 5*time.Second), 1), relock.ErrClosed, name)
-			wantErr(t, closing.Semaphore(name).AddPermits(ctx, 1), relock.ErrClosed, name)
-		})
 		wantValue(t, side, name, "1")
 		wantKeys(t, b, side, name)
 	})
@@ -1411,7 +1405,7 @@ func TestDrainBelowZero(t *testing.T) {
 // hold exactly, and every answer is the count in Redis to the permit. A call that asks for
 // more permits than that is refused with ErrInvalidCount naming the semaphore
 // (TestInvalidCount), and so is an AddPermits that would take the count out of that range;
-// nothing is written. A key that
+// nothing is written. (A lease given back onto such a count: TestLeaseReturnRefusesForeignCount.) A key that
 // holds a whole number beyond the range (written by something else: Redis takes any 64-bit
 // number) is refused the same way by every method and left as it is.
 //
@@ -1485,16 +1479,6 @@ func TestCountsAreExact(t *testing.T) {
 			wantValue(t, side, name, "-9007199254740991")
 		})
 
-		// A lease given back onto a count that something else set beyond the range.
-		t.Run("ReleaseLease", func(t *testing.T) {
-			const name = "sem-exact-lease"
-			s := c.Semaphore(name)
-			mustSet(t, s, 1)
-			held := acquireLease(t, s, 1)
-			redistest.MustDo(t, side, "SET", name, "9007199254740992")
-			unchanged(t, side, name, func() { wantErr(t, s.ReleaseLease(held), relock.ErrInvalidCount, name) })
-		})
-
 		// Whole numbers Redis takes that a semaphore does not count.
 		for i, v := range []string{"9007199254740992", "9007199254740993", "-9007199254740992", "9223372036854775807", "-9223372036854775808"} {
 			name := fmt.Sprintf("sem-exact-stored:%d", i)
@@ -1538,10 +1522,11 @@ func TestCountPastTheBoundsOf64Bits(t *testing.T) {
 }
 
 // Every call after Close fails with ErrClosed and changes nothing, as relock.Client.Close
-// promises: a Release of permits the client took before closing, TrySetPermits,
-// AvailablePermits and Drain too, not only the calls that take permits.
+// promises: the calls that take permits with one free, AddPermits, a Release of permits
+// the client took before closing, TrySetPermits, AvailablePermits and Drain.
 //
-// Guards against a closed client whose calls that do not take permits still reach Redis.
+// Guards against a closed client whose calls still reach Redis, the ones that do not take
+// permits included.
 func TestCallsAfterCloseChangeNothing(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name, fresh = "sem-closed", "sem-closed:fresh"
@@ -1555,8 +1540,12 @@ func TestCallsAfterCloseChangeNothing(t *testing.T) {
 			t.Fatalf("Close: %v", err)
 		}
 		unchanged(t, side, name, func() {
+			_, err := s.TryAcquire(ctx, 1)
+			wantErr(t, err, relock.ErrClosed, name)
+			wantErr(t, s.Acquire(redistest.Context(t, 5*time.Second), 1), relock.ErrClosed, name)
+			wantErr(t, s.AddPermits(ctx, 1), relock.ErrClosed, name)
 			wantErr(t, s.Release(ctx, 2), relock.ErrClosed, name)
-			_, err := s.TrySetPermits(ctx, 5)
+			_, err = s.TrySetPermits(ctx, 5)
 			wantErr(t, err, relock.ErrClosed, name)
 			_, err = s.AvailablePermits(ctx)
 			wantErr(t, err, relock.ErrClosed, name)
