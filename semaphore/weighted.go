@@ -66,9 +66,9 @@ import (
 
 // Weighted is a distributed semaphore, made by relock.Client.Semaphore. Its methods are safe
 // for concurrent use. Errors name the semaphore and match relock's error values with
-// errors.Is: ErrInvalidCount for a count out of range (see Counts), ErrNotHeld for a release of permits
-// the client does not hold, ErrWrongType when the key holds anything but a whole number
-// (it is left untouched), ErrInvalidName, ErrClosed.
+// errors.Is: ErrInvalidCount for a count out of range (see Counts), ErrNotHeld for a
+// release of permits the client does not hold, ErrWrongType when the key holds anything
+// but a whole number (it is left untouched), ErrInvalidName, ErrClosed.
 //
 // A Weighted with an invalid name is still returned by relock.Client.Semaphore, so that the
 // constructor needs no error; every method then fails with ErrInvalidName.
@@ -79,8 +79,8 @@ func (s *Weighted) s() *permits.Semaphore { return (*permits.Semaphore)(s) }
 // Name returns the semaphore's name, which is also its Redis key.
 func (s *Weighted) Name() string { return s.s().Name() }
 
-// Acquire takes n permits (n from 1 to 2^53-1), waiting until they are available and every waiter
-// that came before has been served, or until ctx ends. While waiting it sends nothing to
+// Acquire takes n permits (n from 1 to 2^53-1), waiting until they are available and every
+// waiter that came before has been served, or until ctx ends. While waiting it sends nothing to
 // Redis but a refresh of its client's queue entry every third of the watchdog timeout: it
 // is woken by the release that makes permits available. When ctx ends first (or has ended
 // before the call), Acquire takes nothing and returns an error for which errors.Is(err,
@@ -88,16 +88,16 @@ func (s *Weighted) Name() string { return s.s().Name() }
 // Acquire returns nil.
 func (s *Weighted) Acquire(ctx context.Context, n int64) error { return s.s().Acquire(ctx, n) }
 
-// TryAcquire makes one attempt to take n permits (n from 1 to 2^53-1), without waiting, and
-// reports whether it took them. It fails (false, nil) when fewer are available, and also
+// TryAcquire makes one attempt to take n permits (n from 1 to 2^53-1), without waiting,
+// and reports whether it took them. It fails (false, nil) when fewer are available, and also
 // when relock waiters are queued for the semaphore, in this process or another, as
 // x/sync's TryAcquire does.
 func (s *Weighted) TryAcquire(ctx context.Context, n int64) (bool, error) {
 	return s.s().TryAcquire(ctx, n)
 }
 
-// Release gives back n permits (n from 1 to 2^53-1) that this client took, and publishes the
-// new count, which wakes waiters. It returns ErrNotHeld, and changes nothing, when the
+// Release gives back n permits (n from 1 to 2^53-1) that this client took, and publishes
+// the new count, which wakes waiters. It returns ErrNotHeld, and changes nothing, when the
 // client holds fewer. It works when ctx has ended: its call is bounded by the client's
 // timeout.
 //
@@ -107,8 +107,8 @@ func (s *Weighted) TryAcquire(ctx context.Context, n int64) (bool, error) {
 // connection's error.
 func (s *Weighted) Release(ctx context.Context, n int64) error { return s.s().Release(ctx, n) }
 
-// TrySetPermits sets the available permits to n (n from 0 to 2^53-1) if the semaphore has no
-// count yet, as Redisson's trySetPermits does, and reports whether it did.
+// TrySetPermits sets the available permits to n (n from 0 to 2^53-1) if the semaphore has
+// no count yet, as Redisson's trySetPermits does, and reports whether it did.
 func (s *Weighted) TrySetPermits(ctx context.Context, n int64) (bool, error) {
 	return s.s().TrySetPermits(ctx, n)
 }
