@@ -84,7 +84,7 @@ var ceilingVariants = []ceilingVariant{
 			return relockCeilingCycle(b, c.names[i], owner)
 		},
 		ok: func(a, r reply) bool {
-			return a.kind == '*' && len(a.elems) > 0 && a.elems[0].isInt(1) && r.isInt(1)
+			return a.isInt(1) && r.isInt(1) // the acquire's reply: the hold count alone, 1 (see package lua)
 		},
 	},
 	{

@@ -152,7 +152,7 @@ type rawHandle struct {
 func (h *rawHandle) Lock(ctx context.Context) (func() error, error) {
 	for {
 		// TryLock's arguments: no wake code, since this locker polls.
-		v, err := script.RLockAcquire().Exec(ctx, h.rc, []string{h.key, h.wake}, []string{"30000", h.owner, "", "", h.channel, "publish"}).AsIntSlice()
+		v, err := script.AcquireReply(nil, script.RLockAcquire().Exec(ctx, h.rc, []string{h.key, h.wake}, []string{"30000", h.owner, "", "", h.channel, "publish"}))
 		if err != nil {
 			return nil, err
 		}

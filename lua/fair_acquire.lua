@@ -15,7 +15,7 @@
 -- ARGV[7] the message that tells a waiter to try again ("2"): the turn was taken, or it is
 --         now first because the waiters ahead of it were found dead
 -- Returns {1, hold count, token} when the owner now holds the lock (token as for an
--- RLock), or {0, ms}: how long the caller may wait before it tries again: the lock's PTTL,
+-- RLock; a re-entry's reply is the hold count alone, see package lua), or {0, ms}: how long the caller may wait before it tries again: the lock's PTTL,
 -- or, when another live waiter is first and its entry runs out sooner, the time until it
 -- does: should that waiter be dead, nobody publishes when its turn passes, so the waiter
 -- behind it comes back by itself.
@@ -35,9 +35,9 @@
 local free, head, deadline, now = true, false, nil, 0
 if redis.call('exists', KEYS[1], KEYS[2]) > 0 then
   if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
     redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
-    return {1, count, 0}
+    return count
   end
   local time = redis.call('time')
   now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
@@ -98,7 +98,7 @@ if free and (not head or head == ARGV[2]) then
       end
     end
   end
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('hincrby', KEYS[1], ARGV[2], '1')
   redis.call('pexpire', KEYS[1], ARGV[1])
   return {1, 1, token}
 end

@@ -25,7 +25,7 @@ if mode == 'unlock' then
     return reply
   end
   if count > 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], -1)
+    redis.call('hincrby', KEYS[1], ARGV[2], '-1')
     return 0
   end
   redis.call('del', KEYS[1])

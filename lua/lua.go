@@ -12,6 +12,13 @@
 // semaphore's and the count-down latch's key, a string holding a whole number, and
 // permit.lua what the semaphore's scripts need of leased permits: their ids, Redis's
 // clock, and putting back the expired.
+//
+// Two habits keep the server's work per call down, as a lock and unlock cycle costs the
+// server several times what SET NX and a compare-and-delete do. An acquire script replies
+// {1, hold count, third} when the owner got the lock, and may reply the hold count alone,
+// an integer, where the third value is 0: an array reply costs the server a table and its
+// conversion, on the commonest acquisition. And a number a script passes to a command is
+// written as text ('1'), since the server formats a Lua number with snprintf at every call.
 package lua
 
 import "embed"

@@ -10,10 +10,12 @@
 -- ARGV[5] the lock's channel, and ARGV[6] the publish command: a first-level acquisition
 --         announces its lease to the registered clients (see announce in wake.lua)
 -- Returns {1, hold count, token} when the owner now holds the lock: token is the fencing
--- counter's new value on a first-level acquisition of a fenced lock, else 0 (a re-entry
--- keeps its hold's token). Returns {0, PTTL} when another owner holds it; the PTTL (-1
--- when the lock has no expiry) bounds how long a waiter sleeps before trying again, and
--- the client is registered to be woken for that long.
+-- counter's new value on a first-level acquisition of a fenced lock; without one (0: the
+-- lock is not fenced, or a re-entry, which keeps its hold's token) the reply is the hold
+-- count alone, an integer, which the server sends for less than an array. Returns {0,
+-- PTTL} when another owner holds it; the PTTL (-1 when the lock has no expiry) bounds how
+-- long a waiter sleeps before trying again, and the client is registered to be woken for
+-- that long.
 -- A key of another type makes HEXISTS fail with WRONGTYPE and leaves the key untouched. A
 -- hash without a plain lock's shape (see shape.lua) is refused with WRONGTYPE too, on a
 -- first attempt (ARGV[4] "") or when it has no expiry, as no lock lacks one: a woken
@@ -25,32 +27,33 @@
 
 -- Most acquisitions are a first attempt at a free lock that no client waits for: then one
 -- command tells that the lock and its registry are both absent, and there is nobody to
--- settle or announce to. Any other attempt pays that command on top of its own.
-local quiet = ARGV[4] == '' and redis.call('exists', KEYS[1], KEYS[2]) == 0
-local pttl = -2
-if not quiet then
-  pttl = redis.call('pttl', KEYS[1])
-end
-if pttl == -2 then
-  local token = 0
-  if KEYS[3] then
-    -- First, before any write: a counter that cannot be incremented (another type) fails
-    -- the script with nothing changed. The counter never expires: a token is never handed
-    -- out twice.
-    token = redis.call('incr', KEYS[3])
-  end
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+-- settle or announce to. Such an attempt returns before the preludes' functions, which
+-- package script puts at the "-- preludes" line below: every function a script defines is
+-- made anew each time the script gets to its definition.
+--
+-- A fenced lock takes its token first, before any write: a counter that cannot be
+-- incremented (another type) fails the script with nothing changed. The counter never
+-- expires: a token is never handed out twice.
+if ARGV[4] == '' and redis.call('exists', KEYS[1], KEYS[2]) == 0 then
+  local token = KEYS[3] and redis.call('incr', KEYS[3])
+  redis.call('hincrby', KEYS[1], ARGV[2], '1')
   redis.call('pexpire', KEYS[1], ARGV[1])
-  if not quiet then
-    settle(KEYS[2], ARGV[3], ARGV[4], tonumber(ARGV[1]))
-    announce(KEYS[2], ARGV[5], ARGV[6], ARGV[1])
-  end
-  return {1, 1, token}
+  return token and {1, 1, token} or 1
+end
+-- preludes
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then
+  local token = KEYS[3] and redis.call('incr', KEYS[3])
+  redis.call('hincrby', KEYS[1], ARGV[2], '1')
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  settle(KEYS[2], ARGV[3], ARGV[4], tonumber(ARGV[1]))
+  announce(KEYS[2], ARGV[5], ARGV[6], ARGV[1])
+  return token and {1, 1, token} or 1
 end
 if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
   redis.call('pexpire', KEYS[1], math.max(pttl, tonumber(ARGV[1])))
-  return {1, count, 0}
+  return count
 end
 -- Another owner's lock, a read-write lock's hash or an application's hash: only the first
 -- may be waited for (taking the others for a held lock would wait forever).

@@ -33,7 +33,7 @@ if KEYS[4] then
   token = redis.call('incr', KEYS[4])
 end
 redis.call('del', KEYS[1])
-redis.call('hincrby', KEYS[1], ARGV[4], 1)
+redis.call('hincrby', KEYS[1], ARGV[4], '1')
 redis.call('pexpire', KEYS[1], ARGV[5])
 register(KEYS[3], ARGV[6], tonumber(ARGV[5]))
 announce(KEYS[3], KEYS[2], ARGV[3], ARGV[5])

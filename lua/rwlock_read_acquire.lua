@@ -17,7 +17,8 @@
 --         announces its lease to the registered clients (see announce in wake.lua)
 -- Returns {1, read hold count, w} when the owner now holds a read hold, with w = 1 when it
 -- was taken beside the owner's own write hold (a downgrade: the write field now lives as
--- long as this hold keeps the hash) and 0 otherwise; else {0, ms}: how
+-- long as this hold keeps the hash) and 0 otherwise (the reply of a first hold taken at a
+-- free lock is 1 alone, see package lua); else {0, ms}: how
 -- long to wait before trying again, the lock's PTTL, or, while a waiting writer goes first
 -- and its entry runs out sooner, the time until it does (a writer that died never takes
 -- the lock, so nobody would publish when its turn passes).
@@ -34,10 +35,10 @@
 -- give way to, settle or announce.
 if ARGV[6] == '' and redis.call('exists', KEYS[1], KEYS[3], KEYS[5]) == 0 then
   redis.call('hset', KEYS[1], 'mode', 'read')
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('hincrby', KEYS[1], ARGV[2], '1')
   redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1])
   redis.call('pexpire', KEYS[1], ARGV[1])
-  return {1, 1, 0}
+  return 1
 end
 local mode = redis.call('hget', KEYS[1], 'mode')
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
@@ -71,7 +72,7 @@ if mode == false then
 elseif not (mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
   return held(KEYS[1], KEYS[4], ARGV[5], ARGV[1])
 end
-local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
 local expiry = tonumber(ARGV[1])
 if count > 1 then
   expiry = math.max(expiry, redis.call('pttl', KEYS[2] .. ':' .. (count - 1)))

@@ -39,7 +39,7 @@ end
 local count = holds - 1
 local result = 0
 if count > 0 then
-  redis.call('hincrby', KEYS[1], ARGV[1], -1)
+  redis.call('hincrby', KEYS[1], ARGV[1], '-1')
 else
   redis.call('hdel', KEYS[1], ARGV[1])
   result = 2

@@ -15,7 +15,8 @@
 --         "0" when none do (see settle in wake.lua); "" for a first attempt
 -- ARGV[8] the lock's channel, and ARGV[9] the publish command: a first-level acquisition
 --         announces its lease to the registered clients (see announce in wake.lua)
--- Returns {1, write hold count, token} when the owner now holds the write lock, {0, PTTL}
+-- Returns {1, write hold count, token} when the owner now holds the write lock (a
+-- re-entry's reply is the hold count alone, see package lua), {0, PTTL}
 -- when it must wait, {2} when the owner holds live read holds only: an upgrade, which
 -- would wait forever for itself.
 --
@@ -37,7 +38,7 @@ if mode == false then
     token = redis.call('incr', KEYS[5])
   end
   redis.call('hset', KEYS[1], 'mode', 'write')
-  redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  redis.call('hincrby', KEYS[1], ARGV[2], '1')
   redis.call('pexpire', KEYS[1], ARGV[1])
   if not quiet then
     if redis.call('zrem', KEYS[2], ARGV[2]) == 1 and redis.call('zcard', KEYS[2]) == 0 then
@@ -49,9 +50,9 @@ if mode == false then
   return {1, 1, token}
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  local count = redis.call('hincrby', KEYS[1], ARGV[2], 1)
+  local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
   redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
-  return {1, count, 0}
+  return count
 end
 local kind = shape(KEYS[1])
 if kind ~= 'rwlock' then

@@ -433,7 +433,7 @@ func TestUnlockReplay(t *testing.T) {
 		const owner, other = "5df8512c-e096-4359-bc82-07efb0bc9d8e:1", "0c9b8a7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d:1"
 		acquire := func(who string) {
 			t.Helper()
-			if v, err := script.RLockAcquire().Exec(ctx, rc, []string{"replayed", "relock_wake:{replayed}"}, []string{"30000", who, "", "0"}).AsIntSlice(); err != nil || v[0] != 1 {
+			if v, err := script.AcquireReply(nil, script.RLockAcquire().Exec(ctx, rc, []string{"replayed", "relock_wake:{replayed}"}, []string{"30000", who, "", "0"})); err != nil || v[0] != 1 {
 				t.Fatalf("acquire by %s = %v, %v", who, v, err)
 			}
 		}

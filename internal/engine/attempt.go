@@ -125,7 +125,7 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 			v, err = a.execSynced(dctx, &call, sent)
 		} else {
 			var buf [3]int64 // the longest reply: read it without allocating
-			v, err = ints(buf[:0], call.exec(dctx, l.c.Redis))
+			v, err = script.AcquireReply(buf[:0], call.exec(dctx, l.c.Redis))
 		}
 		if err != nil {
 			failed = err
@@ -149,7 +149,7 @@ func (a *attempt) execSynced(ctx context.Context, call *call, sent time.Time) ([
 	res, _ := script.Batch(ctx, rc, []script.Call{call.batched()}, func() rueidis.Commands {
 		return rueidis.Commands{rc.B().Wait().Numreplicas(int64(l.c.SyncReplicas)).Timeout(l.c.SyncTimeout.Milliseconds()).Build()}
 	})
-	v, err := res[0].AsIntSlice()
+	v, err := script.AcquireReply(nil, res[0])
 	if err != nil || len(v) != 3 || v[0] != 1 {
 		return v, err // not acquired: nothing to sync
 	}
@@ -161,22 +161,6 @@ func (a *attempt) execSynced(ctx context.Context, call *call, sent time.Time) ([
 		return nil, errors.Join(lockerr.ErrNotSynced, err)
 	}
 	return nil, lockerr.ErrNotSynced
-}
-
-// ints appends the integers of an array reply to dst, as AsIntSlice would return them.
-func ints(dst []int64, r rueidis.RedisResult) ([]int64, error) {
-	arr, err := r.ToArray()
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range arr {
-		n, err := e.AsInt64()
-		if err != nil {
-			return nil, err
-		}
-		dst = append(dst, n)
-	}
-	return dst, nil
 }
 
 // reply reads the acquire script's reply.

@@ -33,8 +33,8 @@ func acquire(rc rueidis.Client, name, owner string, lease time.Duration, fencing
 		ks = append(ks, names.Token)
 	}
 	sent := time.Now() // before the request: the local deadline must not lie past Redis's
-	reply, err := script.RLockAcquire().Exec(context.Background(), rc, ks,
-		[]string{strconv.FormatInt(lease.Milliseconds(), 10), owner, "", "0"}).AsIntSlice()
+	reply, err := script.AcquireReply(nil, script.RLockAcquire().Exec(context.Background(), rc, ks,
+		[]string{strconv.FormatInt(lease.Milliseconds(), 10), owner, "", "0"}))
 	if err != nil || reply[0] != 1 {
 		log.Fatalf("acquire %s for %s: %v %v", name, owner, reply, err)
 	}

@@ -25,7 +25,7 @@ func TestMain(m *testing.M) {
 func hold(t *testing.T, w *Watchdog, rc rueidis.Client, name, owner string) context.Context {
 	t.Helper()
 	sent := time.Now()
-	v, err := script.RLockAcquire().Exec(context.Background(), rc, []string{name, keys.Of(name).Wake}, []string{w.leaseMs, owner, "", "0"}).AsIntSlice()
+	v, err := script.AcquireReply(nil, script.RLockAcquire().Exec(context.Background(), rc, []string{name, keys.Of(name).Wake}, []string{w.leaseMs, owner, "", "0"}))
 	if err != nil || v[0] != 1 {
 		t.Fatalf("acquire %s: %v %v", name, v, err)
 	}
@@ -237,7 +237,7 @@ func TestTurnOutlivesItsHold(t *testing.T) {
 	const who = "client:1"
 	take := func(name string) context.Context {
 		t.Helper()
-		v, err := script.RLockAcquire().Exec(context.Background(), rc, []string{name, keys.Of(name).Wake}, []string{w.leaseMs, who, "", "0"}).AsIntSlice()
+		v, err := script.AcquireReply(nil, script.RLockAcquire().Exec(context.Background(), rc, []string{name, keys.Of(name).Wake}, []string{w.leaseMs, who, "", "0"}))
 		if err != nil || v[0] != 1 {
 			t.Fatalf("acquire %s: %v %v", name, v, err)
 		}

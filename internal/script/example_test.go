@@ -27,7 +27,7 @@ func ExampleScript() {
 	ctx := context.Background()
 
 	acquire := func(owner string) []int64 {
-		reply, err := script.RLockAcquire().Exec(ctx, rc, []string{"orders", "relock_wake:{orders}"}, []string{"30000", owner, "", "0"}).AsIntSlice()
+		reply, err := script.AcquireReply(nil, script.RLockAcquire().Exec(ctx, rc, []string{"orders", "relock_wake:{orders}"}, []string{"30000", owner, "", "0"}))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -81,7 +81,7 @@ func ExampleScript_pipeline() {
 	rc := srv.Redis()
 	ctx := context.Background()
 	const owner = "6f1d0c2e-3b4a-4c5d-8e9f-0a1b2c3d4e5f:1"
-	if _, err := script.RLockAcquire().Exec(ctx, rc, []string{"orders", "relock_wake:{orders}"}, []string{"30000", owner, "", "0"}).AsIntSlice(); err != nil {
+	if _, err := script.AcquireReply(nil, script.RLockAcquire().Exec(ctx, rc, []string{"orders", "relock_wake:{orders}"}, []string{"30000", owner, "", "0"})); err != nil {
 		log.Fatal(err)
 	}
 

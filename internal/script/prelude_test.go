@@ -36,6 +36,34 @@ end
 	}
 }
 
+// A script's "-- preludes" line is where the functions go: a path that returns above it
+// never makes them. A prelude function called above the line is a build mistake, which
+// with refuses.
+func TestPreludesGoAtTheScriptsLine(t *testing.T) {
+	const prelude = "-- a prelude\nlocal function f()\n  return 1\nend\n"
+	got := with("if KEYS[1] then\n  return 0\nend\n-- preludes\nreturn f()", prelude)
+	if want := "if KEYS[1] then\n  return 0\nend\nlocal function f()\n  return 1\nend\nreturn f()"; got != want {
+		t.Errorf("with placed the preludes so:\n%s\nwant:\n%s", got, want)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Error("with took a script that calls f above the preludes' line")
+		}
+	}()
+	with("if KEYS[1] then\n  return f()\nend\n-- preludes\nreturn f()", prelude)
+}
+
+// The plain lock's commonest acquisition, a first attempt at a free lock nobody waits for,
+// returns before the script makes any function (see rlock_acquire.lua).
+func TestCommonestAcquisitionMakesNoFunction(t *testing.T) {
+	src := RLockAcquire().Source
+	quiet := strings.Index(src, "redis.call('exists', KEYS[1], KEYS[2]) == 0 then")
+	fn := strings.Index(src, "local function")
+	if quiet < 0 || fn < 0 || fn < quiet || !strings.Contains(src[quiet:fn], "return token and {1, 1, token} or 1") {
+		t.Errorf("the acquire script's first function comes before its commonest path returns:\n%s", src)
+	}
+}
+
 // Every script defines exactly the prelude functions it calls: none missing (a Lua error
 // at the call), none unused (a closure the server makes at every call for nothing).
 func TestScriptsDefineTheFunctionsTheyCall(t *testing.T) {

@@ -42,7 +42,9 @@ func (s *Script) Exec(ctx context.Context, rc rueidis.Client, keys, args []strin
 // The functions a script never calls are left out because Redis runs a script's whole text
 // at every call, and every function it defines is a closure made anew each time: on the
 // lock and unlock scripts the unused ones cost the server about a tenth of a microsecond
-// a cycle, for nothing.
+// a cycle, for nothing. For the same reason a script may have a line "-- preludes": the
+// functions go there instead of at the top, so that a path that returns above it (the
+// commonest one, written without them) never makes them.
 func with(src string, preludes ...string) string {
 	var defs []definition
 	for _, p := range preludes {
@@ -66,8 +68,22 @@ func with(src string, preludes ...string) string {
 			b.WriteString(d.text)
 		}
 	}
-	return b.String() + src
+	above, below, marked := strings.Cut(src, preludesHere)
+	if !marked {
+		return b.String() + src
+	}
+	for name := range calls(above) {
+		for _, d := range defs {
+			if d.name == name {
+				panic("script: " + name + " is called above the preludes' line") // a build mistake, caught by every test
+			}
+		}
+	}
+	return above + "\n" + b.String() + below
 }
+
+// preludesHere is the line of a script where with puts the preludes' functions.
+const preludesHere = "\n-- preludes\n"
 
 // definition is one top-level function of a prelude: its name and its text, up to the
 // next one (the comment of the next one's group may come with it).
@@ -155,6 +171,34 @@ var (
 	latchSetScript           = newScript(with(source("latch_set.lua"), count))
 	latchCountDownScript     = newScript(with(source("latch_count_down.lua"), count))
 )
+
+// AcquireReply appends the integers of an acquire script's reply (rlock, fair, read or
+// write) to dst: {1, hold count, third} when the owner got the lock, {0, ms} when it must
+// wait, {2} for an upgrade. A bare integer n, the reply of an acquisition whose third value
+// is 0 (see package lua), reads as {1, n, 0}. It allocates nothing when dst has room for
+// three.
+func AcquireReply(dst []int64, r rueidis.RedisResult) ([]int64, error) {
+	m, err := r.ToMessage()
+	if err != nil {
+		return nil, err
+	}
+	if m.IsInt64() {
+		n, _ := m.AsInt64()
+		return append(dst, 1, n, 0), nil
+	}
+	arr, err := m.ToArray()
+	if err != nil {
+		return nil, err
+	}
+	for _, e := range arr {
+		n, err := e.AsInt64()
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, n)
+	}
+	return dst, nil
+}
 
 // RLockAcquire acquires or re-enters a reentrant lock (rlock_acquire.lua).
 func RLockAcquire() *Script { return rlockAcquireScript }

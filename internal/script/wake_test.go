@@ -2,6 +2,7 @@ package script_test
 
 import (
 	"context"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -24,8 +25,8 @@ const (
 // wake code and a woken waiter's stay ("" for a first attempt).
 func acquire(t *testing.T, rc rueidis.Client, name, owner, code, stay string) ([]int64, error) {
 	t.Helper()
-	return script.RLockAcquire().Exec(context.Background(), rc, []string{name, keys.Of(name).Wake},
-		[]string{"30000", owner, code, stay}).AsIntSlice()
+	return script.AcquireReply(nil, script.RLockAcquire().Exec(context.Background(), rc, []string{name, keys.Of(name).Wake},
+		[]string{"30000", owner, code, stay}))
 }
 
 // writeAcquire is acquire for owner's write hold of a read-write lock, with a 30s lease
@@ -33,8 +34,8 @@ func acquire(t *testing.T, rc rueidis.Client, name, owner, code, stay string) ([
 func writeAcquire(t *testing.T, rc rueidis.Client, name, owner, code, stay string) ([]int64, error) {
 	t.Helper()
 	n := keys.Of(name)
-	return script.RWLockWriteAcquire().Exec(context.Background(), rc, []string{n.Lock, n.Writers, n.ReadTimeouts(owner), n.Wake},
-		[]string{"30000", keys.WriteField(owner), owner, "0", "10000", code, stay, n.RWChannel, "publish"}).AsIntSlice()
+	return script.AcquireReply(nil, script.RWLockWriteAcquire().Exec(context.Background(), rc, []string{n.Lock, n.Writers, n.ReadTimeouts(owner), n.Wake},
+		[]string{"30000", keys.WriteField(owner), owner, "0", "10000", code, stay, n.RWChannel, "publish"}))
 }
 
 // readAcquire is acquire for a read hold, with prefer "1" when new readers give way to
@@ -42,8 +43,8 @@ func writeAcquire(t *testing.T, rc rueidis.Client, name, owner, code, stay strin
 func readAcquire(t *testing.T, rc rueidis.Client, name, owner, prefer, code, stay string) ([]int64, error) {
 	t.Helper()
 	n := keys.Of(name)
-	return script.RWLockReadAcquire().Exec(context.Background(), rc, []string{n.Lock, n.ReadTimeouts(owner), n.Writers, n.Readers, n.Wake},
-		[]string{"30000", owner, keys.WriteField(owner), prefer, code, stay, n.RWChannel, "publish"}).AsIntSlice()
+	return script.AcquireReply(nil, script.RWLockReadAcquire().Exec(context.Background(), rc, []string{n.Lock, n.ReadTimeouts(owner), n.Writers, n.Readers, n.Wake},
+		[]string{"30000", owner, keys.WriteField(owner), prefer, code, stay, n.RWChannel, "publish"}))
 }
 
 // The wake registry (lua/wake.lua) keeps clients in the order they joined: a client that
@@ -256,6 +257,54 @@ func TestUnlockWakesTheFirstListeningClient(t *testing.T) {
 		m := redistest.Members(t, rc, n.Wake)
 		if got := strings.Join(m, " "); got != "3333 4444" {
 			t.Errorf("registry %q after the unlock; want \"3333 4444\"", got)
+		}
+	})
+}
+
+// An acquisition with no third value to give replies the hold count alone, an integer
+// (package lua): a first hold of a lock without fencing, and a re-entry. A fenced first
+// hold replies {1, 1, token}, and a held lock {0, PTTL}; AcquireReply reads them all.
+func TestAcquireRepliesTheCountAlone(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := context.Background()
+		run := func(name, owner, stay string, fenced bool) rueidis.RedisResult {
+			n := keys.Of(name)
+			ks := []string{n.Lock, n.Wake}
+			if fenced {
+				ks = append(ks, n.Token)
+			}
+			return script.RLockAcquire().Exec(ctx, rc, ks, []string{"30000", owner, "1111", stay, n.Channel, "publish"})
+		}
+		for _, c := range []struct {
+			what        string
+			name, owner string
+			stay        string
+			fenced      bool
+			bare        int64   // the integer reply, or 0 for an array
+			want        []int64 // as AcquireReply reads it
+		}{
+			{"a first hold", "bare", holder, "", false, 1, []int64{1, 1, 0}},
+			{"a re-entry", "bare", holder, "", false, 2, []int64{1, 2, 0}},
+			{"a woken waiter's hold", "woken", holder, "0", false, 1, []int64{1, 1, 0}},
+			{"a fenced first hold", "fenced", holder, "", true, 0, []int64{1, 1, 1}},
+			{"a fenced re-entry", "fenced", holder, "", true, 2, []int64{1, 2, 0}},
+		} {
+			res := run(c.name, c.owner, c.stay, c.fenced)
+			n, err := res.AsInt64()
+			if c.bare != 0 && (err != nil || n != c.bare) {
+				t.Errorf("%s: reply %v %v; want the integer %d", c.what, n, err, c.bare)
+			}
+			if c.bare == 0 && err == nil {
+				t.Errorf("%s: reply the integer %d; want an array", c.what, n)
+			}
+			if v, err := script.AcquireReply(nil, res); err != nil || !slices.Equal(v, c.want) {
+				t.Errorf("%s: AcquireReply read %v %v; want %v", c.what, v, err, c.want)
+			}
+		}
+		v, err := script.AcquireReply(nil, run("bare", first, "", false))
+		if err != nil || len(v) != 2 || v[0] != 0 || v[1] <= 0 || v[1] > 30000 {
+			t.Errorf("another owner: AcquireReply read %v %v; want {0, PTTL}", v, err)
 		}
 	})
 }

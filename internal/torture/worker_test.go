@@ -448,7 +448,7 @@ func (s *spy) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult
 	sent := time.Now().UnixNano()
 	res := s.Client.Do(ctx, cmd)
 	got := time.Now().UnixNano()
-	v, err := res.AsIntSlice()
+	v, err := scripts.AcquireReply(nil, res)
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	log.field = field
