@@ -17,8 +17,9 @@
 // server several times what SET NX and a compare-and-delete do. An acquire script replies
 // {1, hold count, third} when the owner got the lock, and may reply the hold count alone,
 // an integer, where the third value is 0: an array reply costs the server a table and its
-// conversion, on the commonest acquisition. And a number a script passes to a command is
-// written as text ('1'), since the server formats a Lua number with snprintf at every call.
+// conversion, on the commonest acquisition. And on the paths every lock cycle takes, a
+// number a script passes to a command is written as text ('1'), since the server formats a
+// Lua number with snprintf at every call.
 package lua
 
 import "embed"

@@ -32,14 +32,15 @@
 
 -- As in rlock_acquire.lua, a first attempt at a free lock that no writer waits for and no
 -- client is registered to hear of is one command to tell: the hold is taken with nothing to
--- give way to, settle or announce.
+-- give way to, settle or announce, before the preludes' functions are made.
 if ARGV[6] == '' and redis.call('exists', KEYS[1], KEYS[3], KEYS[5]) == 0 then
   redis.call('hset', KEYS[1], 'mode', 'read')
   redis.call('hincrby', KEYS[1], ARGV[2], '1')
-  redis.call('set', KEYS[2] .. ':1', 1, 'px', ARGV[1])
+  redis.call('set', KEYS[2] .. ':1', '1', 'px', ARGV[1])
   redis.call('pexpire', KEYS[1], ARGV[1])
   return 1
 end
+-- preludes
 local mode = redis.call('hget', KEYS[1], 'mode')
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 if holds == 0 and (mode or redis.call('exists', KEYS[1]) == 1) then
@@ -77,10 +78,10 @@ local expiry = tonumber(ARGV[1])
 if count > 1 then
   expiry = math.max(expiry, redis.call('pttl', KEYS[2] .. ':' .. (count - 1)))
   for k = 1, count - 1 do
-    redis.call('set', KEYS[2] .. ':' .. k, 1, 'px', expiry)
+    redis.call('set', KEYS[2] .. ':' .. k, '1', 'px', expiry)
   end
 end
-redis.call('set', KEYS[2] .. ':' .. count, 1, 'px', expiry)
+redis.call('set', KEYS[2] .. ':' .. count, '1', 'px', expiry)
 redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), expiry))
 local beside = 0
 if mode == 'write' then

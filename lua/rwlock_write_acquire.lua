@@ -15,8 +15,8 @@
 --         "0" when none do (see settle in wake.lua); "" for a first attempt
 -- ARGV[8] the lock's channel, and ARGV[9] the publish command: a first-level acquisition
 --         announces its lease to the registered clients (see announce in wake.lua)
--- Returns {1, write hold count, token} when the owner now holds the write lock (a
--- re-entry's reply is the hold count alone, see package lua), {0, PTTL}
+-- Returns {1, write hold count, token} when the owner now holds the write lock (the hold
+-- count alone when there is no token to give, see package lua), {0, PTTL}
 -- when it must wait, {2} when the owner holds live read holds only: an upgrade, which
 -- would wait forever for itself.
 --
@@ -25,29 +25,32 @@
 -- is written.
 
 -- As in rlock_acquire.lua, a first attempt at a free lock that no writer and no client waits
--- for is one command to tell, and has nobody to leave, settle or announce to.
-local quiet = ARGV[7] == '' and redis.call('exists', KEYS[1], KEYS[2], KEYS[4]) == 0
-local mode = not quiet and redis.call('hget', KEYS[1], 'mode')
-if mode == false then
-  if not quiet and redis.call('exists', KEYS[1]) == 1 then
-    return wrongtype(shape(KEYS[1]))
-  end
-  local token = 0
-  if KEYS[5] then
-    -- Before any write: a counter of another type fails the script with nothing changed.
-    token = redis.call('incr', KEYS[5])
-  end
+-- for is one command to tell, has nobody to leave, settle or announce to, and returns
+-- before the preludes' functions are made. A fenced lock takes its token before any write:
+-- a counter of another type fails the script with nothing changed.
+if ARGV[7] == '' and redis.call('exists', KEYS[1], KEYS[2], KEYS[4]) == 0 then
+  local token = KEYS[5] and redis.call('incr', KEYS[5])
   redis.call('hset', KEYS[1], 'mode', 'write')
   redis.call('hincrby', KEYS[1], ARGV[2], '1')
   redis.call('pexpire', KEYS[1], ARGV[1])
-  if not quiet then
-    if redis.call('zrem', KEYS[2], ARGV[2]) == 1 and redis.call('zcard', KEYS[2]) == 0 then
-      redis.call('del', KEYS[2])
-    end
-    settle(KEYS[4], ARGV[6], ARGV[7], tonumber(ARGV[1]))
-    announce(KEYS[4], ARGV[8], ARGV[9], ARGV[1])
+  return token and {1, 1, token} or 1
+end
+-- preludes
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false then
+  if redis.call('exists', KEYS[1]) == 1 then
+    return wrongtype(shape(KEYS[1]))
   end
-  return {1, 1, token}
+  local token = KEYS[5] and redis.call('incr', KEYS[5])
+  redis.call('hset', KEYS[1], 'mode', 'write')
+  redis.call('hincrby', KEYS[1], ARGV[2], '1')
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  if redis.call('zrem', KEYS[2], ARGV[2]) == 1 and redis.call('zcard', KEYS[2]) == 0 then
+    redis.call('del', KEYS[2])
+  end
+  settle(KEYS[4], ARGV[6], ARGV[7], tonumber(ARGV[1]))
+  announce(KEYS[4], ARGV[8], ARGV[9], ARGV[1])
+  return token and {1, 1, token} or 1
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')

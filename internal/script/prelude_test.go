@@ -53,14 +53,24 @@ func TestPreludesGoAtTheScriptsLine(t *testing.T) {
 	with("if KEYS[1] then\n  return f()\nend\n-- preludes\nreturn f()", prelude)
 }
 
-// The plain lock's commonest acquisition, a first attempt at a free lock nobody waits for,
-// returns before the script makes any function (see rlock_acquire.lua).
+// The commonest acquisition of a plain lock and of either hold of a read-write lock, a
+// first attempt at a free lock nobody waits for, returns before the script makes any
+// function (see rlock_acquire.lua).
 func TestCommonestAcquisitionMakesNoFunction(t *testing.T) {
-	src := RLockAcquire().Source
-	quiet := strings.Index(src, "redis.call('exists', KEYS[1], KEYS[2]) == 0 then")
-	fn := strings.Index(src, "local function")
-	if quiet < 0 || fn < 0 || fn < quiet || !strings.Contains(src[quiet:fn], "return token and {1, 1, token} or 1") {
-		t.Errorf("the acquire script's first function comes before its commonest path returns:\n%s", src)
+	for name, c := range map[string]struct {
+		s           *Script
+		quiet, done string
+	}{
+		"rlock_acquire":        {RLockAcquire(), "redis.call('exists', KEYS[1], KEYS[2]) == 0 then", "return token and {1, 1, token} or 1"},
+		"rwlock_write_acquire": {RWLockWriteAcquire(), "redis.call('exists', KEYS[1], KEYS[2], KEYS[4]) == 0 then", "return token and {1, 1, token} or 1"},
+		"rwlock_read_acquire":  {RWLockReadAcquire(), "redis.call('exists', KEYS[1], KEYS[3], KEYS[5]) == 0 then", "return 1"},
+	} {
+		src := c.s.Source
+		quiet := strings.Index(src, c.quiet)
+		fn := strings.Index(src, "local function")
+		if quiet < 0 || fn < 0 || fn < quiet || !strings.Contains(src[quiet:fn], c.done) {
+			t.Errorf("%s's first function comes before its commonest path returns:\n%s", name, src)
+		}
 	}
 }
 
