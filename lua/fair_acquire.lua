@@ -14,11 +14,12 @@
 --         listens on the prefix followed by its owner
 -- ARGV[7] the message that tells a waiter to try again ("2"): the turn was taken, or it is
 --         now first because the waiters ahead of it were found dead
--- Returns {1, hold count, token} when the owner now holds the lock (token as for an
--- RLock; a re-entry's reply is the hold count alone, see package lua), or {0, ms}: how long the caller may wait before it tries again: the lock's PTTL,
--- or, when another live waiter is first and its entry runs out sooner, the time until it
--- does: should that waiter be dead, nobody publishes when its turn passes, so the waiter
--- behind it comes back by itself.
+-- Returns {1, hold count, token} when the owner now holds the lock (token as for an RLock;
+-- the hold count alone when there is no token to give, see package lua), or {0, ms}: how
+-- long the caller may wait before it tries again: the lock's PTTL, or, when another live
+-- waiter is first and its entry runs out sooner, the time until it does: should that
+-- waiter be dead, nobody publishes when its turn passes, so the waiter behind it comes back
+-- by itself.
 --
 -- A waiter whose entry ran out is skipped only when the lock is free, that is when its
 -- turn would come: while the lock is held, a waiter that refreshes late (a busy process)
@@ -31,55 +32,57 @@
 -- before anything is written.
 
 -- Most acquisitions find neither the lock nor a queue: one command tells, and the lock is
--- free with nobody at the head, which is all the rest needs to know (not even the time).
-local free, head, deadline, now = true, false, nil, 0
-if redis.call('exists', KEYS[1], KEYS[2]) > 0 then
-  if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-    local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
-    redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
-    return count
+-- taken with nobody to pass over or tell, before the preludes' functions are made (see
+-- rlock_acquire.lua). A fenced lock takes its token before any write: a counter of another
+-- type fails the script with nothing changed.
+if redis.call('exists', KEYS[1], KEYS[2]) == 0 then
+  local token = KEYS[4] and redis.call('incr', KEYS[4])
+  redis.call('hincrby', KEYS[1], ARGV[2], '1')
+  redis.call('pexpire', KEYS[1], ARGV[1])
+  return token and {1, 1, token} or 1
+end
+-- preludes
+if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+  local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
+  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  return count
+end
+local time = redis.call('time')
+local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+local free = redis.call('exists', KEYS[1]) == 0
+local head = redis.call('lindex', KEYS[2], 0)
+local deadline -- the head's, once read
+if free then
+  -- The turn passes: waiters at the head whose entries ran out are gone (a killed process).
+  -- The loop reads the head's deadline, which the rest needs.
+  local skipped = false
+  while head do
+    deadline = redis.call('zscore', KEYS[3], head)
+    if deadline and tonumber(deadline) > now then
+      break
+    end
+    redis.call('lpop', KEYS[2])
+    redis.call('zrem', KEYS[3], head)
+    head = redis.call('lindex', KEYS[2], 0)
+    skipped = true
   end
-  local time = redis.call('time')
-  now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
-
-  free = redis.call('exists', KEYS[1]) == 0
-  head = redis.call('lindex', KEYS[2], 0)
-  if free then
-    -- The turn passes: waiters at the head whose entries ran out are gone (a killed process).
-    -- The loop reads the head's deadline, which the rest needs.
-    local skipped = false
-    while head do
-      deadline = redis.call('zscore', KEYS[3], head)
-      if deadline and tonumber(deadline) > now then
-        break
-      end
-      redis.call('lpop', KEYS[2])
-      redis.call('zrem', KEYS[3], head)
-      head = redis.call('lindex', KEYS[2], 0)
-      skipped = true
-    end
-    if skipped and head and head ~= ARGV[2] then
-      -- Its turn came when the dead ones' ran out, and nobody told it: a message for a
-      -- dead waiter reaches nobody.
-      redis.call(ARGV[5], ARGV[6] .. head, ARGV[7])
-    end
-  else
-    local kind = shape(KEYS[1])
-    if kind ~= 'rlock' then
-      return wrongtype(kind)
-    end
-    if head then
-      deadline = redis.call('zscore', KEYS[3], head)
-    end
+  if skipped and head and head ~= ARGV[2] then
+    -- Its turn came when the dead ones' ran out, and nobody told it: a message for a
+    -- dead waiter reaches nobody.
+    redis.call(ARGV[5], ARGV[6] .. head, ARGV[7])
+  end
+else
+  local kind = shape(KEYS[1])
+  if kind ~= 'rlock' then
+    return wrongtype(kind)
+  end
+  if head then
+    deadline = redis.call('zscore', KEYS[3], head)
   end
 end
 
 if free and (not head or head == ARGV[2]) then
-  local token = 0
-  if KEYS[4] then
-    -- Before any write: a counter of another type fails the script with nothing changed.
-    token = redis.call('incr', KEYS[4])
-  end
+  local token = KEYS[4] and redis.call('incr', KEYS[4])
   -- Touch the queue only when there is one: a script that has written runs to its end even
   -- when Redis is out of memory, so a needless write here would let the acquisition
   -- through where it must fail with OOM, as the RLock's does.
@@ -100,7 +103,7 @@ if free and (not head or head == ARGV[2]) then
   end
   redis.call('hincrby', KEYS[1], ARGV[2], '1')
   redis.call('pexpire', KEYS[1], ARGV[1])
-  return {1, 1, token}
+  return token and {1, 1, token} or 1
 end
 
 if ARGV[4] == '1' then

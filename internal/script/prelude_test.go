@@ -53,9 +53,9 @@ func TestPreludesGoAtTheScriptsLine(t *testing.T) {
 	with("if KEYS[1] then\n  return f()\nend\n-- preludes\nreturn f()", prelude)
 }
 
-// The commonest acquisition of a plain lock and of either hold of a read-write lock, a
-// first attempt at a free lock nobody waits for, returns before the script makes any
-// function (see rlock_acquire.lua).
+// The commonest acquisition of a plain lock, a fair lock and either hold of a read-write
+// lock, a first attempt at a free lock nobody waits for, returns before the script makes
+// any function (see rlock_acquire.lua).
 func TestCommonestAcquisitionMakesNoFunction(t *testing.T) {
 	for name, c := range map[string]struct {
 		s           *Script
@@ -64,6 +64,7 @@ func TestCommonestAcquisitionMakesNoFunction(t *testing.T) {
 		"rlock_acquire":        {RLockAcquire(), "redis.call('exists', KEYS[1], KEYS[2]) == 0 then", "return token and {1, 1, token} or 1"},
 		"rwlock_write_acquire": {RWLockWriteAcquire(), "redis.call('exists', KEYS[1], KEYS[2], KEYS[4]) == 0 then", "return token and {1, 1, token} or 1"},
 		"rwlock_read_acquire":  {RWLockReadAcquire(), "redis.call('exists', KEYS[1], KEYS[3], KEYS[5]) == 0 then", "return 1"},
+		"fair_acquire":         {FairAcquire(), "redis.call('exists', KEYS[1], KEYS[2]) == 0 then", "return token and {1, 1, token} or 1"},
 	} {
 		src := c.s.Source
 		quiet := strings.Index(src, c.quiet)
