@@ -1,6 +1,6 @@
 -- Prepended by package script (the functions that each calls) to every script that
 -- releases one hold (the rlock, fair and read-write unlock scripts). KEYS, ARGV: none of
--- its own. It defines one function:
+-- its own. It defines two functions:
 --
 -- expect(count, arg) compares the owner's hold count in the hash (count; nil when its field
 -- is absent) with arg, the count the client expects before this release ("" when it knows
@@ -25,4 +25,28 @@ local function expect(count, arg)
   if count == expected then return true, nil end
   if count == expected - 1 then return false, 0 end
   return false, nil
+end
+
+-- release(key, field, arg) releases one hold of field in the lock hash key, compared with
+-- arg as expect compares: it returns true when that was the field's last hold (the caller
+-- deletes the lock and wakes a waiter), else false and the reply: expect's, or 0 when a
+-- hold is left (the count is decremented; the lease is left as it is: a watchdog hold is
+-- renewed anyway, and a fixed lease stays fixed rather than growing with every partial
+-- release). The commonest release, of the last hold with the client knowing so, is told
+-- apart by comparing the texts: reading them as numbers costs the server more.
+local function release(key, field, arg)
+  local held = redis.call('hget', key, field)
+  if held == '1' and arg == '1' then
+    return true
+  end
+  local count = tonumber(held)
+  local go, reply = expect(count, arg)
+  if not go then
+    return false, reply
+  end
+  if count > 1 then
+    redis.call('hincrby', key, field, '-1')
+    return false, 0
+  end
+  return true
 end

@@ -19,14 +19,9 @@
 
 local mode = ARGV[1]
 if mode == 'unlock' then
-  local count = tonumber(redis.call('hget', KEYS[1], ARGV[2]))
-  local go, reply = expect(count, ARGV[3])
-  if not go then
+  local last, reply = release(KEYS[1], ARGV[2], ARGV[3])
+  if not last then
     return reply
-  end
-  if count > 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], '-1')
-    return 0
   end
   redis.call('del', KEYS[1])
 elseif mode == 'leave' then

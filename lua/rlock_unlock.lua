@@ -13,21 +13,9 @@
 -- Returns nil when the owner does not hold the lock with that count, 0 when it still holds
 -- it (re-entered, or this release already ran), 1 when the lock was released, 3 when the
 -- release already ran or the hold was lost (see expect.lua, prepended).
-local held = redis.call('hget', KEYS[1], ARGV[2])
--- The commonest release, of the last hold with the client knowing so, is told apart by
--- comparing the texts: reading them as numbers costs the server more than the compare.
-if held ~= '1' or ARGV[3] ~= '1' then
-  local count = tonumber(held)
-  local go, reply = expect(count, ARGV[3])
-  if not go then
-    return reply
-  end
-  -- The lease is left as it is: a watchdog hold is renewed anyway, and a fixed lease stays
-  -- fixed rather than growing with every partial release.
-  if count > 1 then
-    redis.call('hincrby', KEYS[1], ARGV[2], '-1')
-    return 0
-  end
+local last, reply = release(KEYS[1], ARGV[2], ARGV[3])
+if not last then
+  return reply
 end
 redis.call('del', KEYS[1])
 if ARGV[1] ~= '' then

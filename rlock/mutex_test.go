@@ -17,7 +17,6 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
-	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -418,71 +417,6 @@ func TestUnlockWithCancelledContext(t *testing.T) {
 		}
 		if locked, err := mu.IsLocked(context.Background()); locked || err != nil {
 			t.Errorf("IsLocked = %v, %v after unlock; want false", locked, err)
-		}
-	})
-}
-
-// The unlock script compares the owner's hold count with the one the client expects: a
-// release sent again after its reply was lost (the same count expected) is answered as
-// done and releases nothing, neither the owner's remaining hold nor the next holder's;
-// a count the client does not expect releases nothing; and no unlock leaves a key behind.
-func TestUnlockReplay(t *testing.T) {
-	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		rc := b.Client(t)
-		ctx := context.Background()
-		const owner, other = "5df8512c-e096-4359-bc82-07efb0bc9d8e:1", "0c9b8a7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d:1"
-		acquire := func(who string) {
-			t.Helper()
-			if v, err := script.AcquireReply(nil, script.RLockAcquire().Exec(ctx, rc, []string{"replayed", "relock_wake:{replayed}"}, []string{"30000", who, "", "0"})); err != nil || v[0] != 1 {
-				t.Fatalf("acquire by %s = %v, %v", who, v, err)
-			}
-		}
-		unlock := func(who, expected string) (int64, error) {
-			return script.RLockUnlock().Exec(ctx, rc, []string{"replayed", "redisson_lock__channel:{replayed}", "relock_wake:{replayed}"}, []string{"0", who, expected, "publish"}).AsInt64()
-		}
-		count := func(who string) string {
-			v, _ := redistest.Do(t, rc, "HGET", "replayed", who).ToString()
-			return v
-		}
-
-		acquire(owner)
-		acquire(owner) // re-entered: count 2
-		// Fewer holds than held, and more than one more: neither is this release's count.
-		for _, wrong := range []string{"1", "5"} {
-			if n, err := unlock(owner, wrong); !rueidis.IsRedisNil(err) {
-				t.Fatalf("unlock expecting %s holds of 2 = %d, %v; want nil (not held with that count)", wrong, n, err)
-			}
-		}
-		if got := count(owner); got != "2" {
-			t.Fatalf("count after an unlock with the wrong count = %q; want 2 (untouched)", got)
-		}
-		if n, err := unlock(owner, "2"); n != 0 || err != nil {
-			t.Fatalf("partial unlock = %d, %v; want 0", n, err)
-		}
-		if n, err := unlock(owner, "2"); n != 0 || err != nil {
-			t.Fatalf("partial unlock sent again = %d, %v; want 0 (done)", n, err)
-		}
-		if got := count(owner); got != "1" {
-			t.Fatalf("count after the partial unlock was sent again = %q; want 1", got)
-		}
-		if n, err := unlock(owner, "1"); n != 1 || err != nil {
-			t.Fatalf("last unlock = %d, %v; want 1 (released)", n, err)
-		}
-		acquire(other) // the next holder
-		if n, err := unlock(owner, "1"); n != 3 || err != nil {
-			t.Fatalf("last unlock sent again = %d, %v; want 3 (ran before, or lost)", n, err)
-		}
-		if got := count(other); got != "1" {
-			t.Fatalf("next holder's count after the unlock was sent again = %q; want 1 (untouched)", got)
-		}
-		if n, err := unlock(owner, ""); !rueidis.IsRedisNil(err) {
-			t.Fatalf("unlock of no hold the client knows, by a non-holder = %d, %v; want nil", n, err)
-		}
-		if n, err := unlock(other, ""); n != 1 || err != nil {
-			t.Fatalf("unlock of a hold the client does not know = %d, %v; want 1 (released)", n, err)
-		}
-		if ks, err := redistest.Do(t, rc, "KEYS", "*").AsStrSlice(); err != nil || len(ks) != 0 {
-			t.Fatalf("keys left after every hold was released: %q, %v; want none", ks, err)
 		}
 	})
 }
