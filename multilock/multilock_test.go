@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
@@ -378,26 +376,6 @@ func TestMultiLockTakesByNameAndReleasesLastFirst(t *testing.T) {
 	})
 }
 
-// slowReply is a rueidis client that holds back the reply of the first command naming key
-// for d after Redis has run it: the command takes effect at once, its caller hears of it
-// late.
-type slowReply struct {
-	rueidis.Client
-	key  string
-	d    time.Duration
-	once sync.Once
-}
-
-func (r *slowReply) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	// Read the command before sending it: rueidis recycles it once sent.
-	named := slices.Contains(cmd.Commands(), r.key)
-	res := r.Client.Do(ctx, cmd)
-	if named {
-		r.once.Do(func() { time.Sleep(r.d) })
-	}
-	return res
-}
-
 // A wait bound that runs out between two members, while the attempt that took the first
 // was in flight, ends the call with DeadlineExceeded naming the member not taken, and the
 // member already taken is released again: all or nothing. The first member's attempt
@@ -410,7 +388,7 @@ func TestMultiLockBoundSpentBetweenMembers(t *testing.T) {
 		const first, second = "ml:spent:a", "ml:spent:b"
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := relock.New(&slowReply{Client: b.Client(t), key: first, d: 3 * time.Second})
+		c, err := relock.New(redistest.LateReply(b.Client(t), first, 3*time.Second))
 		if err != nil {
 			t.Fatalf("relock.New: %v", err)
 		}

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -829,26 +828,6 @@ func TestReleaseLeavesLeasedPermits(t *testing.T) {
 	})
 }
 
-// lateReply is a rueidis client that holds back for d the reply of the first script call
-// naming key that Redis ran without error: the call takes effect at once, its caller
-// hears of it late.
-type lateReply struct {
-	rueidis.Client
-	key  string
-	d    time.Duration
-	once sync.Once
-}
-
-func (r *lateReply) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
-	// Read the command before sending it: rueidis recycles it once sent.
-	named := slices.Contains(cmd.Commands(), r.key)
-	res := r.Client.Do(ctx, cmd)
-	if named && res.Error() == nil {
-		r.once.Do(func() { time.Sleep(r.d) })
-	}
-	return res
-}
-
 // An AcquireLease whose context ends while its attempt is in flight takes nothing, even
 // when the attempt took the permits: it gives them back and returns ctx and an error for
 // which errors.Is(err, ctx.Err()) holds. The attempt takes the permit at once, and its
@@ -862,7 +841,7 @@ func TestAcquireLeaseContextEndsInFlight(t *testing.T) {
 		side := b.Client(t)
 		holder := relocktest.New(t, b)
 		mustSet(t, holder.Semaphore(name), 2)
-		c, err := relock.New(&lateReply{Client: b.Client(t), key: queueKey(name), d: 3 * time.Second})
+		c, err := relock.New(redistest.LateReply(b.Client(t), queueKey(name), 3*time.Second))
 		if err != nil {
 			t.Fatalf("relock.New: %v", err)
 		}
