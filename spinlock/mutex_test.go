@@ -162,37 +162,52 @@ func spinSharesRLockData(t *testing.T, name string) {
 // not grow, and against one that sleeps the whole lease.
 func TestSpinBackOffGrows(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		const name = "spin:backoff"
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
-		held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cc := b.Commands(t)
-		before := cc.Calls(t)["evalsha"]
-		got := make(chan error, 1)
-		go func() {
-			h, err := waiter.SpinLock(name).Lock(ctx)
-			if err == nil {
-				err = waiter.SpinLock(name).Unlock(h)
-			}
-			got <- err
-		}()
-		time.Sleep(time.Second)
-		if err := holder.Lock(name).Unlock(held); err != nil {
-			t.Fatal(err)
-		}
-		if err := redistest.Recv(t, got, 20*time.Second, "the spin waiter"); err != nil {
-			t.Fatal(err)
-		}
-		// The waiter's tries, its unlock and the holder's unlock.
-		tries := cc.Calls(t)["evalsha"] - before - 2
+		tries, _ := spinBehind(t, b, "spin:backoff", time.Second)
 		if tries < 4 || tries > 40 {
 			t.Errorf("the spin waiter tried %d times over about a second; want a back-off from 1ms growing to 128ms (about 15 tries)", tries)
 		}
 	})
+}
+
+// spinBehind has a spin waiter with opts wait behind a hold of name with a lease of a
+// minute, which is unlocked after about hold, and returns how many times the waiter tried
+// (its acquire calls, counted on the server) and how long its Lock took.
+func spinBehind(t *testing.T, b *redistest.Backend, name string, hold time.Duration, opts ...spinlock.Option) (int64, time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
+	held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := b.Commands(t)
+	before := cc.Calls(t)["evalsha"]
+	type result struct {
+		took time.Duration
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		l := waiter.SpinLock(name, opts...)
+		start := time.Now()
+		h, err := l.Lock(ctx)
+		took := time.Since(start)
+		if err == nil {
+			err = l.Unlock(h)
+		}
+		got <- result{took, err}
+	}()
+	time.Sleep(hold)
+	if err := holder.Lock(name).Unlock(held); err != nil {
+		t.Fatal(err)
+	}
+	r := redistest.Recv(t, got, hold+40*time.Second, "the spin waiter")
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	// The waiter's tries, its unlock and the holder's unlock.
+	return cc.Calls(t)["evalsha"] - before - 2, r.took
 }
 
 // A back-off out of range fails the call with ErrInvalidOption naming the lock, and
@@ -259,44 +274,10 @@ func TestSpinSleepsNoLongerThanTheLease(t *testing.T) {
 // a back-off that grows, but slower than it promises.
 func TestSpinBackOffDoubles(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		const name = "spin:doubles"
-		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-		defer cancel()
-		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
-		held, err := holder.Lock(name).Lock(ctx, rlock.WithLease(time.Minute))
-		if err != nil {
-			t.Fatal(err)
-		}
-		cc := b.Commands(t)
-		before := cc.Calls(t)["evalsha"]
-		type result struct {
-			took time.Duration
-			err  error
-		}
-		got := make(chan result, 1)
-		go func() {
-			l := waiter.SpinLock(name, spinlock.WithBackOff(100*time.Millisecond, time.Minute))
-			start := time.Now()
-			h, err := l.Lock(ctx)
-			took := time.Since(start)
-			if err == nil {
-				err = l.Unlock(h)
-			}
-			got <- result{took, err}
-		}()
-		time.Sleep(4 * time.Second)
-		if err := holder.Lock(name).Unlock(held); err != nil {
-			t.Fatal(err)
-		}
-		r := redistest.Recv(t, got, 40*time.Second, "the spin waiter")
-		if r.err != nil {
-			t.Fatal(r.err)
-		}
-		// The waiter's tries, its unlock and the holder's unlock.
-		tries := cc.Calls(t)["evalsha"] - before - 2
-		most := 1 + int64(math.Floor(math.Log2(float64(r.took)/float64(100*time.Millisecond)+1)))
+		tries, took := spinBehind(t, b, "spin:doubles", 4*time.Second, spinlock.WithBackOff(100*time.Millisecond, time.Minute))
+		most := 1 + int64(math.Floor(math.Log2(float64(took)/float64(100*time.Millisecond)+1)))
 		if tries > most {
-			t.Errorf("the spin waiter tried %d times in %v; a back-off from 100ms that doubles tries at most %d times", tries, r.took.Round(time.Millisecond), most)
+			t.Errorf("the spin waiter tried %d times in %v; a back-off from 100ms that doubles tries at most %d times", tries, took.Round(time.Millisecond), most)
 		}
 	})
 }
