@@ -39,7 +39,7 @@ type badCase struct {
 // documents, that nothing panics, and that data that is not the lock's stays as it was.
 // docs/reliability.md lists the cases.
 func TestBadInput(t *testing.T) {
-	cases := badInputCases()
+	cases := append(badInputCases(), auxKeyCases()...)
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		c, err := relock.New(b.Client(t))

@@ -23,10 +23,12 @@ if mode == 'unlock' then
   if not last then
     return reply
   end
-  redis.call('del', KEYS[1])
 elseif mode == 'leave' then
-  redis.call('lrem', KEYS[2], 0, ARGV[2])
+  -- The queue is read before the deadlines are written: a queue of another type fails
+  -- the script with nothing changed.
+  redis.call('lindex', KEYS[2], 0)
   redis.call('zrem', KEYS[3], ARGV[2])
+  redis.call('lrem', KEYS[2], 0, ARGV[2])
   if redis.call('exists', KEYS[1]) == 1 then
     if redis.call('llen', KEYS[2]) == 0 then
       redis.call('del', KEYS[2], KEYS[3])
@@ -39,19 +41,23 @@ else
   if t ~= 'hash' and t ~= 'none' then
     return redis.error_reply('WRONGTYPE the key does not hold a lock')
   end
-  if t == 'hash' then
-    local kind = shape(KEYS[1])
-    if kind ~= 'rlock' then
-      return wrongtype(kind)
-    end
-  end
-  if redis.call('del', KEYS[1]) == 0 then
+  if t == 'none' then
     return 0
+  end
+  local kind = shape(KEYS[1])
+  if kind ~= 'rlock' then
+    return wrongtype(kind)
   end
 end
 
--- Wake the first waiter whose entry is still live; skip (and drop) the dead ones.
+-- Wake the first waiter whose entry is still live; skip (and drop) the dead ones. The
+-- queue and its head's deadline are read before the lock is deleted: either of another
+-- type fails the script here, with the lock as it was.
 local head = redis.call('lindex', KEYS[2], 0)
+local deadline = head and redis.call('zscore', KEYS[3], head)
+if mode ~= 'leave' then
+  redis.call('del', KEYS[1])
+end
 local now = 0
 if head then
   -- Only a queue's entries need the time (most releases find none).
@@ -59,7 +65,6 @@ if head then
   now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 end
 while head do
-  local deadline = redis.call('zscore', KEYS[3], head)
   if deadline and tonumber(deadline) > now then
     redis.call(ARGV[4], ARGV[5] .. head, ARGV[6])
     break
@@ -67,8 +72,12 @@ while head do
   redis.call('lpop', KEYS[2])
   redis.call('zrem', KEYS[3], head)
   head = redis.call('lindex', KEYS[2], 0)
+  deadline = head and redis.call('zscore', KEYS[3], head)
 end
-if not head then
-  redis.call('del', KEYS[2], KEYS[3])
+-- With nobody left in line, the deadlines go too, if there are any (entries whose owners
+-- left the queue): a zset, never data of another type, which the queue's absence did not
+-- vet.
+if not head and redis.call('exists', KEYS[3]) == 1 and redis.call('type', KEYS[3])['ok'] == 'zset' then
+  redis.call('del', KEYS[3])
 end
 return 1

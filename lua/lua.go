@@ -20,6 +20,11 @@
 // conversion, on the commonest acquisition. And on the paths every lock cycle takes, a
 // number a script passes to a command is written as text ('1'), since the server formats a
 // Lua number with snprintf at every call.
+//
+// One rule keeps other data safe: Redis does not roll back a script that fails half-way,
+// so a script reads every key that could fail it (a key of another type: WRONGTYPE) before
+// its first write, the auxiliary keys (registries, queue, deadlines, waiting writers,
+// fencing counter) as well as the lock's own. A refused call then changes nothing.
 package lua
 
 import "embed"

@@ -43,10 +43,12 @@ end
 -- preludes
 local pttl = redis.call('pttl', KEYS[1])
 if pttl == -2 then
+  -- The registry before the lock: settle reads it before it writes, so that a registry of
+  -- another type fails the script with no hold taken.
   local token = KEYS[3] and redis.call('incr', KEYS[3])
+  settle(KEYS[2], ARGV[3], ARGV[4], tonumber(ARGV[1]))
   redis.call('hincrby', KEYS[1], ARGV[2], '1')
   redis.call('pexpire', KEYS[1], ARGV[1])
-  settle(KEYS[2], ARGV[3], ARGV[4], tonumber(ARGV[1]))
   announce(KEYS[2], ARGV[5], ARGV[6], ARGV[1])
   return token and {1, 1, token} or 1
 end

@@ -32,9 +32,11 @@ if KEYS[4] then
   -- nothing changed (see rlock_acquire.lua).
   token = redis.call('incr', KEYS[4])
 end
+-- The registry before the lock: register reads it first, so that a registry of another
+-- type fails the script with the lock as it was.
+register(KEYS[3], ARGV[6], tonumber(ARGV[5]))
 redis.call('del', KEYS[1])
 redis.call('hincrby', KEYS[1], ARGV[4], '1')
 redis.call('pexpire', KEYS[1], ARGV[5])
-register(KEYS[3], ARGV[6], tonumber(ARGV[5]))
 announce(KEYS[3], KEYS[2], ARGV[3], ARGV[5])
 return {1, token}

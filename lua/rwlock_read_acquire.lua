@@ -69,9 +69,14 @@ if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then
     return redis.error_reply('WRONGTYPE the key holds a lock that is not a read-write lock')
   end
-  redis.call('hset', KEYS[1], 'mode', 'read')
 elseif not (mode == 'read' or redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
   return held(KEYS[1], KEYS[4], ARGV[5], ARGV[1])
+end
+-- The registry before the lock: settle reads it before it writes, so that a registry of
+-- another type fails the script with no hold taken.
+settle(KEYS[4], ARGV[5], ARGV[6], tonumber(ARGV[1]))
+if mode == false then
+  redis.call('hset', KEYS[1], 'mode', 'read')
 end
 local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
 local expiry = tonumber(ARGV[1])
@@ -87,7 +92,6 @@ local beside = 0
 if mode == 'write' then
   beside = 1
 end
-settle(KEYS[4], ARGV[5], ARGV[6], tonumber(ARGV[1]))
 if mode == false then
   announce(KEYS[5], ARGV[7], ARGV[8], ARGV[1])
 end

@@ -34,6 +34,18 @@ local go, reply = expect(holds, ARGV[3])
 if not go then
   return reply
 end
+-- The waiting writers and the two registries are read before anything is written: one of
+-- another type fails the script here, with the hold as it was. When none of them exists
+-- (the common case) one EXISTS tells.
+local aux = redis.call('exists', KEYS[4], KEYS[5], KEYS[6]) > 0
+if aux then
+  for i = 4, 6 do
+    local t = redis.call('type', KEYS[i])['ok']
+    if t ~= 'zset' and t ~= 'none' then
+      return redis.error_reply('WRONGTYPE ' .. KEYS[i] .. ' holds data that is not the lock\'s')
+    end
+  end
+end
 -- holds is the field's count in Redis (expect let it through): the count after this
 -- release is known without asking, and a field whose last hold goes is deleted at once.
 local count = holds - 1
@@ -91,9 +103,9 @@ if free then
   result = 1
   redis.call('del', KEYS[1])
   -- Whether writers wait in line, and whether clients have readers waiting: when neither
-  -- does (the common case) one EXISTS tells.
+  -- does (the common case) the EXISTS above told.
   local writers, readers = false, false
-  if redis.call('exists', KEYS[4], KEYS[6]) > 0 then
+  if aux then
     writers = redis.call('exists', KEYS[4]) == 1
     readers = redis.call('exists', KEYS[6]) == 1
   end

@@ -41,14 +41,17 @@ if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then
     return wrongtype(shape(KEYS[1]))
   end
+  -- The waiting writers and the registry before the lock: ZREM and settle read them
+  -- before they write, so that either of another type fails the script with no hold
+  -- taken.
   local token = KEYS[5] and redis.call('incr', KEYS[5])
-  redis.call('hset', KEYS[1], 'mode', 'write')
-  redis.call('hincrby', KEYS[1], ARGV[2], '1')
-  redis.call('pexpire', KEYS[1], ARGV[1])
   if redis.call('zrem', KEYS[2], ARGV[2]) == 1 and redis.call('zcard', KEYS[2]) == 0 then
     redis.call('del', KEYS[2])
   end
   settle(KEYS[4], ARGV[6], ARGV[7], tonumber(ARGV[1]))
+  redis.call('hset', KEYS[1], 'mode', 'write')
+  redis.call('hincrby', KEYS[1], ARGV[2], '1')
+  redis.call('pexpire', KEYS[1], ARGV[1])
   announce(KEYS[4], ARGV[8], ARGV[9], ARGV[1])
   return token and {1, 1, token} or 1
 end
@@ -70,9 +73,15 @@ if mode == 'read' then
   end
 end
 if ARGV[4] == '1' then
+  -- Both keys are read before either is written (ZSCORE here, and register's own read of
+  -- the registry in held), so that either of another type fails the script with no entry
+  -- left behind.
+  redis.call('zscore', KEYS[2], ARGV[2])
+  local reply = held(KEYS[1], KEYS[4], ARGV[6], ARGV[1])
   local time = redis.call('time')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   redis.call('zadd', KEYS[2], now + tonumber(ARGV[5]), ARGV[2])
   redis.call('pexpire', KEYS[2], ARGV[5])
+  return reply
 end
 return held(KEYS[1], KEYS[4], ARGV[6], ARGV[1])

@@ -215,7 +215,8 @@ func TestMultiLockContextEndsWithAnyMember(t *testing.T) {
 }
 
 // A MultiLock's bad input fails every call with an error that says what, and nothing is
-// written: no members, a zero Member, a member with an invalid name. Guards against a
+// written: no members, a zero Member, a member made of a nil lock, a member with an
+// invalid name. Guards against a
 // panic on a nil lock and against a MultiLock that takes the valid members of a list
 // with an invalid one.
 func TestMultiLockBadInput(t *testing.T) {
@@ -229,6 +230,9 @@ func TestMultiLockBadInput(t *testing.T) {
 		}{
 			{c.MultiLock(), relock.ErrInvalidOption},
 			{c.MultiLock(relock.Member(c.Lock("ml:ok")), multilock.Member{}), relock.ErrInvalidOption},
+			{c.MultiLock(relock.Member(c.Lock("ml:ok")), relock.Member((*rlock.Mutex)(nil))), relock.ErrInvalidOption},
+			{c.MultiLock(relock.Member(c.Lock("ml:ok")), relock.ReadMember(nil)), relock.ErrInvalidOption},
+			{c.MultiLock(relock.Member(c.Lock("ml:ok")), relock.WriteMember(nil)), relock.ErrInvalidOption},
 			{c.MultiLock(relock.Member(c.Lock("ml:ok")), relock.Member(c.Lock("{x}"))), relock.ErrInvalidName},
 		}
 		for i, tc := range cases {

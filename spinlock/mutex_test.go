@@ -266,6 +266,42 @@ func TestSpinSleepsNoLongerThanTheLease(t *testing.T) {
 	})
 }
 
+// A back-off of any length the option accepts is slept without arithmetic overflow: a
+// waiter whose back-off starts at half the longest duration (doubled, with its random
+// part, it would overflow) spins behind a hold that the watchdog renews every third of a
+// second, each sleep bounded by the holder's remaining lease, and gets the lock when the
+// holder unlocks about 2.5s later. Guards against the doubling overflowing, which turned
+// the back-off negative and panicked inside Lock on the next try.
+func TestSpinHugeBackOff(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:huge"
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		holder := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
+		waiter := relocktest.New(t, b)
+		held, err := holder.Lock(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			l := waiter.SpinLock(name, spinlock.WithBackOff(math.MaxInt64/2, math.MaxInt64))
+			h, err := l.Lock(ctx)
+			if err == nil {
+				err = l.Unlock(h)
+			}
+			got <- err
+		}()
+		time.Sleep(2500 * time.Millisecond)
+		if err := holder.Lock(name).Unlock(held); err != nil && !errors.Is(err, relock.ErrNotHeld) {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, got, 20*time.Second, "the spin waiter with a huge back-off"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // A waiter's back-off doubles: each sleep is at least twice the one before (up to most),
 // so that a waiter starting at 100ms has tried at most 1+log2(E/100ms+1) times by the
 // time E it got the lock, however slow the machine (a slower machine only sleeps longer).

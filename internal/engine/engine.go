@@ -53,11 +53,21 @@ func NewRW(c *core.Client, name string, defaults *lockopt.Settings) *RW {
 	return &RW{r: New(c, Read, name, defaults), w: New(c, Write, name, defaults)}
 }
 
-// Read is the read side.
-func (rw *RW) Read() *Lock { return rw.r }
+// Read is the read side; nil for a nil rw, which a Multi refuses as a member.
+func (rw *RW) Read() *Lock {
+	if rw == nil {
+		return nil
+	}
+	return rw.r
+}
 
-// Write is the write side.
-func (rw *RW) Write() *Lock { return rw.w }
+// Write is the write side; nil for a nil rw.
+func (rw *RW) Write() *Lock {
+	if rw == nil {
+		return nil
+	}
+	return rw.w
+}
 
 // Name returns the lock's name, which is also its Redis key.
 func (l *Lock) Name() string { return l.n.Lock }

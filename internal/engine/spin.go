@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -31,6 +32,16 @@ var Spin = &layout{
 	},
 }
 
+// backOff returns the back-off after next: twice next and a random part of up to half of
+// it, at most most. A back-off beyond a third of the longest duration would overflow
+// doubled; it is beyond any wait already, and becomes most.
+func backOff(next, most time.Duration) time.Duration {
+	if next > math.MaxInt64/3 {
+		return most
+	}
+	return min(2*next+time.Duration(rand.Int64N(int64(next/2)+1)), most)
+}
+
 // spinFor tries again and again until the lock is acquired or ctx ends, sleeping between
 // tries for a back-off that starts at the settings' first one and doubles, with a random
 // part so that waiters that started together drift apart, up to their most; never longer
@@ -40,7 +51,7 @@ func (a *attempt) spinFor(ctx context.Context, ttl time.Duration) error {
 	next := first
 	for {
 		sleep := min(next, max(ttl, time.Millisecond))
-		next = min(2*next+time.Duration(rand.Int64N(int64(next/2)+1)), most)
+		next = backOff(next, most)
 		t := time.NewTimer(sleep)
 		select {
 		case <-t.C:

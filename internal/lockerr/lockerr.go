@@ -48,11 +48,16 @@ func New(op, name string, err error) error {
 // errors: a WRONGTYPE reply (the key holds data of another kind, which the scripts refuse
 // to touch) into ErrWrongType, a RANGE reply (a semaphore's count that would leave the
 // range it counts exactly, lua/count.lua) into ErrInvalidCount with the script's reason.
+//
+// A counter that Redis cannot increment is data of another kind too: a fencing counter
+// that holds a string which is no whole number, or one at the top of the 64-bit range.
+// The scripts increment it before any other write, so the call failed with nothing
+// changed, as a refusal does.
 func Redis(op, name string, err error) error {
 	// Redis puts the code first; miniredis wraps script errors, so look anywhere.
 	if re, ok := rueidis.IsRedisErr(err); ok {
 		msg := re.Error()
-		if strings.Contains(msg, "WRONGTYPE") {
+		if strings.Contains(msg, "WRONGTYPE") || strings.Contains(msg, notCounter) || strings.Contains(msg, counterOverflow) {
 			err = ErrWrongType
 		} else if _, reason, ok := strings.Cut(msg, "RANGE "); ok {
 			err = fmt.Errorf("%w: %s", ErrInvalidCount, reason)
@@ -60,6 +65,12 @@ func Redis(op, name string, err error) error {
 	}
 	return New(op, name, err)
 }
+
+// Redis's (and miniredis's) replies to INCR on a value it cannot count on.
+const (
+	notCounter      = "value is not an integer or out of range"
+	counterOverflow = "increment or decrement would overflow"
+)
 
 func (e *Error) Error() string {
 	return "relock: " + e.Op + " " + strconv.Quote(e.Name) + ": " + e.Err.Error()
