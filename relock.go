@@ -148,7 +148,10 @@ func WithWatchdogTimeout(d time.Duration) Option {
 
 // WithTimeout bounds each Redis call that does not follow the caller's context (default
 // 3s): an acquire attempt, which is finished even if the caller's context ends so that no
-// hold is left behind unknown, and Unlock, which must work after cancellation.
+// hold is left behind unknown, and Unlock, which must work after cancellation. A waiter
+// whose attempt runs out of it keeps waiting while its context lives, trying again each
+// second, for up to a lease of such failures (see docs/reliability.md, "A stall while
+// waiting"); a call's first attempt returns the error.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

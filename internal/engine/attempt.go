@@ -53,6 +53,19 @@ type attempt struct {
 
 	detached core.Detached // the first try's calls' context: see try
 	tries    int
+
+	// lost is the request of a try that gave up without learning whether it ran: its
+	// reply was lost, and Redis could not be asked until the try's time was up. A waiter
+	// that tries again asks first (see try), lest it count a hold twice.
+	lost lostRequest
+}
+
+// lostRequest is a request whose outcome is unknown: when it was sent, the owner's hold
+// count it had to beat, and why its reply never came. err is nil when there is none.
+type lostRequest struct {
+	err   error
+	sent  time.Time
+	known int64
 }
 
 // code is the client's wake code when the attempt may wait, and "" for TryLock, which never
@@ -107,6 +120,11 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	var ttl time.Duration
 	var sent time.Time
 	var failed error // the last send's failure: did that request run?
+	if a.lost.err != nil {
+		// An earlier try's request may have run: ask before sending again.
+		failed, sent, known = a.lost.err, a.lost.sent, a.lost.known
+		a.lost = lostRequest{}
+	}
 	err := retry.Do(dctx, func() error {
 		if failed != nil {
 			ran, count, err := a.ran(dctx, known, sent)
@@ -134,6 +152,9 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 		ttl, err = a.reply(v, sent)
 		return retry.Final(err)
 	})
+	if err != nil && failed != nil && retry.Lost(failed) {
+		a.lost = lostRequest{err: failed, sent: sent, known: known}
+	}
 	if err != nil || ttl > 0 {
 		return ttl, err
 	}
@@ -304,15 +325,26 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 			return err
 		}
 	}
+	var outage retry.Outage
 	for {
 		if again {
 			// If this attempt gets the lock, the client stays registered to be woken
 			// while others of its waiters remain, and leaves the registry otherwise.
 			a.stay = flag(sub.Others())
-			if ttl, err = a.try(ctx); err != nil || ttl == 0 {
-				if err == nil && l.kind.shared {
+			ttl, err = a.try(ctx)
+			switch {
+			case err == nil && ttl == 0:
+				if l.kind.shared {
 					sub.Took(a.lease, l.kind.shares)
 				}
+				return nil
+			case err == nil:
+				outage.End()
+			case outage.Ride(ctx, err, l.c.Lease):
+				// Redis could not be reached for this attempt: the waiter keeps its place
+				// and tries again after a pause (see retry.Outage).
+				ttl = retry.OutagePause
+			default:
 				return err
 			}
 		}

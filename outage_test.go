@@ -1,0 +1,221 @@
+package relock_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// outageKinds are the waiting kinds the outage tests hold to the promise, each as a hold
+// with a fixed lease by another client and a waiter that makes attempts while it waits
+// (the fair waiter refreshes its queue entry every 200ms).
+var outageKinds = []struct {
+	kind string
+	hold func(c *relock.Client, name string, lease time.Duration) (context.Context, error)
+	wait func(ctx context.Context, c *relock.Client, name string) (context.Context, error)
+	held func(c *relock.Client, name string, held context.Context) (int, error)
+	free func(c *relock.Client, name string, held context.Context) error
+}{
+	{"rlock",
+		func(c *relock.Client, n string, d time.Duration) (context.Context, error) {
+			return c.Lock(n).Lock(context.Background(), rlock.WithLease(d))
+		},
+		func(ctx context.Context, c *relock.Client, n string) (context.Context, error) {
+			return c.Lock(n).Lock(ctx)
+		},
+		func(c *relock.Client, n string, h context.Context) (int, error) { return c.Lock(n).HoldCount(h) },
+		func(c *relock.Client, n string, h context.Context) error { return c.Lock(n).Unlock(h) }},
+	{"fairlock",
+		func(c *relock.Client, n string, d time.Duration) (context.Context, error) {
+			return c.FairLock(n).Lock(context.Background(), rlock.WithLease(d))
+		},
+		func(ctx context.Context, c *relock.Client, n string) (context.Context, error) {
+			return c.FairLock(n, fairlock.WithRefreshPeriod(200*time.Millisecond)).Lock(ctx)
+		},
+		func(c *relock.Client, n string, h context.Context) (int, error) { return c.FairLock(n).HoldCount(h) },
+		func(c *relock.Client, n string, h context.Context) error { return c.FairLock(n).Unlock(h) }},
+	{"rwlock",
+		func(c *relock.Client, n string, d time.Duration) (context.Context, error) {
+			return c.RWLock(n).Lock(context.Background(), rlock.WithLease(d))
+		},
+		func(ctx context.Context, c *relock.Client, n string) (context.Context, error) {
+			return c.RWLock(n).Lock(ctx)
+		},
+		func(c *relock.Client, n string, h context.Context) (int, error) { return c.RWLock(n).HoldCount(h) },
+		func(c *relock.Client, n string, h context.Context) error { return c.RWLock(n).Unlock(h) }},
+}
+
+// A waiter rides out a stall of Redis shorter than a lease: Redis stops running writes
+// (CLIENT PAUSE WRITE) for 2.5s, five times the waiter's client timeout. The holder's
+// Unlock, sent in the stall, runs when it ends, and so does the attempt the waiter made in
+// the stall (the fair waiter's refresh, or the others' when the holder's lease of 1.5s
+// ran out), which then takes the lock. The waiter never got that attempt's answer; it
+// keeps waiting, and holds the lock once Redis runs again, with a hold count of one: its
+// next attempt asked whether the lost one had run before sending again. Guards against a
+// waiter that gives up, with an error that reads as its own deadline, while its context
+// lives, and against one that sends blindly after a lost request, which counts a hold its
+// owner never asked for (a second Unlock would then be needed).
+func TestWaiterRidesOutAStall(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		for _, k := range outageKinds {
+			t.Run(k.kind, func(t *testing.T) {
+				name := "stall:" + k.kind
+				ctx := redistest.Context(t, 30*time.Second)
+				holder := relocktest.New(t, b, relock.WithTimeout(10*time.Second))
+				waiter := relocktest.New(t, pipelined(t, b), relock.WithTimeout(500*time.Millisecond))
+				held, err := k.hold(holder, name, 1500*time.Millisecond)
+				if err != nil {
+					t.Fatal(err)
+				}
+				type result struct {
+					held context.Context
+					err  error
+				}
+				done := make(chan result, 1)
+				go func() {
+					h, err := k.wait(ctx, waiter, name)
+					done <- result{h, err}
+				}()
+				time.Sleep(500 * time.Millisecond)
+				redistest.MustDo(t, b.Client(t), "CLIENT", "PAUSE", "2500", "WRITE")
+				time.Sleep(200 * time.Millisecond)
+				unlocked := make(chan error, 1)
+				go func() { unlocked <- k.free(holder, name, held) }()
+				r := redistest.Recv(t, done, 25*time.Second, "the waiter")
+				if err := redistest.Recv(t, unlocked, 25*time.Second, "the holder's Unlock"); err != nil && !errors.Is(err, relock.ErrNotHeld) {
+					t.Fatalf("the holder's Unlock: %v", err)
+				}
+				if r.err != nil {
+					t.Fatalf("the waiter gave up in a 2.5s stall: %v (its context: %v)", r.err, ctx.Err())
+				}
+				if n, err := k.held(waiter, name, r.held); err != nil || n != 1 {
+					t.Fatalf("hold count %d, %v; want 1", n, err)
+				}
+				if err := k.free(waiter, name, r.held); err != nil {
+					t.Fatal(err)
+				}
+				if n, err := redistest.Do(t, b.Client(t), "EXISTS", name).AsInt64(); err != nil || n != 0 {
+					t.Fatalf("after the one Unlock, EXISTS %s = %d, %v; want 0", name, n, err)
+				}
+			})
+		}
+	})
+}
+
+// pipelined returns a source of b's clients whose connection pipelines: rueidis sends a
+// call on an idle connection by itself, and when its deadline passes closes the
+// connection (and Redis drops the call); on a busy one it queues the call, and a call
+// whose deadline passed may still run, its answer lost. The busy case is the one where a
+// lost request takes effect.
+func pipelined(t *testing.T, b *redistest.Backend) relocktest.Source {
+	rc := b.Client(t)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				_ = rc.Do(context.Background(), rc.B().Ping().Build()).Error()
+			}
+		}()
+	}
+	wg.Wait()
+	return fixedSource{rc}
+}
+
+// fixedSource is a relocktest.Source of one client.
+type fixedSource struct{ rc rueidis.Client }
+
+func (s fixedSource) Client(testing.TB) rueidis.Client { return s.rc }
+
+// A waiter gives up on a stall longer than a lease, with the error of its last attempt,
+// while its context still lives: the holders' leases have run out by then, and the lock
+// is not what the waiter waited for. With a lease of 2s and a stall of 8s, behind a hold
+// whose lease of 1s runs out in the stall, the waiter returns an error before the stall
+// is over. Guards against a waiter that rides out any stall, which would take the lock
+// once Redis runs again.
+func TestWaiterGivesUpOnAStallLongerThanALease(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		for _, k := range outageKinds {
+			t.Run(k.kind, func(t *testing.T) {
+				name := "longstall:" + k.kind
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				holder := relocktest.New(t, b)
+				waiter := relocktest.New(t, b, relock.WithTimeout(300*time.Millisecond), relock.WithWatchdogTimeout(2*time.Second))
+				if _, err := k.hold(holder, name, time.Second); err != nil {
+					t.Fatal(err)
+				}
+				done := make(chan error, 1)
+				go func() {
+					_, err := k.wait(ctx, waiter, name)
+					done <- err
+				}()
+				time.Sleep(300 * time.Millisecond)
+				redistest.MustDo(t, b.Client(t), "CLIENT", "PAUSE", "8000", "WRITE")
+				defer redistest.MustDo(t, b.Client(t), "CLIENT", "UNPAUSE")
+				err := redistest.Recv(t, done, 25*time.Second, "the waiter")
+				if err == nil {
+					t.Fatal("the waiter rode out a stall of four leases and took the lock")
+				}
+				if ctx.Err() != nil || errors.Is(err, context.Canceled) {
+					t.Fatalf("the waiter waited out its context (%v); want it to give up on the stall while its context lives", err)
+				}
+				var le *relock.Error
+				if !errors.As(err, &le) || le.Name != name {
+					t.Fatalf("err = %v; want a *relock.Error naming %s", err, name)
+				}
+			})
+		}
+	})
+}
+
+// Each stall is measured on its own: a fair waiter whose lease is 2s rides out two stalls
+// of 1.5s with a second of answers between them, and gets the lock when the holder's
+// lease of 6s runs out. Guards against a waiter that measures a stall from the first
+// failure of its wait rather than of the stall, which would give up in the second.
+func TestWaiterRidesOutTwoStalls(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "stalls:fair"
+		ctx := redistest.Context(t, 30*time.Second)
+		holder := relocktest.New(t, b)
+		waiter := relocktest.New(t, b, relock.WithTimeout(300*time.Millisecond), relock.WithWatchdogTimeout(2*time.Second))
+		if _, err := holder.FairLock(name).Lock(ctx, rlock.WithLease(6*time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		type result struct {
+			held context.Context
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			h, err := waiter.FairLock(name, fairlock.WithRefreshPeriod(200*time.Millisecond)).Lock(ctx)
+			done <- result{h, err}
+		}()
+		side := b.Client(t)
+		time.Sleep(500 * time.Millisecond)
+		redistest.MustDo(t, side, "CLIENT", "PAUSE", "1500", "WRITE")
+		time.Sleep(2500 * time.Millisecond)
+		redistest.MustDo(t, side, "CLIENT", "PAUSE", "1500", "WRITE")
+		r := redistest.Recv(t, done, 25*time.Second, "the waiter")
+		if r.err != nil {
+			t.Fatalf("the waiter gave up in the second of two 1.5s stalls (lease 2s): %v", r.err)
+		}
+		if n, err := waiter.FairLock(name).HoldCount(r.held); err != nil || n != 1 {
+			t.Fatalf("hold count %d, %v; want 1", n, err)
+		}
+		if err := waiter.FairLock(name).Unlock(r.held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
