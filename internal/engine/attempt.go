@@ -56,12 +56,13 @@ type attempt struct {
 
 	// lost is the request of a try that gave up without learning whether it ran: its
 	// reply was lost, and Redis could not be asked until the try's time was up. A waiter
-	// that tries again asks first (see try), lest it count a hold twice.
-	lost lostRequest
+	// that tries again asks first (see try), lest it count a hold twice. nil: none (a
+	// pointer, as it is rare: the attempt is allocated at every Lock).
+	lost *lostRequest
 }
 
 // lostRequest is a request whose outcome is unknown: when it was sent, the owner's hold
-// count it had to beat, and why its reply never came. err is nil when there is none.
+// count it had to beat, and why its reply never came.
 type lostRequest struct {
 	err   error
 	sent  time.Time
@@ -120,10 +121,10 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	var ttl time.Duration
 	var sent time.Time
 	var failed error // the last send's failure: did that request run?
-	if a.lost.err != nil {
+	if a.lost != nil {
 		// An earlier try's request may have run: ask before sending again.
 		failed, sent, known = a.lost.err, a.lost.sent, a.lost.known
-		a.lost = lostRequest{}
+		a.lost = nil
 	}
 	err := retry.Do(dctx, func() error {
 		if failed != nil {
@@ -153,7 +154,7 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 		return retry.Final(err)
 	})
 	if err != nil && failed != nil && retry.Lost(failed) {
-		a.lost = lostRequest{err: failed, sent: sent, known: known}
+		a.lost = &lostRequest{err: failed, sent: sent, known: known}
 	}
 	if err != nil || ttl > 0 {
 		return ttl, err

@@ -697,7 +697,6 @@ func run(t *testing.T, cfg config) summary {
 	var history []Record
 	for _, w := range h.workers {
 		rs := readHistory(t, w.history, -1)
-		markDeleted(rs, h.deletions)
 		history = append(history, rs...)
 		if w.killed {
 			continue
@@ -718,6 +717,9 @@ func run(t *testing.T, cfg config) summary {
 			t.Errorf("worker %s finished its iterations but exited with %v; output:\n%s", w.id, w.err, out())
 		}
 	}
+	// Over every worker's records at once: a hold handed on has no field of its own, and
+	// is told by the fields that no worker's record names (see markDeleted).
+	markDeleted(history, h.deletions)
 	for _, p := range h.pauses {
 		n := 0
 		for _, r := range history {
@@ -999,16 +1001,51 @@ func scan(t *testing.T, s *redistest.Server) []string {
 
 // markDeleted marks the holds that a deletion removed: their fields were in the hash
 // when it was deleted (owners are fresh for every Lock call, so a field names one hold).
+//
+// A hold handed to a waiter by an unlock of its own process (rlock_hand.lua) has no field
+// in its record: the waiter sent no acquire script of its own for the spy to see. A
+// field of an exclusive lock's hash that no record names is then that hold's: the one
+// exclusive hold of the lock, with no field recorded, that Lock had returned before the
+// deletion looked at the hash and that no Unlock had released by then.
 func markDeleted(history []Record, ds []deletion) {
+	named := map[string]map[string]bool{} // by kind: the fields the records name
 	for i := range history {
 		r := &history[i]
 		if !r.Held() || r.Owner == "" {
 			continue
 		}
+		if named[r.Lock] == nil {
+			named[r.Lock] = map[string]bool{}
+		}
+		named[r.Lock][r.Owner] = true
 		for _, d := range ds {
 			if d.fields[r.Lock][r.Owner] {
 				r.DelFrom, r.DelTo = d.win.From, d.win.To
 				break
+			}
+		}
+	}
+	for _, d := range ds {
+		for kind, fields := range d.fields {
+			unnamed := 0
+			for f := range fields {
+				if !named[kind][f] && !strings.HasSuffix(f, ":write") && f != "mode" {
+					unnamed++
+				}
+			}
+			if unnamed != 1 || kind == kindRW {
+				continue // a read-write lock's read holds may be many: no telling which
+			}
+			var held []*Record
+			for i := range history {
+				r := &history[i]
+				if r.Held() && r.Lock == kind && !r.Read() && r.Owner == "" && !r.Deleted() &&
+					r.Acq < d.win.From && (!r.UnlockOK || r.Rel > d.win.From) {
+					held = append(held, r)
+				}
+			}
+			if len(held) == 1 {
+				held[0].DelFrom, held[0].DelTo = d.win.From, d.win.To
 			}
 		}
 	}
