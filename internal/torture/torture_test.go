@@ -1005,8 +1005,9 @@ func scan(t *testing.T, s *redistest.Server) []string {
 // A hold handed to a waiter by an unlock of its own process (rlock_hand.lua) has no field
 // in its record: the waiter sent no acquire script of its own for the spy to see. A
 // field of an exclusive lock's hash that no record names is then that hold's: the one
-// exclusive hold of the lock, with no field recorded, that Lock had returned before the
-// deletion looked at the hash and that no Unlock had released by then.
+// exclusive hold of the lock, with no field recorded, whose Lock was called before the
+// deletion looked at the hash and whose Unlock failed. (Its Lock may return after the
+// look: the releaser's reply, and so the waiter's wake-up, can be held up by the fault.)
 func markDeleted(history []Record, ds []deletion) {
 	named := map[string]map[string]bool{} // by kind: the fields the records name
 	for i := range history {
@@ -1040,7 +1041,7 @@ func markDeleted(history []Record, ds []deletion) {
 			for i := range history {
 				r := &history[i]
 				if r.Held() && r.Lock == kind && !r.Read() && r.Owner == "" && !r.Deleted() &&
-					r.Acq < d.win.From && (!r.UnlockOK || r.Rel > d.win.From) {
+					r.Call < d.win.From && !r.UnlockOK {
 					held = append(held, r)
 				}
 			}
