@@ -77,7 +77,7 @@ end
 -- With nobody left in line, the deadlines go too, if there are any (entries whose owners
 -- left the queue): a zset, never data of another type, which the queue's absence did not
 -- vet.
-if not head and redis.call('exists', KEYS[3]) == 1 and redis.call('type', KEYS[3])['ok'] == 'zset' then
+if not head and redis.call('type', KEYS[3])['ok'] == 'zset' then
   redis.call('del', KEYS[3])
 end
 return 1
