@@ -22,8 +22,9 @@ import (
 
 // Option changes how the members are taken: package rlock's options (WithLease,
 // WithFencing, WithWaitTimeout), which apply to every member; a member's own options, given
-// when it was made, apply under them. WithWaitTimeout bounds the whole call, not each
-// member.
+// when it was made, apply under them. WithWaitTimeout given to the call bounds the whole
+// call, not each member; a member's own WithWaitTimeout, when the call gives none, bounds
+// the wait for that member alone, as it bounds the member's own Lock.
 type Option = lockopt.Shared
 
 // Member is one lock of a MultiLock: make it with relock.Member (a mutex of any kind),

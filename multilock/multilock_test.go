@@ -414,3 +414,65 @@ func TestMultiLockBoundSpentBetweenMembers(t *testing.T) {
 		}
 	})
 }
+
+// A member's own WithWaitTimeout, given when it was made, bounds that member's wait, as it
+// would bound its own Lock, when the call gives no bound of its own: "a member's own
+// options apply under them". Wherever the member comes in the order, two free members are
+// taken; a member that another owner holds fails the call with its own bound, long before
+// ctx's, naming it, and the member taken before it is released again.
+//
+// Guards against a multilock that reads a member's own bound as a bound on the call that
+// started with the first member, which fails at once for any member after the first.
+func TestMultiLockMemberOwnWaitBound(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const first, second = "ml:own:a", "ml:own:b"
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		ml := c.MultiLock(relock.Member(c.Lock(first)), relock.Member(c.Lock(second, rlock.WithWaitTimeout(2*time.Second))))
+		held, err := ml.Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock of two free members, the second with a bound of its own: %v", err)
+		}
+		if err := ml.Unlock(held); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+
+		taken, err := other.Lock(second).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err = ml.Lock(ctx)
+		took := time.Since(start)
+		var e *relock.Error
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Name != second {
+			t.Fatalf("Lock with %s held elsewhere: %v; want DeadlineExceeded naming %s", second, err, second)
+		}
+		// ctx allows 30s: only the member's own bound of 2s ends the call this soon.
+		if took >= 20*time.Second {
+			t.Errorf("Lock took %v: the member's own bound of 2s did not bound its wait", took)
+		}
+		if ok, err := other.Lock(first).IsLocked(ctx); ok || err != nil {
+			t.Errorf("after the failed Lock, %s locked = %v, %v; want it released again", first, ok, err)
+		}
+		if err := other.Lock(second).Unlock(taken); err != nil {
+			t.Fatal(err)
+		}
+
+		// The first member's own bound is its own too: it does not bound the wait for the
+		// second, held elsewhere for 1s, beyond the first's bound of 300ms.
+		ml = c.MultiLock(relock.Member(c.Lock(first, rlock.WithWaitTimeout(300*time.Millisecond))), relock.Member(c.Lock(second)))
+		if taken, err = other.Lock(second).Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		freed := time.AfterFunc(time.Second, func() { _ = other.Lock(second).Unlock(taken) })
+		defer freed.Stop()
+		if held, err = ml.Lock(ctx); err != nil {
+			t.Fatalf("Lock with the first member's own bound of 300ms, the second freed after 1s: %v", err)
+		}
+		if err := ml.Unlock(held); err != nil {
+			t.Fatalf("Unlock: %v", err)
+		}
+	})
+}

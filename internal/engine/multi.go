@@ -82,15 +82,16 @@ func MultiLockWith[O lockopt.Option](m *Multi, ctx context.Context, wait bool, o
 	if !wait {
 		op = "trylock"
 	}
+	// A bound given to the call is the whole call's, not each member's; a member's own,
+	// given when it was made, bounds that member's wait alone, as it bounds its Lock.
 	var until time.Time
+	if d := lockopt.Merge(&lockopt.Settings{}, opts).Wait; d > 0 {
+		until = time.Now().Add(d)
+	}
 	held := ctx
 	for i, l := range m.members {
 		s := *lockopt.Merge(&l.defaults, opts)
-		if s.Wait > 0 {
-			// The bound is the whole call's, not each member's.
-			if i == 0 {
-				until = time.Now().Add(s.Wait)
-			}
+		if !until.IsZero() {
 			if s.Wait = time.Until(until); s.Wait <= 0 {
 				return ctx, m.rollback(held, i, l.fail(op, context.DeadlineExceeded))
 			}
