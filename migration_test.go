@@ -83,6 +83,7 @@ var migrationAPI = map[string]any{
 	"semaphore.Weighted.TryAcquireLease":  (*semaphore.Weighted).TryAcquireLease,
 	"semaphore.Weighted.ReleaseLease":     (*semaphore.Weighted).ReleaseLease,
 	"semaphore.Weighted.PermitIDs":        (*semaphore.Weighted).PermitIDs,
+	"semaphore.WithWaitTimeout":           semaphore.WithWaitTimeout,
 	"countdown.Latch.TrySetCount":         (*countdown.Latch).TrySetCount,
 	"countdown.Latch.CountDown":           (*countdown.Latch).CountDown,
 	"countdown.Latch.Count":               (*countdown.Latch).Count,

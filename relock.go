@@ -259,7 +259,8 @@ func shardedPubSubSupported(rc rueidis.Client, timeout time.Duration) bool {
 // client's timeout (WithTimeout), and Close returns their errors joined, each naming its
 // lock: a hold that could not be released runs out its lease. Then renewal stops, waiters
 // return ErrClosed, and every later call does too. The holds' contexts end with cause
-// ErrClosed.
+// ErrClosed. A semaphore's leased permits are given back as holds are; its plain permits,
+// which, as Redisson's, have no holder in Redis, stay taken: Release them before Close.
 //
 // WithReleaseOnClose(false) skips the releases: the holds run out their leases.
 //

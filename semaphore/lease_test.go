@@ -962,3 +962,63 @@ func TestLeaseBelongsToItsSemaphore(t *testing.T) {
 		wantValue(t, side, other, "2")
 	})
 }
+
+// WithWaitTimeout bounds the wait for a lease, and only that (Redisson's
+// tryAcquire(permits, waitTime, leaseTime, unit)): with no permit free the call fails with
+// DeadlineExceeded naming the semaphore long before ctx would end it, and takes nothing;
+// with permits free the lease is taken, and its context lives on past the bound. A bound
+// that is not positive is refused with ErrInvalidOption, taking nothing.
+//
+// Guards against a bound applied as a deadline on the lease's context (which would end
+// it at once, or at the bound, while the permits stay leased and renewed), and against a
+// bound that is ignored.
+func TestLeaseWaitTimeout(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-wait"
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		s := c.Semaphore(name)
+		ctx := redistest.Context(t, 60*time.Second)
+		mustSet(t, s, 0)
+
+		start := time.Now()
+		got, err := s.AcquireLease(ctx, 1, semaphore.WithWaitTimeout(300*time.Millisecond))
+		wantErr(t, err, context.DeadlineExceeded, name)
+		if got != ctx {
+			t.Error("a failed AcquireLease returned another context than ctx")
+		}
+		// ctx allows a minute: only the bound ends the call this soon.
+		if took := time.Since(start); took >= 30*time.Second {
+			t.Errorf("AcquireLease with a bound of 300ms took %v", took)
+		}
+		wantValue(t, side, name, "0")
+		if l := leased(t, side, name); len(l) != 0 {
+			t.Errorf("leased permits after a bounded wait ran out: %v; want none", l)
+		}
+
+		for _, d := range []time.Duration{0, -time.Second} {
+			_, err := s.AcquireLease(redistest.Context(t, 5*time.Second), 1, semaphore.WithWaitTimeout(d))
+			wantErr(t, err, relock.ErrInvalidOption, name)
+		}
+
+		if err := s.AddPermits(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		held, err := s.AcquireLease(ctx, 1, semaphore.WithWaitTimeout(200*time.Millisecond))
+		if err != nil {
+			t.Fatalf("AcquireLease with a permit free: %v", err)
+		}
+		if err := held.Err(); err != nil {
+			t.Fatalf("the lease's context ended as AcquireLease returned: %v", err)
+		}
+		select {
+		case <-held.Done():
+			t.Fatalf("the lease's context ended after the wait bound: %v", context.Cause(held))
+		case <-time.After(time.Second):
+		}
+		if err := s.ReleaseLease(held); err != nil {
+			t.Fatalf("ReleaseLease: %v", err)
+		}
+		wantValue(t, side, name, "1")
+	})
+}

@@ -1651,3 +1651,69 @@ func TestWaiterKeepsItsPlaceAcrossLeases(t *testing.T) {
 		wantValue(t, side, name, "1")
 	})
 }
+
+// The order across clients is the clients' places in Redis's queue, and no client passes a
+// waiter twice (package doc, Order): with A1 and A2 waiting in client a, then B1 and B2 in
+// client b, and permits coming one at a time, A1 is served, then B1 (client b's place came
+// before client a queued A2), then A2, then B2, which queued anew behind A2. Within each
+// client the waiters are served in the order they came.
+//
+// Guards against a client that keeps its place for its next waiter when one is served,
+// which lets one busy client pass the others' waiters for ever (here: B2 before A2).
+func TestClientsServedByTheirPlace(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-order:clients"
+		side := b.Client(t)
+		ca, cb := relocktest.New(t, b), relocktest.New(t, b)
+		ctx := redistest.Context(t, 60*time.Second)
+		mustSet(t, ca.Semaphore(name), 0)
+
+		type served struct {
+			who string
+			err error
+		}
+		done := make(chan served, 4)
+		start := func(c *relock.Client, who string) {
+			go func() {
+				done <- served{who, c.Semaphore(name).Acquire(ctx, 1)}
+			}()
+		}
+		// The second waiter of a client waits in memory, not on the channel; when it starts
+		// does not change the order, since it queues in Redis only once the first is served.
+		start(ca, "A1")
+		parked(t, ca, 1, "A1")
+		start(ca, "A2")
+		start(cb, "B1")
+		parked(t, cb, 1, "B1")
+		start(cb, "B2")
+
+		// inLine waits until both clients have their places in Redis's queue.
+		inLine := func() {
+			redistest.Eventually(t, 10*time.Second, "both clients in Redis's queue", func() bool {
+				n, err := side.Do(ctx, side.B().Zcard().Key(queueKey(name)).Build()).AsInt64()
+				return err == nil && n == 2
+			})
+		}
+		var order []string
+		for range 4 {
+			if len(order) < 3 {
+				inLine()
+			}
+			if err := ca.Semaphore(name).AddPermits(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case s := <-done:
+				if s.err != nil {
+					t.Fatalf("%s: %v", s.who, s.err)
+				}
+				order = append(order, s.who)
+			case <-ctx.Done():
+				t.Fatalf("served %v; nobody took the next permit", order)
+			}
+		}
+		if want := []string{"A1", "B1", "A2", "B2"}; !slices.Equal(order, want) {
+			t.Fatalf("served %v; want %v", order, want)
+		}
+	})
+}

@@ -4,30 +4,39 @@
 // service and a Java service share one semaphore by its name.
 //
 // Its shape follows golang.org/x/sync/semaphore: a context first and a number of permits,
-// waits that end with the context, and first come, first served among waiters. Semaphores
-// are made by relock.Client.Semaphore.
+// waits that end with the context, and first come, first served among waiters (exactly
+// within a client, by client across clients: see Order). Semaphores are made by
+// relock.Client.Semaphore.
 //
 // # Order
 //
-// relock's waiters are served in the order they came, so that a large request is never
-// starved by a stream of small ones (Redisson's clients take any permits they find, and a
-// request for many can wait forever behind requests for few). An Acquire that finds none of
-// its client's waiters queued tries at once, beside the client's other attempts; once one
-// waits, the client's later Acquires queue behind it in memory, and only the first of them
-// queues in Redis with the other clients' first waiters (relock_semaphore_queue:{name},
-// relock_semaphore_timeout:{name}). While a
-// live waiter is ahead, nobody of relock takes permits, even permits enough for a smaller
-// request: as with x/sync's semaphore, a request for more permits than there will ever be
-// blocks those behind it until its context ends. A waiting client refreshes its entry every
-// third of its watchdog timeout, and one that died is skipped once its entry runs out,
-// within one watchdog timeout. Redisson's clients do not see the queue.
+// relock's waiters are served in turn, so that a large request is never starved by a
+// stream of small ones (Redisson's clients take any permits they find, and a request for
+// many can wait forever behind requests for few). The order has two levels:
+//
+//   - Within a client, first come, first served. An Acquire that finds none of its
+//     client's waiters queued tries at once, beside the client's other attempts; once one
+//     waits, the client's later Acquires queue behind it in memory.
+//   - Across clients, by the client's place in Redis's queue (relock_semaphore_queue:{name},
+//     relock_semaphore_timeout:{name}), which only the first of a client's waiters holds.
+//     When it is served, the client's next waiter takes the client's place anew, at the end
+//     of the line: behind every client that queued meanwhile, even one whose waiter came
+//     after it. So once its client has queued it in Redis, a waiter is served after at
+//     most one waiter of each client in line before it, and no client passes it twice.
+//
+// While a live waiter is ahead, nobody of relock takes permits, even permits enough for a
+// smaller request: as with x/sync's semaphore, a request for more permits than there will
+// ever be blocks those behind it until its context ends. A waiting client refreshes its
+// entry every third of its watchdog timeout, and one that died is skipped once its entry
+// runs out, within one watchdog timeout. Redisson's clients do not see the queue.
 //
 // # Permits held
 //
 // A client counts the permits it took, and Release gives back only those: releasing more
 // is refused with ErrNotHeld. To put in permits that nobody took (Redisson's release
 // without an acquire), use AddPermits. A process that dies with plain permits loses them,
-// as with Redisson's RSemaphore; set the count again with AddPermits, or take leases.
+// as with Redisson's RSemaphore, and so does a client that closes (Close gives back
+// leased permits only); set the count again with AddPermits, or take leases.
 //
 // # Leased permits
 //
@@ -136,12 +145,19 @@ func (s *Weighted) Drain(ctx context.Context) (int64, error) { return s.s().Drai
 // (which gives the permits back), or when ctx ends. Keep the context until ReleaseLease: a
 // lease whose context became unreachable is abandoned, and runs out within a watchdog
 // timeout. When ctx ends first, AcquireLease takes nothing and returns ctx and an error for
-// which errors.Is(err, ctx.Err()) holds.
+// which errors.Is(err, ctx.Err()) holds. To bound the wait without ending the lease's
+// context with it, use WithWaitTimeout rather than a deadline on ctx.
 //
 // The context answers for the owner of ctx, so that a lock taken with it re-enters a lock
 // held through ctx.
-func (s *Weighted) AcquireLease(ctx context.Context, n int64) (context.Context, error) {
-	return s.s().AcquireLease(ctx, n)
+func (s *Weighted) AcquireLease(ctx context.Context, n int64, opts ...LeaseOption) (context.Context, error) {
+	var o permits.LeaseSettings
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&o)
+		}
+	}
+	return s.s().AcquireLease(ctx, n, o)
 }
 
 // TryAcquireLease makes one attempt to take n permits (n from 1 to 10,000) as a lease, without

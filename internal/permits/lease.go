@@ -51,14 +51,33 @@ func newIDs(n int64) string {
 	return hex.EncodeToString(b)
 }
 
+// LeaseSettings are the options of an AcquireLease call (package semaphore's LeaseOption).
+type LeaseSettings struct {
+	// Wait bounds the wait for the permits, never the lease; 0: only ctx bounds it.
+	Wait time.Duration
+	// Err is an invalid option's error, which fails the call.
+	Err error
+}
+
 // AcquireLease takes n permits as a lease, waiting as Acquire does, and returns the
 // lease's context. The package semaphore documents the contract.
-func (s *Semaphore) AcquireLease(ctx context.Context, n int64) (context.Context, error) {
+func (s *Semaphore) AcquireLease(ctx context.Context, n int64, o LeaseSettings) (context.Context, error) {
 	if err := s.checkLease(ctx, n); err != nil {
 		return ctx, s.fail("acquirelease", err)
 	}
+	if o.Err != nil {
+		return ctx, s.fail("acquirelease", o.Err)
+	}
+	// The bound applies to the wait alone: the lease's context derives from ctx, and a
+	// lease taken as the bound runs out is kept (keep looks at ctx, not at the bound).
+	wctx := ctx
+	if o.Wait > 0 {
+		var cancel context.CancelFunc
+		wctx, cancel = context.WithTimeout(ctx, o.Wait)
+		defer cancel()
+	}
 	ids := newIDs(n)
-	sent, err := s.take(ctx, n, ids)
+	sent, err := s.take(wctx, n, ids)
 	if err != nil {
 		return ctx, s.fail("acquirelease", err)
 	}

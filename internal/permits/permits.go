@@ -8,7 +8,10 @@
 // the first of them waits in Redis (an Acquire that finds none queued tries at once). In
 // Redis, the waiting clients queue in arrival order (lua/semaphore_acquire.lua), and none
 // of relock's clients takes permits while a live client waits ahead of it. So a large
-// request is served before smaller ones that came after it. Only the client first in line
+// request is served before smaller ones that queued after it. A client leaves the queue
+// when its waiter there is served, and its next waiter queues anew, at the end: the order
+// across clients is the clients' in Redis, not their waiters' in time (package semaphore,
+// Order). Only the client first in line
 // listens for releases; the others are told on their own channels when they come first, so
 // a release wakes one relock client. A waiting client's entry lives one lease (the
 // client's watchdog timeout) and is refreshed every third of one, so a client that died is
