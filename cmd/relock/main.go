@@ -23,6 +23,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 )
 
 const usage = `usage: relock <command> [flags]
@@ -64,7 +65,8 @@ func main() {
 	case errors.Is(err, errUsage):
 		os.Exit(2)
 	default:
-		fmt.Fprintln(os.Stderr, "relock:", err)
+		// The library's errors already begin with the program's name.
+		fmt.Fprintln(os.Stderr, "relock:", strings.TrimPrefix(err.Error(), "relock: "))
 		os.Exit(1)
 	}
 }

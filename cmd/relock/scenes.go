@@ -299,11 +299,18 @@ func permitsScene(ctx context.Context, env *demoEnv, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	defer env.side.Do(context.WithoutCancel(ctx), env.side.B().Del().Key(name).Build())
 	heading(out, "semaphore", "%d workers on 2 clients share semaphore %q of %d permits; then one asks for all %d.", workers, name, permits, permits)
-	if _, err := clients[0].Semaphore(name).TrySetPermits(ctx, permits); err != nil {
+	set, err := clients[0].Semaphore(name).TrySetPermits(ctx, permits)
+	if err != nil {
 		return err
 	}
+	if !set {
+		// Somebody's semaphore (or a count left by a demo that was killed): not the
+		// demo's to count with, nor to delete.
+		return fmt.Errorf("semaphore %q already has a count; the demo leaves it as it is (delete the key to run this scene)", name)
+	}
+	// The key is the demo's from here: it goes when the scene ends, however it ends.
+	defer env.side.Do(context.WithoutCancel(ctx), env.side.B().Del().Key(name).Build())
 	step := newSteps(out)
 	step.printf("%d permits set; %d workers start taking one at a time", permits, workers)
 	var inside, most atomic.Int32

@@ -90,3 +90,33 @@ func TestFairSceneOnTaggedName(t *testing.T) {
 		}
 	})
 }
+
+// The semaphore scene counts with a semaphore of its own: one that is already there (a
+// Java service's count, a string of somebody else's) is not its to use or to delete. The
+// scene refuses it, saying why, and the key is left as it was; a key of another type is
+// refused by the library, and left as it was too.
+//
+// Guards against a scene that deletes its key on the way out whatever it found there.
+func TestPermitsSceneLeavesOthersKeys(t *testing.T) {
+	const name = "relock-demo:builds"
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := redistest.Context(t, 30*time.Second)
+		for _, v := range []string{"7", "hello"} {
+			redistest.MustDo(t, rc, "SET", name, v)
+			env, err := openDemo(b.Addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = permitsScene(ctx, env, io.Discard)
+			env.close()
+			if err == nil {
+				t.Errorf("the scene ran on %q holding %q", name, v)
+			}
+			got, gerr := rc.Do(ctx, rc.B().Get().Key(name).Build()).ToString()
+			if gerr != nil || got != v {
+				t.Errorf("after the scene (%v), %q = %q, %v; want %q left as it was", err, name, got, gerr, v)
+			}
+		}
+	})
+}
