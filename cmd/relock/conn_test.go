@@ -54,15 +54,27 @@ func holdLock(t *testing.T, c *relock.Client, name string) {
 	t.Cleanup(func() { _ = c.Lock(name).Unlock(held) })
 }
 
-// REDIS_URL replaces every connection flag, --redis included.
+// REDIS_URL says everything about the connection, and no connection flag may come with it:
+// a command given both refuses with a usage error naming them, and acts on no server (an
+// unlock --force leaves the lock held).
 func TestRedisURL(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		holdLock(t, c, "orders")
 
-		stdout, stderr, status := runBinary(t, []string{"REDIS_URL=redis://" + b.Addr}, "inspect", "--redis", "127.0.0.1:1", "orders")
+		stdout, stderr, status := runBinary(t, []string{"REDIS_URL=redis://" + b.Addr}, "inspect", "orders")
 		if status != 0 || !holderRE(c, "orders").MatchString(stdout) {
 			t.Errorf("REDIS_URL=redis://%s relock inspect: status %d\n%s%s", b.Addr, status, stdout, stderr)
+		}
+		for _, flags := range [][]string{{"--redis", b.Addr}, {"--user", "ops"}, {"--tls"}, {"--cluster"}, {"--sentinel-master", "m"}} {
+			args := append(append([]string{"unlock", "--force", "-y"}, flags...), "orders")
+			stdout, stderr, status = runBinary(t, []string{"REDIS_URL=redis://" + b.Addr}, args...)
+			if status != 2 || !strings.Contains(stderr, "REDIS_URL is set, and so is "+flags[0]) || strings.Contains(stdout, "force-unlocked") {
+				t.Errorf("REDIS_URL and %v: status %d, stdout %q, stderr %q; want status 2 and a refusal naming %s", flags, status, stdout, stderr, flags[0])
+			}
+		}
+		if locked, err := c.Lock("orders").IsLocked(redistest.Context(t, 10*time.Second)); err != nil || !locked {
+			t.Errorf("after the refused unlocks: locked %v, %v; want the lock still held", locked, err)
 		}
 		stdout, stderr, status = runBinary(t, []string{"REDIS_URL=redis://" + b.Addr + "/0"}, "watch", "--count", "1", "--interval", "10ms", "orders")
 		if status != 0 || !strings.Contains(stdout, "holds ×1") {

@@ -145,12 +145,35 @@ func (r *Report) torn() bool {
 	return r.Locked && (r.TTLMs == -2 || len(r.Owners) == 0)
 }
 
-func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (*Report, error) {
+func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (r *Report, err error) {
 	if err := keys.Check(name); err != nil {
 		return nil, fmt.Errorf("%q: %w", name, err)
 	}
-	r := &Report{Name: name, Owners: []Owner{}}
-	do := func(cmd rueidis.Completed) rueidis.RedisResult { return rc.Do(ctx, cmd) }
+	// An error names the lock and the key it came from: a lock's auxiliary key that holds
+	// other data (WRONGTYPE) is otherwise a mystery to the operator. at is the key of the
+	// first read that failed here; the helpers below name theirs (keyErr).
+	var at string
+	defer func() {
+		switch {
+		case err == nil:
+		case at != "":
+			err = fmt.Errorf("reading lock %s: %w", strconv.Quote(name), keyErr(at, err))
+		default:
+			err = fmt.Errorf("reading lock %s: %w", strconv.Quote(name), err)
+		}
+	}()
+	r = &Report{Name: name, Owners: []Owner{}}
+	do := func(cmd rueidis.Completed) rueidis.RedisResult {
+		var key string
+		if c := cmd.Commands(); len(c) > 1 {
+			key = c[1]
+		}
+		res := rc.Do(ctx, cmd)
+		if res.Error() != nil && at == "" {
+			at = key
+		}
+		return res
+	}
 
 	typ, err := do(rc.B().Type().Key(name).Build()).ToString()
 	if err != nil {
@@ -162,7 +185,8 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (*Report, 
 	if err != nil {
 		return nil, err
 	}
-	if tok, err := do(rc.B().Get().Key(names.Token).Build()).AsInt64(); err == nil {
+	// The fencing counter is shown when it is one; anything else there is not the lock's.
+	if tok, err := rc.Do(ctx, rc.B().Get().Key(names.Token).Build()).AsInt64(); err == nil {
 		r.Token = &tok
 	}
 	if r.TTLMs, err = do(rc.B().Pttl().Key(name).Build()).AsInt64(); err != nil {
@@ -288,11 +312,11 @@ func counted(ctx context.Context, rc rueidis.Client, r *Report) error {
 	sem := keys.SemaphoreOf(r.Name)
 	zs, err := rc.Do(ctx, rc.B().Zrange().Key(sem.Queue).Min("0").Max("-1").Build()).AsStrSlice()
 	if err != nil {
-		return err
+		return keyErr(sem.Queue, err)
 	}
 	leased, err := rc.Do(ctx, rc.B().Zrange().Key(sem.Leases).Min("0").Max("-1").Withscores().Build()).AsZScores()
 	if err != nil {
-		return err
+		return keyErr(sem.Leases, err)
 	}
 	var now int64 // Redis's clock, read once for the queue's deadlines and the leases
 	if len(zs) > 0 || len(leased) > 0 {
@@ -303,7 +327,7 @@ func counted(ctx context.Context, rc rueidis.Client, r *Report) error {
 	for _, client := range zs {
 		score, err := rc.Do(ctx, rc.B().Zscore().Key(sem.Deadlines).Member(client).Build()).AsFloat64()
 		if err != nil && !rueidis.IsRedisNil(err) {
-			return err
+			return keyErr(sem.Deadlines, err)
 		}
 		r.PermitWaiters = append(r.PermitWaiters, QueueEntry{Owner: client, ExpiresInMs: int64(score) - now})
 	}
@@ -372,8 +396,11 @@ func shape(fields map[string]string) string {
 // Redis time), in the order of their deadlines.
 func waitingWriters(ctx context.Context, rc rueidis.Client, name string) ([]QueueEntry, error) {
 	zs, err := rc.Do(ctx, rc.B().Zrange().Key(keys.Of(name).Writers).Min("0").Max("-1").Withscores().Build()).AsZScores()
-	if err != nil || len(zs) == 0 {
-		return nil, err
+	if err != nil {
+		return nil, keyErr(keys.Of(name).Writers, err)
+	}
+	if len(zs) == 0 {
+		return nil, nil
 	}
 	now, err := redisNowMs(ctx, rc)
 	if err != nil {
@@ -399,7 +426,7 @@ func waitingClients(ctx context.Context, rc rueidis.Client, names keys.Names, re
 	for _, key := range registries {
 		codes, err := rc.Do(ctx, rc.B().Zrange().Key(key).Min("0").Max("-1").Build()).AsStrSlice()
 		if err != nil {
-			return nil, err
+			return nil, keyErr(key, err)
 		}
 		for _, code := range codes {
 			ws = append(ws, WaitingClient{Code: code, Readers: key == names.Readers})
@@ -624,4 +651,9 @@ func ms(v int64) string {
 		return "gone"
 	}
 	return (time.Duration(v) * time.Millisecond).String()
+}
+
+// keyErr names the key a read of it failed on.
+func keyErr(key string, err error) error {
+	return fmt.Errorf("key %s: %w", strconv.Quote(key), err)
 }

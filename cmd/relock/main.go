@@ -8,7 +8,8 @@
 //	relock unlock --force [-y] [flags] NAME release a lock whoever holds it; wakes waiters
 //
 // Connection flags: --redis (comma-separated seeds), --cluster, --sentinel-master,
-// --tls, --user; the password from REDIS_PASSWORD; or everything from REDIS_URL.
+// --tls, --user; the password from REDIS_PASSWORD; or everything from REDIS_URL, with none
+// of those flags.
 // Flags may come before or after the lock name. -h or --help prints a command's flags and
 // exits with status 0; usage errors exit with status 2, failures (such as no connection,
 // or a force unlock that was declined or had no terminal to ask on) with status 1, and a

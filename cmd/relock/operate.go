@@ -26,6 +26,7 @@ type connFlags struct {
 	sentinel string
 	tls      bool
 	user     string
+	names    map[string]bool // the flags' names
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
@@ -34,6 +35,7 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.sentinel, "sentinel-master", "", "the addresses are sentinels watching this `master` set")
 	fs.BoolVar(&c.tls, "tls", false, "connect with TLS")
 	fs.StringVar(&c.user, "user", "", "ACL user (the password comes from REDIS_PASSWORD)")
+	c.names = map[string]bool{"redis": true, "cluster": true, "sentinel-master": true, "tls": true, "user": true}
 }
 
 // connect makes the rueidis client: from REDIS_URL when set, else from the flags.
@@ -132,6 +134,21 @@ func (o *operator) start(args []string, env func(string) string, stdout, stderr 
 			return "", nil, errUsage
 		}
 	}
+	// REDIS_URL says everything about the connection; a flag beside it would be silently
+	// outvoted, and a force unlock would act on a server the operator did not name.
+	if env("REDIS_URL") != "" {
+		var given []string
+		o.fs.Visit(func(f *flag.Flag) {
+			if o.conn.names[f.Name] {
+				given = append(given, "--"+f.Name)
+			}
+		})
+		if len(given) > 0 {
+			fmt.Fprintf(stderr, "relock %s: REDIS_URL is set, and so is %s: give the server one way (unset REDIS_URL, or leave out the flags)\n",
+				o.fs.Name(), strings.Join(given, ", "))
+			return "", nil, errUsage
+		}
+	}
 	if rc, err = o.conn.connect(env); err != nil {
 		return "", nil, err
 	}
@@ -144,12 +161,24 @@ func (o *operator) inspect(ctx context.Context, args []string, env func(string) 
 	if err != nil {
 		return nil, nil, err
 	}
-	r, err := inspectLock(ctx, rc, name)
+	r, err := look(ctx, rc, name)
 	if err != nil {
 		rc.Close()
 		return nil, nil, err
 	}
 	return r, rc, nil
+}
+
+// lookTimeout bounds each look at a lock (the reads of one view) and a force unlock's
+// call: rueidis sends a read again until its context ends, so a look at a server that went
+// away would otherwise wait for ever.
+const lookTimeout = 5 * time.Second
+
+// look reads the lock once, within lookTimeout.
+func look(ctx context.Context, rc rueidis.Client, name string) (*Report, error) {
+	lctx, cancel := context.WithTimeout(ctx, lookTimeout)
+	defer cancel()
+	return inspectLock(lctx, rc, name)
 }
 
 func inspectCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {
@@ -178,13 +207,14 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	defer t.Stop()
 	tty := isTerminal(stdout)
 	for n := 1; ; n++ {
-		r, err := inspectLock(ctx, rc, name)
-		if err != nil {
-			if ctx.Err() != nil {
-				// Interrupted while reading: the way watch is meant to end, not a failure.
-				return nil
-			}
-			return err
+		r, err := look(ctx, rc, name)
+		switch {
+		case err == nil:
+		case ctx.Err() != nil:
+			// Interrupted while reading: the way watch is meant to end, not a failure.
+			return nil
+		case n == 1:
+			return err // nothing to watch: a bad name, no server
 		}
 		switch {
 		case tty:
@@ -197,7 +227,11 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 		} else {
 			fmt.Fprintf(stdout, "%s  (every %v; interrupt to stop)\n\n", time.Now().Format(time.TimeOnly), *every)
 		}
-		if err := r.print(stdout, false); err != nil {
+		if err != nil {
+			// A server that went away, or paused: the view says so, and the watch goes
+			// on, a view at a time, until it is back or interrupted.
+			fmt.Fprintf(stdout, "%s: could not be read: %v\n", shown(name), err)
+		} else if err := r.print(stdout, false); err != nil {
 			return err
 		}
 		if *count > 0 && n >= *count {
@@ -225,29 +259,29 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 	if r.Kind == "foreign" {
 		what := "a " + r.KeyTyp
 		if r.KeyTyp == "hash" {
-			what = fmt.Sprintf("a hash of %d fields that is not a lock's", len(r.Fields))
+			what = fmt.Sprintf("a hash of %d field(s) that is not a lock's", len(r.Fields))
 		}
-		return fmt.Errorf("%s is not a lock (the key holds %s); nothing was changed", name, what)
+		return fmt.Errorf("%s is not a lock (the key holds %s); nothing was changed", shown(name), what)
 	}
 	switch r.Kind {
 	case "semaphore", "latch", "count":
-		return fmt.Errorf("%s is not a lock (it is a semaphore or a count-down latch, which nobody holds; see relock inspect); nothing was changed", name)
+		return fmt.Errorf("%s is not a lock (it is a semaphore or a count-down latch, which nobody holds; see relock inspect); nothing was changed", shown(name))
 	}
 	if !r.Locked {
-		fmt.Fprintf(stdout, "%s is not held; nothing to do\n", name)
+		fmt.Fprintf(stdout, "%s is not held; nothing to do\n", shown(name))
 		return nil
 	}
 	if !*yes {
 		if stdin == nil {
-			return fmt.Errorf("%s not unlocked: there is no terminal to ask for confirmation on; add -y to force it without asking", name)
+			return fmt.Errorf("%s not unlocked: there is no terminal to ask for confirmation on; add -y to force it without asking", shown(name))
 		}
 		if err := r.print(stdout, false); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "Force-unlock %s? Its holders lose it and learn so at their next renewal. [y/N] ", name)
+		fmt.Fprintf(stdout, "Force-unlock %s? Its holders lose it and learn so at their next renewal. [y/N] ", shown(name))
 		answer, _ := bufio.NewReader(stdin).ReadString('\n')
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
-			return fmt.Errorf("%s not unlocked: the confirmation was declined", name)
+			return fmt.Errorf("%s not unlocked: the confirmation was declined", shown(name))
 		}
 	}
 	c, err := relock.New(rc)
@@ -256,21 +290,23 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 	}
 	defer c.Close()
 	var done bool
+	fctx, cancel := context.WithTimeout(ctx, lookTimeout)
+	defer cancel()
 	switch r.Kind {
 	case "rwlock":
-		done, err = c.RWLock(name).ForceUnlock(ctx)
+		done, err = c.RWLock(name).ForceUnlock(fctx)
 	case "fairlock":
-		done, err = c.FairLock(name).ForceUnlock(ctx)
+		done, err = c.FairLock(name).ForceUnlock(fctx)
 	default:
-		done, err = c.Lock(name).ForceUnlock(ctx)
+		done, err = c.Lock(name).ForceUnlock(fctx)
 	}
 	if err != nil {
 		return err
 	}
 	if done {
-		fmt.Fprintf(stdout, "%s force-unlocked; waiters woken\n", name)
+		fmt.Fprintf(stdout, "%s force-unlocked; waiters woken\n", shown(name))
 	} else {
-		fmt.Fprintf(stdout, "%s was released meanwhile; nothing to do\n", name)
+		fmt.Fprintf(stdout, "%s was released meanwhile; nothing to do\n", shown(name))
 	}
 	return nil
 }

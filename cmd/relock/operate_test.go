@@ -531,3 +531,56 @@ func TestForceUnlock(t *testing.T) {
 		}
 	})
 }
+
+// watch goes on through a server that stops answering: each look is bounded, a view that
+// could not be read says so, and --count still ends the watch by itself. (Without the
+// bound rueidis sends a read again until its context ends, and the watch waits for ever.)
+func TestWatchThroughAStoppedServer(t *testing.T) {
+	s := redistest.StartServer(t)
+	rc := s.Client(t)
+	redistest.MustDo(t, rc, "HSET", "nightly", "someone:1", "1")
+
+	var buf syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	done := async(func() error {
+		return run(ctx, []string{"watch", "--redis", s.Addr(), "--count", "3", "--interval", "100ms", "nightly"},
+			func(string) string { return "" }, strings.NewReader(""), &buf, &buf)
+	})
+	redistest.Eventually(t, 20*time.Second, "no first view", func() bool { return strings.Contains(buf.String(), "(view 1 of 3") })
+	s.Pause(t)
+	defer s.Resume(t)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("watch --count 3: %v\n%s", err, buf.String())
+		}
+	case <-time.After(90 * time.Second):
+		t.Fatalf("watch --count 3 did not end within 90s of its server stopping:\n%s", buf.String())
+	}
+	vs := views(buf.String())
+	if len(vs) != 3 || !strings.Contains(vs[2], "nightly: could not be read: ") {
+		t.Errorf("watch --count 3 through a stopped server showed %d views; want 3, the last saying it could not read the lock:\n%s", len(vs), buf.String())
+	}
+}
+
+// A lock's auxiliary key that holds other data makes inspect fail with an error that
+// names the lock and the key, not Redis's bare WRONGTYPE; and a name with a control
+// character is printed quoted by unlock as by inspect, so that it cannot drive the
+// terminal.
+func TestOperatorErrorsNameTheirKeys(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		holdLock(t, relocktest.New(t, b), "fx")
+		redistest.MustDo(t, rc, "SET", "relock_wake:{fx}", "hello")
+		out, err := relockCmd(t, b.Addr, "", "inspect", "fx")
+		if err == nil || !strings.Contains(err.Error(), `lock "fx"`) || !strings.Contains(err.Error(), `key "relock_wake:{fx}"`) {
+			t.Errorf("inspect with a string at relock_wake:{fx}: %v\n%s; want an error naming the lock and the key", err, out)
+		}
+
+		out, err = relockCmd(t, b.Addr, "", "unlock", "--force", "-y", "a\x1b[31mRED")
+		if err != nil || strings.ContainsRune(out, '\x1b') || !strings.Contains(out, `"a\x1b[31mRED" is not held`) {
+			t.Errorf("unlock of a name with an escape: %v, output %q; want it quoted", err, out)
+		}
+	})
+}
