@@ -531,3 +531,20 @@ func TestCheckSemaphoreCounts(t *testing.T) {
 		t.Errorf("most held %d, excesses %v; want 4, the acquisition at 3", most, over)
 	}
 }
+
+// A hold whose token is unknown and whose context had ended (its Lock adopted a grant
+// whose reply was lost, already past its deadline) promises nothing and is left out of the
+// model; a live hold is always checked, token or not, so a live one without a token still
+// fails.
+func TestUnknownTokenOfEndedHold(t *testing.T) {
+	first := Record{Lock: "a", Call: 1, Acq: 2, Token: 1, Check: 3, End: 3, Rel: 4, Live: true, UnlockOK: true}
+	adopted := Record{Lock: "a", Call: 5, Acq: 10, Token: 0, Check: 11, End: 11, Rel: 12, UnlockOK: true, Lost: true}
+	next := Record{Lock: "a", Call: 13, Acq: 14, Token: 3, Check: 15, End: 15, Rel: 16, Live: true, UnlockOK: true}
+	if res := CheckLinearizable([]Record{first, adopted, next}, 10*time.Second); res != porcupine.Ok {
+		t.Errorf("porcupine with an ended hold of unknown token: %v; want Ok", res)
+	}
+	adopted.Live = true
+	if res := CheckLinearizable([]Record{first, adopted, next}, 10*time.Second); res != porcupine.Illegal {
+		t.Errorf("porcupine with a live hold of no token: %v; want Illegal", res)
+	}
+}

@@ -5,9 +5,12 @@
 package torture
 
 import (
+	"cmp"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -254,6 +257,12 @@ func Overlaps(history []Record) [][2]Record {
 //   - Release of a deleted hold: [DelFrom, DelTo], the deletion, whatever the section
 //     did after it.
 //
+// A hold whose token is unknown (0) is left out. It is one whose Lock learned of its grant
+// only by asking after the reply was lost (the reply, with its token, never came), and
+// whose context had ended before the section asked for the token: its deadline, counted
+// from the lost request's send, had passed. Such a section promises nothing, and its
+// acquisition has no token to place among the others.
+//
 // A lock that lets two live sections overlap, or grants a hold while another is live,
 // has no linearization: both Acquires are forced before either Release. Tokens that do
 // not grow in the order of acquisition are refused by the same step.
@@ -296,12 +305,7 @@ var LockModel = porcupine.Model{
 // Operations turns the exclusive acquisitions of history, which must be one lock's, into
 // porcupine operations on LockModel; read holds are left out.
 func Operations(history []Record) []porcupine.Operation {
-	var hs []Record
-	for _, h := range Holds(history) {
-		if !h.Read() {
-			hs = append(hs, h)
-		}
-	}
+	hs := exclusive(history)
 	end := int64(math.MaxInt64 / 2)
 	var ops []porcupine.Operation
 	for i, h := range hs {
@@ -324,6 +328,18 @@ func Operations(history []Record) []porcupine.Operation {
 		})
 	}
 	return ops
+}
+
+// exclusive returns the exclusive holds of history that the model checks: those with a
+// token (see the model).
+func exclusive(history []Record) []Record {
+	var hs []Record
+	for _, h := range Holds(history) {
+		if !h.Read() && (h.Token != 0 || h.Live) {
+			hs = append(hs, h)
+		}
+	}
+	return hs
 }
 
 // CheckLinearizable runs porcupine on the exclusive sections of history, which must be one
@@ -672,4 +688,65 @@ func CheckSemaphore(history []Record, n int64) (most int64, over []SemExcess) {
 func SemString(r Record) string {
 	return fmt.Sprintf("%s/g%d/i%d k=%d acq=%s end=%s", r.Worker, r.G, r.I, r.Permits,
 		time.Unix(0, r.Acq).Format("15:04:05.000000"), time.Unix(0, r.End).Format("15:04:05.000000"))
+}
+
+// ExplainIllegal describes where porcupine gets stuck on the exclusive sections of history
+// (one lock's): the last sections of the longest order it found, and the sections it could
+// not place after them, as records with their times, so that a failed run can be read
+// without its files.
+func ExplainIllegal(history []Record, timeout time.Duration) string {
+	ops := Operations(history)
+	hs := exclusive(history)
+	_, info := porcupine.CheckOperationsVerbose(LockModel, ops, timeout)
+	var longest []int
+	for _, part := range info.PartialLinearizations() {
+		for _, lin := range part {
+			if len(lin) > len(longest) {
+				longest = lin
+			}
+		}
+	}
+	placed := map[int]bool{}
+	for _, i := range longest {
+		placed[i] = true
+	}
+	stamp := func(ns int64) string {
+		if ns == 0 || ns >= math.MaxInt64/4 {
+			return "-"
+		}
+		return time.Unix(0, ns).Format("15:04:05.000000")
+	}
+	line := func(i int) string {
+		h, op := hs[i/2], ops[i]
+		what := "acquire"
+		if i%2 == 1 {
+			what = "release"
+		}
+		return fmt.Sprintf("  %s op [%s, %s] of %s call=%s check=%s rel=%s unlockOK=%v owner=%s deleted=[%s, %s] lost=%v\n",
+			what, stamp(op.Call), stamp(op.Return), h, stamp(h.Call), stamp(h.Check), stamp(h.Rel), h.UnlockOK, h.Owner,
+			stamp(h.DelFrom), stamp(h.DelTo), h.Lost)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "longest linearizable prefix: %d of %d operations; its last ones:\n", len(longest), len(ops))
+	for _, i := range longest[max(0, len(longest)-4):] {
+		b.WriteString(line(i))
+	}
+	// The operations left out that began before the prefix's end: one of them could not be
+	// placed.
+	var last int64
+	if len(longest) > 0 {
+		last = ops[longest[len(longest)-1]].Call
+	}
+	var left []int
+	for i, op := range ops {
+		if !placed[i] && op.Call <= last+int64(time.Second) {
+			left = append(left, i)
+		}
+	}
+	slices.SortFunc(left, func(x, y int) int { return cmp.Compare(ops[x].Call, ops[y].Call) })
+	b.WriteString("not placed, begun by then:\n")
+	for _, i := range left[:min(len(left), 8)] {
+		b.WriteString(line(i))
+	}
+	return b.String()
 }

@@ -848,6 +848,7 @@ func run(t *testing.T, cfg config) summary {
 		t.Logf("%s: porcupine: %s in %v (%d operations)", kind, res, time.Since(t0).Round(time.Millisecond), 2*excl)
 		if res != porcupine.Ok {
 			t.Errorf("%s: porcupine: history of %d exclusive acquisitions is %s, want %s", kind, excl, res, porcupine.Ok)
+			t.Logf("%s: %s", kind, ExplainIllegal(hk, 2*time.Minute))
 		}
 	}
 

@@ -290,7 +290,9 @@ func section(lk locker, read bool, rrc rueidis.Client, id string, g, i int, env 
 			// The hold ended before the section could ask for its token: a worker stopped
 			// past its lease while Lock returned, whose watchdog dropped the hold on waking
 			// before this goroutine ran. Its token is the one the granting reply carried;
-			// 0 would make the history illegal (tokens only grow) and say nothing.
+			// 0 would make the history illegal (tokens only grow) and say nothing. A
+			// grant adopted after its reply was lost had no reply: its token stays 0,
+			// and the model leaves the ended hold out (Operations).
 			r.Token = grantToken
 		}
 	}
