@@ -38,24 +38,9 @@ var (
 		count:   func(c *relock.Client, ctx context.Context, n string) (int, error) { return c.Lock(n).HoldCount(ctx) },
 		channel: func(n string) string { return "redisson_lock__channel:{" + n + "}" },
 	}
-	kindFair = holdKind{
-		name: "fair",
-		lock: func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error) {
-			// A fair waiter comes back every refresh period; a minute keeps that from
-			// standing in for the wake-up TestWakeupBeforeSubscription is about.
-			opts := []fairlock.Option{fairlock.WithRefreshPeriod(time.Minute)}
-			if lease > 0 {
-				opts = append(opts, rlock.WithLease(lease))
-			}
-			return c.FairLock(n).Lock(ctx, opts...)
-		},
-		unlock: func(c *relock.Client, ctx context.Context, n string) error { return c.FairLock(n).Unlock(ctx) },
-		count: func(c *relock.Client, ctx context.Context, n string) (int, error) {
-			return c.FairLock(n).HoldCount(ctx)
-		},
-		// A fair waiter listens on a channel of its own: this prefix and its owner.
-		channel: func(n string) string { return "redisson_lock__channel:{" + n + "}:" },
-	}
+	// A fair waiter comes back every refresh period; a minute keeps that from standing in
+	// for the wake-up TestWakeupBeforeSubscription is about.
+	kindFair  = fairKind(time.Minute)
 	kindWrite = holdKind{
 		name: "write",
 		lock: func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error) {
@@ -81,6 +66,26 @@ var (
 		channel: func(n string) string { return "redisson_rwlock:{" + n + "}" },
 	}
 )
+
+// fairKind is the fair lock whose waiters refresh their queue entries every refresh.
+func fairKind(refresh time.Duration) holdKind {
+	return holdKind{
+		name: "fair",
+		lock: func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error) {
+			opts := []fairlock.Option{fairlock.WithRefreshPeriod(refresh)}
+			if lease > 0 {
+				opts = append(opts, rlock.WithLease(lease))
+			}
+			return c.FairLock(n).Lock(ctx, opts...)
+		},
+		unlock: func(c *relock.Client, ctx context.Context, n string) error { return c.FairLock(n).Unlock(ctx) },
+		count: func(c *relock.Client, ctx context.Context, n string) (int, error) {
+			return c.FairLock(n).HoldCount(ctx)
+		},
+		// A fair waiter listens on a channel of its own: this prefix and its owner.
+		channel: func(n string) string { return "redisson_lock__channel:{" + n + "}:" },
+	}
+}
 
 // A re-entry with a longer lease than the hold's extends the key's expiry to it, and a
 // re-entry that turns the watchdog on gets at least the watchdog's lease at once: the

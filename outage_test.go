@@ -10,50 +10,14 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
-	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
-	"github.com/relock-go/relock/rlock"
 )
 
-// outageKinds are the waiting kinds the outage tests hold to the promise, each as a hold
-// with a fixed lease by another client and a waiter that makes attempts while it waits
-// (the fair waiter refreshes its queue entry every 200ms).
-var outageKinds = []struct {
-	kind string
-	hold func(c *relock.Client, name string, lease time.Duration) (context.Context, error)
-	wait func(ctx context.Context, c *relock.Client, name string) (context.Context, error)
-	held func(c *relock.Client, name string, held context.Context) (int, error)
-	free func(c *relock.Client, name string, held context.Context) error
-}{
-	{"rlock",
-		func(c *relock.Client, n string, d time.Duration) (context.Context, error) {
-			return c.Lock(n).Lock(context.Background(), rlock.WithLease(d))
-		},
-		func(ctx context.Context, c *relock.Client, n string) (context.Context, error) {
-			return c.Lock(n).Lock(ctx)
-		},
-		func(c *relock.Client, n string, h context.Context) (int, error) { return c.Lock(n).HoldCount(h) },
-		func(c *relock.Client, n string, h context.Context) error { return c.Lock(n).Unlock(h) }},
-	{"fairlock",
-		func(c *relock.Client, n string, d time.Duration) (context.Context, error) {
-			return c.FairLock(n).Lock(context.Background(), rlock.WithLease(d))
-		},
-		func(ctx context.Context, c *relock.Client, n string) (context.Context, error) {
-			return c.FairLock(n, fairlock.WithRefreshPeriod(200*time.Millisecond)).Lock(ctx)
-		},
-		func(c *relock.Client, n string, h context.Context) (int, error) { return c.FairLock(n).HoldCount(h) },
-		func(c *relock.Client, n string, h context.Context) error { return c.FairLock(n).Unlock(h) }},
-	{"rwlock",
-		func(c *relock.Client, n string, d time.Duration) (context.Context, error) {
-			return c.RWLock(n).Lock(context.Background(), rlock.WithLease(d))
-		},
-		func(ctx context.Context, c *relock.Client, n string) (context.Context, error) {
-			return c.RWLock(n).Lock(ctx)
-		},
-		func(c *relock.Client, n string, h context.Context) (int, error) { return c.RWLock(n).HoldCount(h) },
-		func(c *relock.Client, n string, h context.Context) error { return c.RWLock(n).Unlock(h) }},
-}
+// outageKinds are the waiting kinds the outage tests hold to the promise (kinds_test.go),
+// each held with a fixed lease by another client while a waiter makes attempts: the fair
+// waiter refreshes its queue entry every 200ms.
+var outageKinds = []holdKind{kindRLock, fairKind(200 * time.Millisecond), kindWrite}
 
 // A waiter rides out a stall of Redis shorter than a lease: Redis stops running writes
 // (CLIENT PAUSE WRITE) for 2.5s, five times the waiter's client timeout. The holder's
@@ -68,29 +32,21 @@ var outageKinds = []struct {
 func TestWaiterRidesOutAStall(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		for _, k := range outageKinds {
-			t.Run(k.kind, func(t *testing.T) {
-				name := "stall:" + k.kind
+			t.Run(k.name, func(t *testing.T) {
+				name := "stall:" + k.name
 				ctx := redistest.Context(t, 30*time.Second)
 				holder := relocktest.New(t, b, relock.WithTimeout(10*time.Second))
 				waiter := relocktest.New(t, pipelined(t, b), relock.WithTimeout(500*time.Millisecond))
-				held, err := k.hold(holder, name, 1500*time.Millisecond)
+				held, err := k.lock(holder, context.Background(), name, 1500*time.Millisecond)
 				if err != nil {
 					t.Fatal(err)
 				}
-				type result struct {
-					held context.Context
-					err  error
-				}
-				done := make(chan result, 1)
-				go func() {
-					h, err := k.wait(ctx, waiter, name)
-					done <- result{h, err}
-				}()
+				done := lockAsync(ctx, k, waiter, name)
 				time.Sleep(500 * time.Millisecond)
 				redistest.MustDo(t, b.Client(t), "CLIENT", "PAUSE", "2500", "WRITE")
 				time.Sleep(200 * time.Millisecond)
 				unlocked := make(chan error, 1)
-				go func() { unlocked <- k.free(holder, name, held) }()
+				go func() { unlocked <- k.unlock(holder, held, name) }()
 				r := redistest.Recv(t, done, 25*time.Second, "the waiter")
 				if err := redistest.Recv(t, unlocked, 25*time.Second, "the holder's Unlock"); err != nil && !errors.Is(err, relock.ErrNotHeld) {
 					t.Fatalf("the holder's Unlock: %v", err)
@@ -98,10 +54,10 @@ func TestWaiterRidesOutAStall(t *testing.T) {
 				if r.err != nil {
 					t.Fatalf("the waiter gave up in a 2.5s stall: %v (its context: %v)", r.err, ctx.Err())
 				}
-				if n, err := k.held(waiter, name, r.held); err != nil || n != 1 {
+				if n, err := k.count(waiter, r.held, name); err != nil || n != 1 {
 					t.Fatalf("hold count %d, %v; want 1", n, err)
 				}
-				if err := k.free(waiter, name, r.held); err != nil {
+				if err := k.unlock(waiter, r.held, name); err != nil {
 					t.Fatal(err)
 				}
 				if n, err := redistest.Do(t, b.Client(t), "EXISTS", name).AsInt64(); err != nil || n != 0 {
@@ -110,6 +66,23 @@ func TestWaiterRidesOutAStall(t *testing.T) {
 			})
 		}
 	})
+}
+
+// lockResult is what a Lock made in the background returned.
+type lockResult struct {
+	held context.Context
+	err  error
+}
+
+// lockAsync takes a hold of kind k on the lock name through c, waiting as long as ctx
+// lets it, in the background.
+func lockAsync(ctx context.Context, k holdKind, c *relock.Client, name string) <-chan lockResult {
+	done := make(chan lockResult, 1)
+	go func() {
+		h, err := k.lock(c, ctx, name, 0)
+		done <- lockResult{h, err}
+	}()
+	return done
 }
 
 // pipelined returns a source of b's clients whose connection pipelines: rueidis sends a
@@ -147,24 +120,20 @@ func (s fixedSource) Client(testing.TB) rueidis.Client { return s.rc }
 func TestWaiterGivesUpOnAStallLongerThanALease(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		for _, k := range outageKinds {
-			t.Run(k.kind, func(t *testing.T) {
-				name := "longstall:" + k.kind
+			t.Run(k.name, func(t *testing.T) {
+				name := "longstall:" + k.name
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 				defer cancel()
 				holder := relocktest.New(t, b)
 				waiter := relocktest.New(t, b, relock.WithTimeout(300*time.Millisecond), relock.WithWatchdogTimeout(2*time.Second))
-				if _, err := k.hold(holder, name, time.Second); err != nil {
+				if _, err := k.lock(holder, context.Background(), name, time.Second); err != nil {
 					t.Fatal(err)
 				}
-				done := make(chan error, 1)
-				go func() {
-					_, err := k.wait(ctx, waiter, name)
-					done <- err
-				}()
+				done := lockAsync(ctx, k, waiter, name)
 				time.Sleep(300 * time.Millisecond)
 				redistest.MustDo(t, b.Client(t), "CLIENT", "PAUSE", "8000", "WRITE")
 				defer redistest.MustDo(t, b.Client(t), "CLIENT", "UNPAUSE")
-				err := redistest.Recv(t, done, 25*time.Second, "the waiter")
+				err := redistest.Recv(t, done, 25*time.Second, "the waiter").err
 				if err == nil {
 					t.Fatal("the waiter rode out a stall of four leases and took the lock")
 				}
@@ -190,18 +159,11 @@ func TestWaiterRidesOutTwoStalls(t *testing.T) {
 		ctx := redistest.Context(t, 30*time.Second)
 		holder := relocktest.New(t, b)
 		waiter := relocktest.New(t, b, relock.WithTimeout(300*time.Millisecond), relock.WithWatchdogTimeout(2*time.Second))
-		if _, err := holder.FairLock(name).Lock(ctx, rlock.WithLease(6*time.Second)); err != nil {
+		fair := fairKind(200 * time.Millisecond)
+		if _, err := fair.lock(holder, ctx, name, 6*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		type result struct {
-			held context.Context
-			err  error
-		}
-		done := make(chan result, 1)
-		go func() {
-			h, err := waiter.FairLock(name, fairlock.WithRefreshPeriod(200*time.Millisecond)).Lock(ctx)
-			done <- result{h, err}
-		}()
+		done := lockAsync(ctx, fair, waiter, name)
 		side := b.Client(t)
 		time.Sleep(500 * time.Millisecond)
 		redistest.MustDo(t, side, "CLIENT", "PAUSE", "1500", "WRITE")
@@ -211,10 +173,10 @@ func TestWaiterRidesOutTwoStalls(t *testing.T) {
 		if r.err != nil {
 			t.Fatalf("the waiter gave up in the second of two 1.5s stalls (lease 2s): %v", r.err)
 		}
-		if n, err := waiter.FairLock(name).HoldCount(r.held); err != nil || n != 1 {
+		if n, err := fair.count(waiter, r.held, name); err != nil || n != 1 {
 			t.Fatalf("hold count %d, %v; want 1", n, err)
 		}
-		if err := waiter.FairLock(name).Unlock(r.held); err != nil {
+		if err := fair.unlock(waiter, r.held, name); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -26,7 +26,7 @@ type connFlags struct {
 	sentinel string
 	tls      bool
 	user     string
-	names    map[string]bool // the flags' names
+	names    map[string]bool // the connection flags' names
 }
 
 func (c *connFlags) register(fs *flag.FlagSet) {
@@ -35,7 +35,9 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.sentinel, "sentinel-master", "", "the addresses are sentinels watching this `master` set")
 	fs.BoolVar(&c.tls, "tls", false, "connect with TLS")
 	fs.StringVar(&c.user, "user", "", "ACL user (the password comes from REDIS_PASSWORD)")
-	c.names = map[string]bool{"redis": true, "cluster": true, "sentinel-master": true, "tls": true, "user": true}
+	// The connection flags are the first a command's flag set gets (newOperator).
+	c.names = map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) { c.names[f.Name] = true })
 }
 
 // connect makes the rueidis client: from REDIS_URL when set, else from the flags.
