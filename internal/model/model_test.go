@@ -223,7 +223,8 @@ type pending struct {
 	fenced  bool
 	cancel  context.CancelFunc
 	started time.Time
-	queued  bool // the model knows it waits
+	queued  bool            // the model knows it waits
+	given   context.Context // the context Lock was called with
 }
 
 // result is what a Lock call running in its own goroutine returned.
@@ -308,6 +309,8 @@ func (w *world) report() {
 	for _, l := range log {
 		fmt.Fprintf(&b, "  %s\n", l)
 	}
+	// Again at the end, where a log cut to its last lines still shows it.
+	fmt.Fprintf(&b, "model: kind=%s seed=%d step=%d: %s\n", w.kind, w.seed, w.step, strings.Join(w.bad, "; "))
 	w.t.Error(short(b.String()))
 }
 
@@ -601,6 +604,9 @@ func (w *world) acquire(o *owner, s side, wait bool) {
 		opts = append(opts, rlock.WithFencing())
 		desc += " fenced"
 	}
+	// Wait out what the model cannot place first, and choose the context after: a hold's
+	// context chosen before the wait could end in it.
+	t := w.before()
 	ctx, via := w.ctxFor(o, s)
 	fn := w.kind.String()
 	if s != whole {
@@ -608,13 +614,15 @@ func (w *world) acquire(o *owner, s side, wait bool) {
 	}
 	if !wait {
 		w.logf("trylock %s %s %s ctx=%s", o.name, fn, desc, via)
-		t := w.before()
 		hctx, err := o.cl.acquire(w.kind, s, false)(ctx, opts...)
 		if w.real {
 			t.hi = time.Now()
 		}
 		w.logf("  -> %v", errText(err))
 		got, ok := outcomeOf(err)
+		if !ok && endedUnder(ctx, err) {
+			return // the hold's context it went through ended as it ran: check judges that
+		}
 		if !ok {
 			w.violate("TryLock by %s failed: %v", o.name, err)
 			return
@@ -630,8 +638,7 @@ func (w *world) acquire(o *owner, s side, wait bool) {
 		return
 	}
 	w.logf("lock %s %s %s ctx=%s", o.name, fn, desc, via)
-	t := w.before()
-	p := &pending{o: o, side: s, lease: lease, fenced: fenced, started: t.lo}
+	p := &pending{o: o, side: s, lease: lease, fenced: fenced, started: t.lo, given: ctx}
 	o.pending = p
 	// A Lock through a hold's context re-enters (or downgrades) at once; a Lock that may
 	// wait goes through the owner's bound context, wrapped so that the wait can be given
@@ -677,6 +684,14 @@ func (w *world) granted(o *owner, s side, lease time.Duration, fenced bool, t sp
 	if ok != h.fenced || tok != h.token {
 		w.violate("%s's token is %d (fenced %v); the model says %d (fenced %v)", o.name, tok, ok, h.token, h.fenced)
 	}
+}
+
+// endedUnder reports whether an acquisition failed because the hold's context it went
+// through ended while it ran: on a real clock a renewal can find a force-unlocked hold gone
+// between the choice of that context and the call. Nothing was acquired; check judges
+// whether the context ended rightly.
+func endedUnder(given context.Context, err error) bool {
+	return given.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
 }
 
 func outcomeOf(err error) (outcome, bool) {
@@ -761,7 +776,7 @@ func (w *world) apply(r result) {
 			w.m.leave(o.id, t)
 		}
 	case errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded):
-		if w.real {
+		if w.real && !endedUnder(p.given, r.err) {
 			w.violate("Lock by %s did not return although the model says the lock was free: %v", o.name, r.err)
 		}
 		w.m.leave(o.id, t)
@@ -772,9 +787,9 @@ func (w *world) apply(r result) {
 }
 
 func (w *world) unlock(o *owner, s side) {
+	t := w.before()
 	ctx, via := w.ctxFor(o, s)
 	w.logf("unlock %s %s ctx=%s", o.name, s, via)
-	t := w.before()
 	err := o.cl.unlock(w.kind, s)(ctx)
 	if w.real {
 		t.hi = time.Now()
