@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -110,5 +111,39 @@ func TestDemoInterrupted(t *testing.T) {
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 130 || stderr.Len() != 0 {
 		t.Errorf("the demo after Ctrl-C: %v, stderr %q; want status 130 and nothing on stderr", err, stderr.String())
+	}
+}
+
+// A signal ends watch as Ctrl-C does, quietly, with the shell's status for it: a
+// supervisor stops the command with SIGTERM (143), a terminal with SIGINT (130).
+func TestWatchEndedBySignal(t *testing.T) {
+	s := redistest.StartServer(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cmd := exec.CommandContext(ctx, relockBinary(t), "watch", "--redis", s.Addr(), "--interval", "50ms", "nightly")
+		cmd.Env = []string{}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		views := bufio.NewReader(out)
+		if line, err := views.ReadString('\n'); err != nil || !strings.Contains(line, "every 50ms") {
+			t.Errorf("watch's first line %q (%v)", line, err)
+		}
+		if err := cmd.Process.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
+		go io.Copy(io.Discard, views)
+		err = cmd.Wait()
+		cancel()
+		var exit *exec.ExitError
+		if want := 128 + int(sig); !errors.As(err, &exit) || exit.ExitCode() != want || stderr.Len() != 0 {
+			t.Errorf("watch after %v: %v, stderr %q; want status %d and nothing on stderr", sig, err, stderr.String(), want)
+		}
 	}
 }

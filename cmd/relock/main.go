@@ -6,6 +6,8 @@
 //	relock watch [flags] NAME               the same, refreshed until interrupted
 //	                                        (--interval between views, --count views)
 //	relock unlock --force [-y] [flags] NAME release a lock whoever holds it; wakes waiters
+//	                                        (it asks first, and changes nothing if an
+//	                                        owner it did not show holds the lock by then)
 //
 // Connection flags: --redis (comma-separated seeds), --cluster, --sentinel-master,
 // --tls, --user; the password from REDIS_PASSWORD; or everything from REDIS_URL, with none
@@ -13,7 +15,8 @@
 // Flags may come before or after the lock name. -h or --help prints a command's flags and
 // exits with status 0; usage errors exit with status 2, failures (such as no connection,
 // or a force unlock that was declined or had no terminal to ask on) with status 1, and a
-// command ended by an interrupt (Ctrl-C) quietly with status 130.
+// command ended by an interrupt quietly with the shell's status for it: 130 for Ctrl-C, 143
+// for SIGTERM.
 package main
 
 import (
@@ -25,6 +28,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 )
 
 const usage = `usage: relock <command> [flags]
@@ -50,19 +54,30 @@ var errUsage = errors.New("usage")
 var errHelp = errors.New("help")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// Ctrl-C, or a supervisor's SIGTERM, ends the command's context: it stops what it is
+	// doing and returns, and its connections are closed on the way out.
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	ctx, interrupt := context.WithCancelCause(context.Background())
+	go func() {
+		if s, ok := <-signals; ok {
+			interrupt(signalled{s})
+		}
+	}()
 	// A force unlock asks on a terminal; with none, it needs -y.
 	var stdin io.Reader
 	if isTerminal(os.Stdin) {
 		stdin = os.Stdin
 	}
 	err := run(ctx, os.Args[1:], osEnv, stdin, os.Stdout, os.Stderr)
-	interrupted := ctx.Err() != nil
-	stop()
+	signal.Stop(signals)
+	var sig signalled
 	switch {
+	case errors.As(context.Cause(ctx), &sig):
+		// The shell's status for a command a signal ended (130 for Ctrl-C, 143 for SIGTERM),
+		// and nothing more to say.
+		os.Exit(128 + int(sig.Signal.(syscall.Signal)))
 	case err == nil, errors.Is(err, errHelp):
-	case interrupted:
-		os.Exit(130) // Ctrl-C: the shell's status for SIGINT, and nothing more to say
 	case errors.Is(err, errUsage):
 		os.Exit(2)
 	default:
@@ -71,6 +86,11 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// signalled is the cause of a command's end by a signal.
+type signalled struct{ os.Signal }
+
+func (s signalled) Error() string { return "interrupted by " + s.String() }
 
 // run runs one command line. stdin is the terminal a force unlock asks on, nil when there
 // is none.

@@ -285,6 +285,17 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 			return fmt.Errorf("%s not unlocked: the confirmation was declined", shown(name))
 		}
+		// The operator agreed to take the lock from the holders shown, and answering took
+		// their time: others may hold it now. (If nobody does, the force unlock below says
+		// it was released meanwhile.)
+		now, err := look(ctx, rc, name)
+		if err != nil {
+			return err
+		}
+		if !shownHolders(r, now) {
+			return fmt.Errorf("%s not unlocked: its holders changed while you answered (now %s); nothing was changed: run the command again", shown(name), holders(now))
+		}
+		r = now
 	}
 	c, err := relock.New(rc)
 	if err != nil {
@@ -311,6 +322,36 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 		fmt.Fprintf(stdout, "%s was released meanwhile; nothing to do\n", shown(name))
 	}
 	return nil
+}
+
+// shownHolders reports whether every owner that b shows holding the lock was among the
+// holders a showed. A holder's count or side may differ (it re-entered, released a level,
+// or downgraded), and a holder may have left: the operator agreed to take the lock from
+// each of those shown, and from nobody else.
+func shownHolders(a, b *Report) bool {
+	shown := make(map[string]bool, len(a.Owners))
+	for _, o := range a.Owners {
+		shown[o.Owner] = true
+	}
+	for _, o := range b.Owners {
+		if !shown[o.Owner] {
+			return false
+		}
+	}
+	return true
+}
+
+// holders lists r's owners for a message, a write hold marked so.
+func holders(r *Report) string {
+	var out []string
+	for _, o := range r.Owners {
+		s := shown(o.Owner)
+		if o.Write {
+			s += " (write)"
+		}
+		out = append(out, s)
+	}
+	return strings.Join(out, ", ")
 }
 
 // osEnv reads the process environment; tests pass their own.

@@ -1,0 +1,156 @@
+package main
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// answering runs "relock unlock --force NAME" in process against addr, and returns its
+// result once the test has called answer with what the operator types: answer waits for
+// the question first, then runs meanwhile (what happens while the operator reads the
+// view), then types the answer.
+func answering(t *testing.T, addr, name string) (answer func(meanwhile func(), typed string) (string, error)) {
+	t.Helper()
+	in, typing := io.Pipe()
+	var out syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"unlock", "--force", "--redis", addr, name}, func(string) string { return "" }, in, &out, &out)
+	}()
+	t.Cleanup(func() { cancel(); typing.Close() })
+	return func(meanwhile func(), typed string) (string, error) {
+		t.Helper()
+		redistest.Eventually(t, 30*time.Second, "the confirmation question", func() bool { return strings.Contains(out.String(), "[y/N]") })
+		meanwhile()
+		go func() { _, _ = io.WriteString(typing, typed) }()
+		select {
+		case err := <-done:
+			return out.String(), err
+		case <-time.After(30 * time.Second):
+			t.Fatalf("relock unlock --force %s: not done 30s after the answer\n%s", name, out.String())
+			return "", nil
+		}
+	}
+}
+
+// An operator agrees to take a lock from the holders the view showed, not from whoever
+// holds it by the time they answer: if an owner not shown holds it then, nothing is
+// changed; if it was released, there is nothing to do; if only owners shown hold it (a
+// re-entry meanwhile changes only a count, and a reader may have left), it is
+// force-unlocked.
+func TestForceUnlockConfirmsTheHoldersShown(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		ctx := redistest.Context(t, 2*time.Minute)
+
+		t.Run("changed hands", func(t *testing.T) {
+			l := c.Lock("handed")
+			a, err := l.Lock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var bctx context.Context
+			out, err := answering(t, b.Addr, "handed")(func() {
+				if err := l.Unlock(a); err != nil {
+					t.Fatal(err)
+				}
+				if bctx, err = l.Lock(relock.NewOwner(ctx)); err != nil {
+					t.Fatal(err)
+				}
+			}, "y\n")
+			if err == nil || !strings.Contains(err.Error(), "changed") || !strings.Contains(err.Error(), "nothing was changed") {
+				t.Errorf("the answer after the lock changed hands: %v; want an error saying its holders changed and nothing was\n%s", err, out)
+			}
+			if bctx.Err() != nil {
+				t.Fatalf("the new holder's context ended: %v", context.Cause(bctx))
+			}
+			if err := l.Unlock(bctx); err != nil {
+				t.Errorf("the new holder's unlock: %v; want its hold kept", err)
+			}
+		})
+
+		t.Run("released", func(t *testing.T) {
+			l := c.Lock("released")
+			a, err := l.Lock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := answering(t, b.Addr, "released")(func() {
+				if err := l.Unlock(a); err != nil {
+					t.Fatal(err)
+				}
+			}, "y\n")
+			if err != nil || !strings.Contains(out, "released meanwhile; nothing to do") {
+				t.Errorf("the answer after the lock was released: %v; want status 0 and nothing to do\n%s", err, out)
+			}
+		})
+
+		t.Run("same holder", func(t *testing.T) {
+			l := c.Lock("same")
+			a, err := l.Lock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			out, err := answering(t, b.Addr, "same")(func() {
+				if _, err := l.Lock(a); err != nil { // a re-entry: holds 2
+					t.Fatal(err)
+				}
+			}, "y\n")
+			if err != nil || !strings.Contains(out, "force-unlocked") {
+				t.Errorf("the answer with the same holder: %v; want the lock force-unlocked\n%s", err, out)
+			}
+			if locked, err := l.IsLocked(ctx); err != nil || locked {
+				t.Errorf("after the force unlock: locked %v (%v); want free", locked, err)
+			}
+		})
+
+		t.Run("readers", func(t *testing.T) {
+			rw := c.RWLock("readers")
+			a, err := rw.RLock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b1, err := rw.RLock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var joined context.Context
+			out, err := answering(t, b.Addr, "readers")(func() {
+				if joined, err = rw.RLock(relock.NewOwner(ctx)); err != nil {
+					t.Fatal(err)
+				}
+			}, "y\n")
+			if err == nil || !strings.Contains(err.Error(), "changed") {
+				t.Errorf("the answer after a third reader joined: %v; want nothing changed\n%s", err, out)
+			}
+			for _, h := range []context.Context{a, b1, joined} {
+				if h.Err() != nil {
+					t.Fatalf("a reader's context ended: %v", context.Cause(h))
+				}
+			}
+			if err := rw.RUnlock(joined); err != nil {
+				t.Fatal(err)
+			}
+
+			out, err = answering(t, b.Addr, "readers")(func() {
+				if err := rw.RUnlock(b1); err != nil {
+					t.Fatal(err)
+				}
+			}, "y\n")
+			if err != nil || !strings.Contains(out, "force-unlocked") {
+				t.Errorf("the answer after one of the two readers shown left: %v; want the lock force-unlocked\n%s", err, out)
+			}
+			if locked, err := rw.IsLocked(ctx); err != nil || locked {
+				t.Errorf("after the force unlock: locked %v (%v); want free", locked, err)
+			}
+		})
+	})
+}
