@@ -549,7 +549,7 @@ func badInputCases() []badCase {
 				c.Close()
 				c.Close() // idempotent
 				unchanged(t, e.side, e.key, func() {
-					wantErr(t, op.call(&badEnv{c: c, owned: e.owned}, e.key), relock.ErrClosed, e.key)
+					wantErr(t, op.call(&badEnv{c: c, owned: e.owned, ctx: e.ctx}, e.key), relock.ErrClosed, e.key)
 				})
 			})
 		}

@@ -38,6 +38,9 @@ var (
 	// acquiring or releasing fewer than one permit, setting fewer than zero, setting a
 	// latch's count below one.
 	ErrInvalidCount = lockerr.ErrInvalidCount
+	// ErrNilArgument: a nil context, or a nil function given to Do. Nothing was sent and
+	// nothing changed.
+	ErrNilArgument = lockerr.ErrNilArgument
 )
 
 // Error is the type of the errors relock's locks return: the operation, the lock's name

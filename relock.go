@@ -354,4 +354,5 @@ func (c *Client) WatchdogStats() watchdog.Stats { return c.core.Watchdog.Stats()
 //
 // A hold lives as long as some context can name its owner: once every context that
 // carries it is unreachable without an Unlock, the hold is abandoned (see Client.Lock).
+// A nil ctx is taken as context.Background().
 func NewOwner(ctx context.Context) context.Context { return owner.Fresh(ctx) }

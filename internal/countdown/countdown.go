@@ -33,14 +33,26 @@ func (l *Latch) Name() string { return l.n.Count }
 
 func (l *Latch) fail(op string, err error) error { return lockerr.Redis(op, l.n.Count, err) }
 
+// check returns the error of a call with ctx, or nil: valid's, or ctx's own once it has
+// ended.
 func (l *Latch) check(ctx context.Context) error {
+	if err := l.valid(ctx); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// valid returns the error of a call with ctx, whether or not ctx has ended, or nil.
+func (l *Latch) valid(ctx context.Context) error {
 	switch {
+	case ctx == nil:
+		return lockerr.ErrNilContext
 	case l.err != nil:
 		return l.err
 	case l.c.Closed():
 		return lockerr.ErrClosed
 	}
-	return ctx.Err()
+	return nil
 }
 
 // TrySetCount sets the count to n if the latch has none.
@@ -59,7 +71,7 @@ func (l *Latch) TrySetCount(ctx context.Context, n int64) (bool, error) {
 
 // CountDown counts the latch down by one.
 func (l *Latch) CountDown(ctx context.Context) error {
-	if err := l.check(context.WithoutCancel(ctx)); err != nil {
+	if err := l.valid(ctx); err != nil {
 		return l.fail("countdown", err)
 	}
 	// A refusal of the script unrun is sent again; a lost reply is not: the count may have

@@ -86,6 +86,9 @@ func TryLockWith[O lockopt.Option](l *Lock, ctx context.Context, opts []O) (cont
 
 // DoWith locks, runs fn with the hold's context, and unlocks, also when fn panics.
 func DoWith[O lockopt.Option](l *Lock, ctx context.Context, fn func(context.Context) error, opts []O) (err error) {
+	if fn == nil {
+		return l.fail("do", lockerr.ErrNilFunc)
+	}
 	held, err := LockWith(l, ctx, opts)
 	if err != nil {
 		return err
@@ -95,7 +98,7 @@ func DoWith[O lockopt.Option](l *Lock, ctx context.Context, fn func(context.Cont
 }
 
 func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settings) (context.Context, error) {
-	if err := l.check(s.Err); err != nil {
+	if err := l.check(ctx, s.Err); err != nil {
 		return ctx, l.fail(op, err)
 	}
 	// The owner ctx carries, or a new one: the hold's context will carry it.
@@ -175,7 +178,7 @@ func (l *Lock) fence(a *attempt, c call) call {
 
 // Unlock releases one hold of the owner ctx carries.
 func (l *Lock) Unlock(ctx context.Context) error {
-	if err := l.check(nil); err != nil {
+	if err := l.check(ctx, nil); err != nil {
 		return l.fail("unlock", err)
 	}
 	owner, ok := l.c.Owners.Of(ctx)
@@ -228,7 +231,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // watchdog renews stays renewed. ErrNotHeld when the owner holds nothing (its context
 // then ends, if the client knew of the hold); ErrInvalidLease for d under a millisecond.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
-	if err := l.check(nil); err != nil {
+	if err := l.check(ctx, nil); err != nil {
 		return l.fail("extend", err)
 	}
 	if d < time.Millisecond {
@@ -439,7 +442,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 // ForceUnlock deletes the lock whoever holds it and wakes its waiters. It reports whether
 // there was a lock to delete.
 func (l *Lock) ForceUnlock(ctx context.Context) (bool, error) {
-	if err := l.check(nil); err != nil {
+	if err := l.check(ctx, nil); err != nil {
 		return false, l.fail("forceunlock", err)
 	}
 	call := l.kind.force(l)
@@ -457,7 +460,7 @@ type state struct {
 }
 
 func (l *Lock) state(ctx context.Context, op string) (state, error) {
-	if err := l.check(nil); err != nil {
+	if err := l.check(ctx, nil); err != nil {
 		return state{}, l.fail(op, err)
 	}
 	field := ""
@@ -486,9 +489,11 @@ func (l *Lock) read(ctx context.Context, field string) (state, error) {
 	return state{exists: v[0] == 1, count: v[1], pttl: v[2]}, nil
 }
 
-// check returns the error that stops any call before it reaches Redis.
-func (l *Lock) check(optErr error) error {
+// check returns the error that stops any call with ctx before it reaches Redis.
+func (l *Lock) check(ctx context.Context, optErr error) error {
 	switch {
+	case ctx == nil:
+		return lockerr.ErrNilContext
 	case l.err != nil:
 		return l.err
 	case optErr != nil:

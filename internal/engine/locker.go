@@ -22,8 +22,8 @@ import (
 // hold is no longer renewed and frees when its lease runs out (the client logs it). A
 // name that is not valid is reported here, never by a panic.
 func (l *Lock) Locker(ctx context.Context) (sync.Locker, error) {
-	if l.err != nil {
-		return nil, l.fail("locker", l.err)
+	if err := l.check(ctx, nil); err != nil {
+		return nil, l.fail("locker", err)
 	}
 	return &locker{l: l, ctx: ctx}, nil
 }

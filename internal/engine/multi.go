@@ -120,12 +120,19 @@ func (m *Multi) Unlock(ctx context.Context) error {
 	if m.err != nil {
 		return m.err
 	}
+	if ctx == nil {
+		// One error, not one per member.
+		return m.members[0].fail("unlock", lockerr.ErrNilContext)
+	}
 	return m.rollback(ctx, len(m.members), nil)
 }
 
 // MultiDoWith takes every member, runs fn with the hold's context, and releases them, also
 // when fn panics.
 func MultiDoWith[O lockopt.Option](m *Multi, ctx context.Context, fn func(context.Context) error, opts []O) (err error) {
+	if m.err == nil && fn == nil {
+		return m.members[0].fail("do", lockerr.ErrNilFunc)
+	}
 	held, err := MultiLockWith(m, ctx, true, opts)
 	if err != nil {
 		return err

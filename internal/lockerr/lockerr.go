@@ -27,6 +27,14 @@ var (
 	ErrInvalidOption = errors.New("invalid option")
 	ErrNotSynced     = errors.New("no replica confirmed the acquisition")
 	ErrInvalidCount  = errors.New("invalid count")
+	ErrNilArgument   = errors.New("nil argument")
+)
+
+// ErrNilContext and ErrNilFunc are the errors of a call given a nil context, or a nil function
+// to run under the lock.
+var (
+	ErrNilContext = fmt.Errorf("%w: the context is nil (pass context.Background() for none)", ErrNilArgument)
+	ErrNilFunc    = fmt.Errorf("%w: the function to run is nil", ErrNilArgument)
 )
 
 // Error is the error a lock method returns: the operation, the lock's name and the cause.

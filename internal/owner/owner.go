@@ -126,8 +126,11 @@ func Answer(b *Binding, k any) (v any, ok bool) {
 	return nil, false
 }
 
-// Of returns the owner ctx carries for this issuer's client.
+// Of returns the owner ctx carries for this issuer's client; a nil ctx carries none.
 func (is *Issuer) Of(ctx context.Context) (string, bool) {
+	if ctx == nil {
+		return "", false
+	}
 	b, _ := ctx.Value(key{}).(*Binding)
 	for ; b != nil; b = b.next {
 		switch {
@@ -190,7 +193,11 @@ func (t *Token) own(is *Issuer) string {
 // Fresh returns a context that carries a new owner for every client, whatever ctx
 // carries: each client makes its owner on the first lock taken through the context (or
 // one derived from it), and every later lock through it is taken by that same owner. The
-// owner lives as long as the returned context, or one derived from it, is reachable.
+// owner lives as long as the returned context, or one derived from it, is reachable. A nil
+// ctx is taken as context.Background().
 func Fresh(ctx context.Context) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	return context.WithValue(ctx, key{}, &Binding{tok: &Token{}})
 }

@@ -107,9 +107,21 @@ func (s *Semaphore) fail(op string, err error) error { return lockerr.Redis(op, 
 // number a call asks for is refused here alone: a script would read 2^53+1 as 2^53.
 const most = 1<<53 - 1
 
-// check returns the error of a call asking for n permits, or nil.
+// check returns the error of a call with ctx asking for n permits, or nil: valid's, or
+// ctx's own once it has ended.
 func (s *Semaphore) check(ctx context.Context, n int64, least int64) error {
+	if err := s.valid(ctx, n, least); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+// valid returns the error of a call with ctx asking for n permits, whether or not ctx has
+// ended, or nil.
+func (s *Semaphore) valid(ctx context.Context, n int64, least int64) error {
 	switch {
+	case ctx == nil:
+		return lockerr.ErrNilContext
 	case s.err != nil:
 		return s.err
 	case n < least || n > most:
@@ -117,7 +129,7 @@ func (s *Semaphore) check(ctx context.Context, n int64, least int64) error {
 	case s.c.Closed():
 		return lockerr.ErrClosed
 	}
-	return ctx.Err()
+	return nil
 }
 
 // Acquire takes n permits, waiting until they are available and it is this client's turn,
@@ -404,7 +416,7 @@ func (s *Semaphore) tryTake(ctx context.Context, n int64, ids string) (attempted
 
 // Release gives back n of the permits this client took.
 func (s *Semaphore) Release(ctx context.Context, n int64) error {
-	if err := s.check(context.WithoutCancel(ctx), n, 1); err != nil {
+	if err := s.valid(ctx, n, 1); err != nil {
 		return s.fail("release", err)
 	}
 	g := s.gates.get(s.n.Permits)
@@ -461,6 +473,8 @@ func (s *Semaphore) TrySetPermits(ctx context.Context, n int64) (bool, error) {
 func (s *Semaphore) AddPermits(ctx context.Context, n int64) error {
 	var err error
 	switch {
+	case ctx == nil:
+		err = lockerr.ErrNilContext
 	case s.err != nil:
 		err = s.err
 	case n == 0 || n > most || n < -most:

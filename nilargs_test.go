@@ -1,0 +1,167 @@
+package relock_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// nilCtx is the context a careless caller passes.
+var nilCtx context.Context
+
+// bounded is the context of a call that must not wait: if it went ahead, it would wait for
+// a lock held by another owner, for a second.
+func bounded() context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	_ = cancel // ends with its timeout
+	return ctx
+}
+
+// nilCall is one call given a nil context (or, for Do, a nil function) on the thing named
+// name, which the case has set up beforehand.
+type nilCall struct {
+	name string
+	call func(c *relock.Client, name string) error
+}
+
+// Every call that takes a context refuses a nil one with an error that names the lock and
+// for which errors.Is(err, relock.ErrNilArgument) holds: no panic, and the lock's data as
+// it was (held by another owner, or a semaphore's or a latch's count). So does Do with a
+// nil function, before it locks anything. Token answers "no token"; NewOwner of nil starts
+// from context.Background().
+func TestNilArguments(t *testing.T) {
+	calls := []nilCall{
+		{"rlock Lock", func(c *relock.Client, n string) error { return keep(c.Lock(n).Lock(nilCtx)) }},
+		{"rlock TryLock", func(c *relock.Client, n string) error { return keep(c.Lock(n).TryLock(nilCtx)) }},
+		{"rlock Unlock", func(c *relock.Client, n string) error { return c.Lock(n).Unlock(nilCtx) }},
+		{"rlock Extend", func(c *relock.Client, n string) error { return c.Lock(n).Extend(nilCtx, time.Minute) }},
+		{"rlock Locker", func(c *relock.Client, n string) error { return keep(c.Lock(n).Locker(nilCtx)) }},
+		{"rlock Do", func(c *relock.Client, n string) error { return c.Lock(n).Do(nilCtx, noop) }},
+		{"rlock Do of nil", func(c *relock.Client, n string) error { return c.Lock(n).Do(bounded(), nil) }},
+		{"rlock HoldCount", func(c *relock.Client, n string) error { return keep(c.Lock(n).HoldCount(nilCtx)) }},
+		{"rlock IsHeld", func(c *relock.Client, n string) error { return keep(c.Lock(n).IsHeld(nilCtx)) }},
+		{"rlock IsLocked", func(c *relock.Client, n string) error { return keep(c.Lock(n).IsLocked(nilCtx)) }},
+		{"rlock TTL", func(c *relock.Client, n string) error { return keep(c.Lock(n).TTL(nilCtx)) }},
+		{"rlock ForceUnlock", func(c *relock.Client, n string) error { return keep(c.Lock(n).ForceUnlock(nilCtx)) }},
+		{"fair Lock", func(c *relock.Client, n string) error { return keep(c.FairLock(n).Lock(nilCtx)) }},
+		{"fair TryLock", func(c *relock.Client, n string) error { return keep(c.FairLock(n).TryLock(nilCtx)) }},
+		{"fair Unlock", func(c *relock.Client, n string) error { return c.FairLock(n).Unlock(nilCtx) }},
+		{"fair Do of nil", func(c *relock.Client, n string) error { return c.FairLock(n).Do(bounded(), nil) }},
+		{"fair ForceUnlock", func(c *relock.Client, n string) error { return keep(c.FairLock(n).ForceUnlock(nilCtx)) }},
+		{"rw RLock", func(c *relock.Client, n string) error { return keep(c.RWLock(n).RLock(nilCtx)) }},
+		{"rw Lock", func(c *relock.Client, n string) error { return keep(c.RWLock(n).Lock(nilCtx)) }},
+		{"rw RUnlock", func(c *relock.Client, n string) error { return c.RWLock(n).RUnlock(nilCtx) }},
+		{"rw RLocker", func(c *relock.Client, n string) error { return keep(c.RWLock(n).RLocker(nilCtx)) }},
+		{"rw RDo of nil", func(c *relock.Client, n string) error { return c.RWLock(n).RDo(bounded(), nil) }},
+		{"rw RHoldCount", func(c *relock.Client, n string) error { return keep(c.RWLock(n).RHoldCount(nilCtx)) }},
+		{"rw ForceUnlock", func(c *relock.Client, n string) error { return keep(c.RWLock(n).ForceUnlock(nilCtx)) }},
+		{"spin Lock", func(c *relock.Client, n string) error { return keep(c.SpinLock(n).Lock(nilCtx)) }},
+		{"spin Do of nil", func(c *relock.Client, n string) error { return c.SpinLock(n).Do(bounded(), nil) }},
+		{"multi Lock", func(c *relock.Client, n string) error {
+			return keep(c.MultiLock(relock.Member(c.Lock(n)), relock.Member(c.Lock(n+":2"))).Lock(nilCtx))
+		}},
+		{"multi TryLock", func(c *relock.Client, n string) error {
+			return keep(c.MultiLock(relock.Member(c.Lock(n+":2")), relock.Member(c.Lock(n))).TryLock(nilCtx))
+		}},
+		{"multi Unlock", func(c *relock.Client, n string) error {
+			return c.MultiLock(relock.Member(c.Lock(n)), relock.Member(c.Lock(n+":2"))).Unlock(nilCtx)
+		}},
+		{"multi Do of nil", func(c *relock.Client, n string) error {
+			return c.MultiLock(relock.Member(c.Lock(n)), relock.Member(c.Lock(n+":2"))).Do(bounded(), nil)
+		}},
+	}
+	counted := []nilCall{
+		{"semaphore Acquire", func(c *relock.Client, n string) error { return c.Semaphore(n).Acquire(nilCtx, 1) }},
+		{"semaphore TryAcquire", func(c *relock.Client, n string) error { return keep(c.Semaphore(n).TryAcquire(nilCtx, 1)) }},
+		{"semaphore Release", func(c *relock.Client, n string) error { return c.Semaphore(n).Release(nilCtx, 1) }},
+		{"semaphore TrySetPermits", func(c *relock.Client, n string) error { return keep(c.Semaphore(n).TrySetPermits(nilCtx, 1)) }},
+		{"semaphore AddPermits", func(c *relock.Client, n string) error { return c.Semaphore(n).AddPermits(nilCtx, 1) }},
+		{"semaphore AvailablePermits", func(c *relock.Client, n string) error { return keep(c.Semaphore(n).AvailablePermits(nilCtx)) }},
+		{"semaphore Drain", func(c *relock.Client, n string) error { return keep(c.Semaphore(n).Drain(nilCtx)) }},
+		{"semaphore AcquireLease", func(c *relock.Client, n string) error { return keep(c.Semaphore(n).AcquireLease(nilCtx, 1)) }},
+		{"semaphore TryAcquireLease", func(c *relock.Client, n string) error {
+			_, _, err := c.Semaphore(n).TryAcquireLease(nilCtx, 1)
+			return err
+		}},
+		{"latch TrySetCount", func(c *relock.Client, n string) error { return keep(c.CountDownLatch(n).TrySetCount(nilCtx, 1)) }},
+		{"latch CountDown", func(c *relock.Client, n string) error { return c.CountDownLatch(n).CountDown(nilCtx) }},
+		{"latch Count", func(c *relock.Client, n string) error { return keep(c.CountDownLatch(n).Count(nilCtx)) }},
+		{"latch Await", func(c *relock.Client, n string) error { return c.CountDownLatch(n).Await(nilCtx) }},
+	}
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		call := func(t *testing.T, nc nilCall, name string) (err error) {
+			t.Helper()
+			defer func() {
+				if r := recover(); r != nil {
+					t.Fatalf("%s with a nil argument panicked: %v", nc.name, r)
+				}
+			}()
+			return nc.call(c, name)
+		}
+		for i, nc := range calls {
+			t.Run(nc.name, func(t *testing.T) {
+				name := fmt.Sprintf("nil:%d", i)
+				// Held by another owner (a read hold for the read-write lock's calls), so
+				// that a call that went ahead would change or release it.
+				var held context.Context
+				var err error
+				if nc.name[:2] == "rw" {
+					held, err = c.RWLock(name).RLock(relock.NewOwner(ctx))
+				} else {
+					held, err = c.Lock(name).Lock(relock.NewOwner(ctx))
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				unchanged(t, side, name, func() {
+					wantErr(t, call(t, nc, name), relock.ErrNilArgument, name)
+				})
+				if held.Err() != nil {
+					t.Fatalf("the holder's context ended: %v", context.Cause(held))
+				}
+			})
+		}
+		for i, nc := range counted {
+			t.Run(nc.name, func(t *testing.T) {
+				name := fmt.Sprintf("nilcount:%d", i)
+				if _, err := c.Semaphore(name).TrySetPermits(ctx, 2); err != nil {
+					t.Fatal(err)
+				}
+				unchanged(t, side, name, func() {
+					wantErr(t, call(t, nc, name), relock.ErrNilArgument, name)
+				})
+			})
+		}
+		t.Run("Token", func(t *testing.T) {
+			if tok, ok := c.Lock("nil:token").Token(nilCtx); tok != 0 || ok {
+				t.Errorf("Token(nil) = %d, %v; want 0, false", tok, ok)
+			}
+		})
+		t.Run("NewOwner", func(t *testing.T) {
+			var owned context.Context
+			func() {
+				defer func() {
+					if r := recover(); r != nil {
+						t.Fatalf("NewOwner(nil) panicked: %v", r)
+					}
+				}()
+				owned = relock.NewOwner(nilCtx)
+			}()
+			held, err := c.Lock("nil:owner").Lock(owned)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Lock("nil:owner").Unlock(held); err != nil {
+				t.Fatal(err)
+			}
+		})
+	})
+}
