@@ -88,6 +88,7 @@ func TestNilArguments(t *testing.T) {
 			_, _, err := c.Semaphore(n).TryAcquireLease(nilCtx, 1)
 			return err
 		}},
+		{"semaphore ReleaseLease", func(c *relock.Client, n string) error { return c.Semaphore(n).ReleaseLease(nilCtx) }},
 		{"latch TrySetCount", func(c *relock.Client, n string) error { return keep(c.CountDownLatch(n).TrySetCount(nilCtx, 1)) }},
 		{"latch CountDown", func(c *relock.Client, n string) error { return c.CountDownLatch(n).CountDown(nilCtx) }},
 		{"latch Count", func(c *relock.Client, n string) error { return keep(c.CountDownLatch(n).Count(nilCtx)) }},
@@ -143,6 +144,9 @@ func TestNilArguments(t *testing.T) {
 		t.Run("Token", func(t *testing.T) {
 			if tok, ok := c.Lock("nil:token").Token(nilCtx); tok != 0 || ok {
 				t.Errorf("Token(nil) = %d, %v; want 0, false", tok, ok)
+			}
+			if ids := c.Semaphore("nil:ids").PermitIDs(nilCtx); ids != nil {
+				t.Errorf("PermitIDs(nil) = %v; want none", ids)
 			}
 		})
 		t.Run("NewOwner", func(t *testing.T) {

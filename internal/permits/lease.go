@@ -151,6 +151,9 @@ func (l *leased) Value(key any) any {
 
 // lease returns the ids of the lease of this semaphore that held carries.
 func (s *Semaphore) lease(held context.Context) (ids string, ok bool) {
+	if held == nil {
+		return "", false
+	}
 	ids, ok = held.Value(leaseKey{s.gates, s.n.Permits}).(string)
 	return ids, ok
 }
@@ -160,7 +163,10 @@ var errNoLease = fmt.Errorf("%w (this context carries no lease of the semaphore:
 
 // ReleaseLease gives back the permits of the lease held carries.
 func (s *Semaphore) ReleaseLease(held context.Context) error {
-	if s.err != nil {
+	switch {
+	case held == nil:
+		return s.fail("releaselease", lockerr.ErrNilContext)
+	case s.err != nil:
 		return s.fail("releaselease", s.err)
 	}
 	ids, ok := s.lease(held)
