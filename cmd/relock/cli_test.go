@@ -86,10 +86,33 @@ func TestCommandLineAsTyped(t *testing.T) {
 
 // The demo names its embedded Redis, and Ctrl-C ends it quietly with status 130.
 func TestDemoInterrupted(t *testing.T) {
+	status, stderr := endBySignal(t, []string{"PATH=" + t.TempDir()}, "miniredis", os.Interrupt, "demo", "--rounds", "100000")
+	if status != 130 || stderr != "" {
+		t.Errorf("the demo after Ctrl-C: status %d, stderr %q; want status 130 and nothing on stderr", status, stderr)
+	}
+}
+
+// A signal ends watch as Ctrl-C does, quietly, with the shell's status for it: a
+// supervisor stops the command with SIGTERM (143), a terminal with SIGINT (130).
+func TestWatchEndedBySignal(t *testing.T) {
+	s := redistest.StartServer(t)
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		status, stderr := endBySignal(t, nil, "every 50ms", sig, "watch", "--redis", s.Addr(), "--interval", "50ms", "nightly")
+		if want := 128 + int(sig); status != want || stderr != "" {
+			t.Errorf("watch after %v: status %d, stderr %q; want status %d and nothing on stderr", sig, status, stderr, want)
+		}
+	}
+}
+
+// endBySignal starts the built command with env as its whole environment, waits for its
+// first line, which must contain first, sends it sig, and returns its exit status (-1 if
+// the signal killed it) and what it wrote to stderr.
+func endBySignal(t *testing.T, env []string, first string, sig os.Signal, args ...string) (int, string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, relockBinary(t), "demo", "--rounds", "100000")
-	cmd.Env = []string{"PATH=" + t.TempDir()}
+	cmd := exec.CommandContext(ctx, relockBinary(t), args...)
+	cmd.Env = append([]string{}, env...)
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -99,51 +122,18 @@ func TestDemoInterrupted(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	header, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.Contains(header, "miniredis") {
-		t.Errorf("the demo's header %q (%v); want it to name miniredis", header, err)
+	lines := bufio.NewReader(out)
+	if line, err := lines.ReadString('\n'); err != nil || !strings.Contains(line, first) {
+		t.Errorf("relock %q: first line %q (%v); want it to contain %q", args, line, err, first)
 	}
-	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+	if err := cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
 	}
-	go io.Copy(io.Discard, out)
+	go io.Copy(io.Discard, lines)
 	err = cmd.Wait()
 	var exit *exec.ExitError
-	if !errors.As(err, &exit) || exit.ExitCode() != 130 || stderr.Len() != 0 {
-		t.Errorf("the demo after Ctrl-C: %v, stderr %q; want status 130 and nothing on stderr", err, stderr.String())
+	if err != nil && !errors.As(err, &exit) {
+		t.Fatalf("relock %q: %v", args, err)
 	}
-}
-
-// A signal ends watch as Ctrl-C does, quietly, with the shell's status for it: a
-// supervisor stops the command with SIGTERM (143), a terminal with SIGINT (130).
-func TestWatchEndedBySignal(t *testing.T) {
-	s := redistest.StartServer(t)
-	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		cmd := exec.CommandContext(ctx, relockBinary(t), "watch", "--redis", s.Addr(), "--interval", "50ms", "nightly")
-		cmd.Env = []string{}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var stderr bytes.Buffer
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		views := bufio.NewReader(out)
-		if line, err := views.ReadString('\n'); err != nil || !strings.Contains(line, "every 50ms") {
-			t.Errorf("watch's first line %q (%v)", line, err)
-		}
-		if err := cmd.Process.Signal(sig); err != nil {
-			t.Fatal(err)
-		}
-		go io.Copy(io.Discard, views)
-		err = cmd.Wait()
-		cancel()
-		var exit *exec.ExitError
-		if want := 128 + int(sig); !errors.As(err, &exit) || exit.ExitCode() != want || stderr.Len() != 0 {
-			t.Errorf("watch after %v: %v, stderr %q; want status %d and nothing on stderr", sig, err, stderr.String(), want)
-		}
-	}
+	return cmd.ProcessState.ExitCode(), stderr.String()
 }
