@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -581,6 +582,45 @@ func badInputCases() []badCase {
 			}
 			if !errors.Is(err, c.err) {
 				t.Fatalf("New: %v; want errors.Is %v", err, c.err)
+			}
+		})
+	}
+
+	// The longest durations the options take: a client made with them works (a timeout
+	// added to the clock must not wrap around into the past and end every call at once).
+	for _, c := range []struct {
+		what string
+		opt  relock.Option
+	}{
+		{"WithTimeout(MaxInt64)", relock.WithTimeout(math.MaxInt64)},
+		{"WithWatchdogTimeout(MaxInt64)", relock.WithWatchdogTimeout(math.MaxInt64)},
+	} {
+		add("New "+c.what, func(t *testing.T, e *badEnv) {
+			rc, err := relock.New(e.b.Client(t), c.opt)
+			if err != nil {
+				t.Fatalf("New: %v", err)
+			}
+			defer rc.Close()
+			for _, op := range []struct {
+				what string
+				call func() error
+			}{
+				{"rlock", func() error { return rc.Lock(e.key).Do(e.ctx, noop) }},
+				{"fairlock", func() error { return rc.FairLock(e.key+":f").Do(e.ctx, noop) }},
+				{"rwlock", func() error { return rc.RWLock(e.key+":rw").RDo(e.ctx, noop) }},
+				{"semaphore", func() error {
+					if err := rc.Semaphore(e.key+":s").AddPermits(e.ctx, 1); err != nil {
+						return err
+					}
+					if err := rc.Semaphore(e.key+":s").Acquire(e.ctx, 1); err != nil {
+						return err
+					}
+					return rc.Semaphore(e.key+":s").Release(e.ctx, 1)
+				}},
+			} {
+				if err := op.call(); err != nil {
+					t.Fatalf("%s: %v", op.what, err)
+				}
 			}
 		})
 	}

@@ -146,18 +146,24 @@ func WithWatchdogTimeout(d time.Duration) Option {
 	}
 }
 
+// maxTimeout is the longest timeout WithTimeout sets: a hundred years, as good as none.
+const maxTimeout = 100 * 365 * 24 * time.Hour
+
 // WithTimeout bounds each Redis call that does not follow the caller's context (default
 // 3s): an acquire attempt, which is finished even if the caller's context ends so that no
 // hold is left behind unknown, and Unlock, which must work after cancellation. A waiter
 // whose attempt runs out of it keeps waiting while its context lives, trying again each
 // second, for up to a lease of such failures (see docs/reliability.md, "A stall while
-// waiting"); a call's first attempt returns the error.
+// waiting"); a call's first attempt returns the error. A timeout of more than a hundred
+// years is taken as a hundred years.
 func WithTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {
 			return fmt.Errorf("relock: timeout %v must be positive: %w", d, ErrInvalidOption)
 		}
-		c.timeout = d
+		// Bounds are kept as the clock plus the timeout: a longer one would wrap around
+		// into the past and end every call at once.
+		c.timeout = min(d, maxTimeout)
 		return nil
 	}
 }
