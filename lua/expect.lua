@@ -27,15 +27,28 @@ local function expect(count, arg)
   return false, nil
 end
 
--- release(key, field, arg) releases one hold of field in the lock hash key, compared with
--- arg as expect compares: it returns true when that was the field's last hold (the caller
--- deletes the lock and wakes a waiter), else false and the reply: expect's, or 0 when a
--- hold is left (the count is decremented; the lease is left as it is: a watchdog hold is
--- renewed anyway, and a fixed lease stays fixed rather than growing with every partial
--- release). The commonest release, of the last hold with the client knowing so, is told
--- apart by comparing the texts: reading them as numbers costs the server more.
-local function release(key, field, arg)
-  local held = redis.call('hget', key, field)
+-- release(key, field, arg, exclusive) releases one hold of field in the lock hash key,
+-- compared with arg as expect compares: it returns true when that was the field's last
+-- hold (the caller deletes the lock and wakes a waiter), else false and the reply: expect's,
+-- or 0 when a hold is left (the count is decremented; the lease is left as it is: a
+-- watchdog hold is renewed anyway, and a fixed lease stays fixed rather than growing with
+-- every partial release). The commonest release, of the last hold with the client knowing
+-- so, is told apart by comparing the texts: reading them as numbers costs the server more.
+-- exclusive (the plain and fair locks): a read-write lock's hash in which the field counts
+-- holds (a reader's field is its bare owner, as a plain lock's is) is refused with
+-- WRONGTYPE and left as it is; its "mode" is read in the same command as the owner's
+-- count. Without the field the owner holds nothing, whatever the hash is.
+local function release(key, field, arg, exclusive)
+  local held
+  if exclusive then
+    local v = redis.call('hmget', key, field, 'mode')
+    if v[1] and v[2] then
+      return false, wrongtype('rwlock')
+    end
+    held = v[1]
+  else
+    held = redis.call('hget', key, field)
+  end
   if held == '1' and arg == '1' then
     return true
   end

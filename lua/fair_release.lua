@@ -14,12 +14,14 @@
 -- Returns, for unlock, nil (not held with that count), 0 (still held) or 1 (released), or
 -- 3 when it already ran or the hold was lost (see expect.lua, prepended); for leave, 1; for
 -- force, 1 if a lock was deleted.
+-- Unlock refuses a read-write lock's hash in which the owner's field counts holds (a
+-- reader's) with WRONGTYPE, as rlock_unlock.lua does.
 -- Force refuses a key that is not a hash with a plain lock's shape (see shape.lua) with
 -- WRONGTYPE and leaves it untouched.
 
 local mode = ARGV[1]
 if mode == 'unlock' then
-  local last, reply = release(KEYS[1], ARGV[2], ARGV[3])
+  local last, reply = release(KEYS[1], ARGV[2], ARGV[3], true)
   if not last then
     return reply
   end

@@ -12,13 +12,15 @@
 -- ARGV[4] the publish command: "publish", or "spublish" under sharded pub/sub
 -- Returns nil when the owner does not hold the lock with that count, 0 when it still holds
 -- it (re-entered, or this release already ran), 1 when the lock was released, 3 when the
--- release already ran or the hold was lost (see expect.lua, prepended).
+-- release already ran or the hold was lost (see expect.lua, prepended). A read-write lock's
+-- hash in which the owner's field counts holds (a reader's) is refused with WRONGTYPE and
+-- left as it is.
 --
 -- The last hold's release writes nothing before the wake-up, whose first command reads
 -- the registry: a registry of another type fails the script there, with the lock still
 -- held. (The messages go out before the lock is deleted, but nobody can act on them
 -- before the script has run to its end.)
-local last, reply = release(KEYS[1], ARGV[2], ARGV[3])
+local last, reply = release(KEYS[1], ARGV[2], ARGV[3], true)
 if not last then
   return reply
 end

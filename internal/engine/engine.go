@@ -195,6 +195,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	// compares with (see release).
 	turn := l.c.Watchdog.Begin(l.n.Lock, owner)
 	defer turn.End()
+	if turn.Foreign(l.kind.hash.renewal) {
+		return l.fail("unlock", errOtherKind)
+	}
 	var to *hub.Claim // a waiter of this client to hand the lock to (handoff.go)
 	if turn.Count == 1 {
 		turn.Releasing()
@@ -245,6 +248,9 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	field := l.kind.field(owner)
 	turn := l.c.Watchdog.Begin(l.n.Lock, field)
 	defer turn.End()
+	if turn.Foreign(l.kind.hash.renewal) {
+		return l.fail("extend", errOtherKind)
+	}
 	dctx := l.c.Detached(ctx)
 	err := retry.Do(dctx, func() error {
 		err := l.c.Watchdog.Extend(dctx, l.n.Lock, field, d)
@@ -488,6 +494,10 @@ func (l *Lock) read(ctx context.Context, field string) (state, error) {
 	}
 	return state{exists: v[0] == 1, count: v[1], pttl: v[2]}, nil
 }
+
+// errOtherKind is the error of a call whose owner holds the lock's name as a lock of
+// another kind (see leases.Turn.Foreign): that hold is left as it is.
+var errOtherKind = fmt.Errorf("%w: this owner holds the name as another kind of lock", lockerr.ErrWrongType)
 
 // check returns the error that stops any call with ctx before it reaches Redis.
 func (l *Lock) check(ctx context.Context, optErr error) error {

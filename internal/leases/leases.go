@@ -858,6 +858,13 @@ func (t Turn) Unlocked() {
 	}
 }
 
+// Foreign reports whether the turn found a hold that renewal does not renew: a hold of
+// another kind of lock data under the same name and field. A reader's field is its bare
+// owner, as a plain lock's is, so one owner's holds of a read-write lock and of a plain or
+// fair lock of one name share a turn; a call of the one kind must leave the other's hold
+// alone.
+func (t Turn) Foreign(renewal *script.Script) bool { return t.h != nil && t.h.renewal != renewal }
+
 // End gives the turn back.
 func (t Turn) End() {
 	if t.h != nil {

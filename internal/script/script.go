@@ -149,7 +149,7 @@ var (
 // Scripts are immutable once made, so one set serves every client in the process.
 var (
 	rlockAcquireScript       = newScript(with(source("rlock_acquire.lua"), shape, wake))
-	rlockUnlockScript        = newScript(with(source("rlock_unlock.lua"), expect, wake))
+	rlockUnlockScript        = newScript(with(source("rlock_unlock.lua"), shape, expect, wake))
 	rlockHandScript          = newScript(with(source("rlock_hand.lua"), expect, wake))
 	rlockForceUnlockScript   = newScript(with(source("rlock_force_unlock.lua"), shape))
 	rlockStateScript         = newScript(with(source("rlock_state.lua"), shape))
@@ -158,7 +158,7 @@ var (
 	fairReleaseScript        = newScript(with(source("fair_release.lua"), shape, expect))
 	rwlockReadAcquireScript  = newScript(with(source("rwlock_read_acquire.lua"), shape, wake))
 	rwlockWriteAcquireScript = newScript(with(source("rwlock_write_acquire.lua"), shape, wake))
-	rwlockUnlockScript       = newScript(with(source("rwlock_unlock.lua"), expect, wake))
+	rwlockUnlockScript       = newScript(with(source("rwlock_unlock.lua"), shape, expect, wake))
 	rwlockRenewScript        = newScript(source("rwlock_renew.lua"))
 	passScript               = newScript(with(source("pass.lua"), wake))
 	semaphoreAcquireScript   = newScript(with(source("semaphore_acquire.lua"), count, permit))
