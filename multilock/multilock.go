@@ -33,7 +33,9 @@ type Option = lockopt.Shared
 type Member = engine.Member
 
 // MultiLock is several locks taken as one. Its methods are safe for concurrent use; who
-// holds it is decided by the owner in the context, as for each of its locks.
+// holds it is decided by the owner in the context, as for each of its locks. Make one with
+// relock.Client.MultiLock: the zero value is a MultiLock of no locks, which fails every
+// call with ErrInvalidOption.
 //
 // (A MultiLock is the engine's under this package's name and documentation: the client
 // converts one into the other, so that this package exports no constructor.)

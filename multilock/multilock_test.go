@@ -234,7 +234,11 @@ func TestMultiLockBadInput(t *testing.T) {
 			{c.MultiLock(relock.Member(c.Lock("ml:ok")), relock.ReadMember(nil)), relock.ErrInvalidOption},
 			{c.MultiLock(relock.Member(c.Lock("ml:ok")), relock.WriteMember(nil)), relock.ErrInvalidOption},
 			{c.MultiLock(relock.Member(c.Lock("ml:ok")), relock.Member(c.Lock("{x}"))), relock.ErrInvalidName},
+			// The zero value, which no constructor makes (a struct field, say): a multilock
+			// of no locks, which Do ran fn under with nothing held.
+			{new(multilock.MultiLock), relock.ErrInvalidOption},
 		}
+		var nilCtx context.Context
 		for i, tc := range cases {
 			if _, err := tc.ml.Lock(ctx); !errors.Is(err, tc.want) {
 				t.Errorf("case %d: Lock: %v; want %v", i, err, tc.want)
@@ -244,6 +248,17 @@ func TestMultiLockBadInput(t *testing.T) {
 			}
 			if err := tc.ml.Unlock(ctx); !errors.Is(err, tc.want) {
 				t.Errorf("case %d: Unlock: %v; want %v", i, err, tc.want)
+			}
+			ran := false
+			if err := tc.ml.Do(ctx, func(context.Context) error { ran = true; return nil }); !errors.Is(err, tc.want) || ran {
+				t.Errorf("case %d: Do: %v, ran %v; want %v and fn not run", i, err, ran, tc.want)
+			}
+			// Bad arguments too: the multilock's own error, and no panic.
+			if err := tc.ml.Do(ctx, nil); !errors.Is(err, tc.want) {
+				t.Errorf("case %d: Do(ctx, nil): %v; want %v", i, err, tc.want)
+			}
+			if err := tc.ml.Unlock(nilCtx); !errors.Is(err, tc.want) {
+				t.Errorf("case %d: Unlock(nil): %v; want %v", i, err, tc.want)
 			}
 		}
 		if n, err := b.Client(t).Do(ctx, b.Client(t).B().Exists().Key("ml:ok").Build()).AsInt64(); err != nil || n != 0 {

@@ -49,9 +49,21 @@ func NewMulti(members []Member) *Multi {
 		}
 	}
 	if len(m.members) == 0 {
-		m.err = lockerr.New("lock", "", fmt.Errorf("%w: a multilock of no locks", lockerr.ErrInvalidOption))
+		m.err = errNoLocks
 	}
 	return m
+}
+
+// errNoLocks is the error of every call of a Multi with no members: one made of none, or
+// the zero value, which no constructor makes.
+var errNoLocks = lockerr.New("lock", "", fmt.Errorf("%w: a multilock of no locks", lockerr.ErrInvalidOption))
+
+// invalid returns the error that fails every call of m, or nil.
+func (m *Multi) invalid() error {
+	if m.err == nil && len(m.members) == 0 {
+		return errNoLocks
+	}
+	return m.err
 }
 
 // rank orders the kinds of one name: the read side of a read-write lock last.
@@ -75,8 +87,8 @@ func (m *Multi) Names() []string {
 // the context of the last hold. When a member cannot be taken, the holds taken so far are
 // released again, last first, and the member's error is returned.
 func MultiLockWith[O lockopt.Option](m *Multi, ctx context.Context, wait bool, opts []O) (context.Context, error) {
-	if m.err != nil {
-		return ctx, m.err
+	if err := m.invalid(); err != nil {
+		return ctx, err
 	}
 	op := "lock"
 	if !wait {
@@ -117,8 +129,8 @@ func (m *Multi) rollback(held context.Context, n int, err error) error {
 // Unlock releases one hold of every member by the owner ctx carries, last taken first, and
 // returns their errors joined.
 func (m *Multi) Unlock(ctx context.Context) error {
-	if m.err != nil {
-		return m.err
+	if err := m.invalid(); err != nil {
+		return err
 	}
 	if ctx == nil {
 		// One error, not one per member.
@@ -130,7 +142,7 @@ func (m *Multi) Unlock(ctx context.Context) error {
 // MultiDoWith takes every member, runs fn with the hold's context, and releases them, also
 // when fn panics.
 func MultiDoWith[O lockopt.Option](m *Multi, ctx context.Context, fn func(context.Context) error, opts []O) (err error) {
-	if m.err == nil && fn == nil {
+	if m.invalid() == nil && fn == nil {
 		return m.members[0].fail("do", lockerr.ErrNilFunc)
 	}
 	held, err := MultiLockWith(m, ctx, true, opts)
