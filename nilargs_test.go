@@ -2,13 +2,20 @@ package relock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/countdown"
+	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/rwlock"
+	"github.com/relock-go/relock/semaphore"
+	"github.com/relock-go/relock/spinlock"
 )
 
 // nilCtx is the context a careless caller passes.
@@ -168,4 +175,68 @@ func TestNilArguments(t *testing.T) {
 			}
 		})
 	})
+}
+
+// A lock, semaphore or latch that no client made (a zero value, say a struct field that
+// was never set; and a nil read-write lock) fails every call with ErrInvalidOption, saying
+// so, and never panics: it has no client to send through.
+func TestZeroValues(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	mu, fm, sm, rw := new(rlock.Mutex), new(fairlock.Mutex), new(spinlock.Mutex), new(rwlock.RWMutex)
+	var nilRW *rwlock.RWMutex
+	s, l := new(semaphore.Weighted), new(countdown.Latch)
+	calls := map[string]func() error{
+		"rlock Lock":           func() error { return keep(mu.Lock(ctx)) },
+		"rlock TryLock":        func() error { return keep(mu.TryLock(ctx)) },
+		"rlock Unlock":         func() error { return mu.Unlock(ctx) },
+		"rlock Do":             func() error { return mu.Do(ctx, noop) },
+		"rlock HoldCount":      func() error { return keep(mu.HoldCount(ctx)) },
+		"rlock IsLocked":       func() error { return keep(mu.IsLocked(ctx)) },
+		"rlock TTL":            func() error { return keep(mu.TTL(ctx)) },
+		"rlock ForceUnlock":    func() error { return keep(mu.ForceUnlock(ctx)) },
+		"rlock Extend":         func() error { return mu.Extend(ctx, time.Second) },
+		"rlock Locker":         func() error { return keep(mu.Locker(ctx)) },
+		"fair Lock":            func() error { return keep(fm.Lock(ctx)) },
+		"fair Unlock":          func() error { return fm.Unlock(ctx) },
+		"spin Lock":            func() error { return keep(sm.Lock(ctx)) },
+		"rw RLock":             func() error { return keep(rw.RLock(ctx)) },
+		"rw Lock":              func() error { return keep(rw.Lock(ctx)) },
+		"rw RUnlock":           func() error { return rw.RUnlock(ctx) },
+		"rw IsLocked":          func() error { return keep(rw.IsLocked(ctx)) },
+		"rw RLocker":           func() error { return keep(rw.RLocker(ctx)) },
+		"nil rw RLock":         func() error { return keep(nilRW.RLock(ctx)) },
+		"nil rw Unlock":        func() error { return nilRW.Unlock(ctx) },
+		"semaphore Acquire":    func() error { return s.Acquire(ctx, 1) },
+		"semaphore TryAcquire": func() error { return keep(s.TryAcquire(ctx, 1)) },
+		"semaphore Release":    func() error { return s.Release(ctx, 1) },
+		"semaphore AddPermits": func() error { return s.AddPermits(ctx, 1) },
+		"semaphore Drain":      func() error { return keep(s.Drain(ctx)) },
+		"semaphore AcquireLease": func() error {
+			return keep(s.AcquireLease(ctx, 1))
+		},
+		"semaphore ReleaseLease": func() error { return s.ReleaseLease(ctx) },
+		"latch TrySetCount":      func() error { return keep(l.TrySetCount(ctx, 1)) },
+		"latch CountDown":        func() error { return l.CountDown(ctx) },
+		"latch Count":            func() error { return keep(l.Count(ctx)) },
+		"latch Await":            func() error { return l.Await(ctx) },
+	}
+	for what, call := range calls {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s of a zero value panicked: %v", what, r)
+				}
+			}()
+			if err := call(); !errors.Is(err, relock.ErrInvalidOption) {
+				t.Errorf("%s of a zero value: %v; want errors.Is ErrInvalidOption", what, err)
+			}
+		}()
+	}
+	if tok, ok := mu.Token(ctx); tok != 0 || ok {
+		t.Errorf("Token of a zero lock = %d, %v; want 0, false", tok, ok)
+	}
+	if n := nilRW.Name(); n != "" {
+		t.Errorf("Name of a nil read-write lock = %q; want none", n)
+	}
 }

@@ -49,6 +49,8 @@ func (l *Latch) valid(ctx context.Context) error {
 		return lockerr.ErrNilContext
 	case l.err != nil:
 		return l.err
+	case l.c == nil:
+		return lockerr.ErrNotMade
 	case l.c.Closed():
 		return lockerr.ErrClosed
 	}

@@ -53,21 +53,25 @@ func NewRW(c *core.Client, name string, defaults *lockopt.Settings) *RW {
 	return &RW{r: New(c, Read, name, defaults), w: New(c, Write, name, defaults)}
 }
 
-// Read is the read side; nil for a nil rw, which a Multi refuses as a member.
+// Read is the read side; for a nil or zero rw, a lock no client made, whose every call
+// fails with ErrNotMade (and which a Multi refuses as a member).
 func (rw *RW) Read() *Lock {
-	if rw == nil {
-		return nil
+	if rw == nil || rw.r == nil {
+		return unmade
 	}
 	return rw.r
 }
 
-// Write is the write side; nil for a nil rw.
+// Write is the write side; for a nil or zero rw, as Read.
 func (rw *RW) Write() *Lock {
-	if rw == nil {
-		return nil
+	if rw == nil || rw.w == nil {
+		return unmade
 	}
 	return rw.w
 }
+
+// unmade is the side of a read-write lock that no client made.
+var unmade = &Lock{err: lockerr.ErrNotMade}
 
 // Name returns the lock's name, which is also its Redis key.
 func (l *Lock) Name() string { return l.n.Lock }
@@ -403,6 +407,9 @@ func (l *Lock) unknown(ctx context.Context, field string, err error) error {
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was
 // taken WithFencing. It asks nothing of Redis.
 func (l *Lock) Token(ctx context.Context) (int64, bool) {
+	if l.c == nil {
+		return 0, false
+	}
 	owner, ok := l.c.Owners.Of(ctx)
 	if !ok || l.err != nil {
 		return 0, false
@@ -506,6 +513,8 @@ func (l *Lock) check(ctx context.Context, optErr error) error {
 		return lockerr.ErrNilContext
 	case l.err != nil:
 		return l.err
+	case l.c == nil:
+		return lockerr.ErrNotMade
 	case optErr != nil:
 		return optErr
 	case l.c.Closed():

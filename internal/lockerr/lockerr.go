@@ -30,6 +30,10 @@ var (
 	ErrNilArgument   = errors.New("nil argument")
 )
 
+// ErrNotMade is the error of every call of a lock, semaphore or latch that no client made:
+// a zero value (a struct field, say), which has no client to send through.
+var ErrNotMade = fmt.Errorf("%w: not made by a relock.Client (a zero value)", ErrInvalidOption)
+
 // ErrNilContext and ErrNilFunc are the errors of a call given a nil context, or a nil function
 // to run under the lock.
 var (

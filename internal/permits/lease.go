@@ -168,6 +168,8 @@ func (s *Semaphore) ReleaseLease(held context.Context) error {
 		return s.fail("releaselease", lockerr.ErrNilContext)
 	case s.err != nil:
 		return s.fail("releaselease", s.err)
+	case s.c == nil:
+		return s.fail("releaselease", lockerr.ErrNotMade)
 	}
 	ids, ok := s.lease(held)
 	if !ok {

@@ -124,6 +124,8 @@ func (s *Semaphore) valid(ctx context.Context, n int64, least int64) error {
 		return lockerr.ErrNilContext
 	case s.err != nil:
 		return s.err
+	case s.c == nil:
+		return lockerr.ErrNotMade
 	case n < least || n > most:
 		return fmt.Errorf("%w: %d permits; from %d to 2^53-1", lockerr.ErrInvalidCount, n, least)
 	case s.c.Closed():
@@ -477,6 +479,8 @@ func (s *Semaphore) AddPermits(ctx context.Context, n int64) error {
 		err = lockerr.ErrNilContext
 	case s.err != nil:
 		err = s.err
+	case s.c == nil:
+		err = lockerr.ErrNotMade
 	case n == 0 || n > most || n < -most:
 		err = fmt.Errorf("%w: adding %d permits; from -(2^53-1) to 2^53-1, not 0", lockerr.ErrInvalidCount, n)
 	case s.c.Closed():
