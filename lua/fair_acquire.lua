@@ -42,15 +42,9 @@ if redis.call('exists', KEYS[1], KEYS[2]) == 0 then
   return token and {1, 1, token} or 1
 end
 -- preludes
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  -- A reader's field is its bare owner, as a plain lock's is: a read-write lock's hash is
-  -- not re-entered as a fair lock.
-  if redis.call('hexists', KEYS[1], 'mode') == 1 then
-    return wrongtype('rwlock')
-  end
-  local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
-  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
-  return count
+local reentered = reenter(KEYS[1], ARGV[2], ARGV[1])
+if reentered then
+  return reentered
 end
 local time = redis.call('time')
 local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)

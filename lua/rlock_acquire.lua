@@ -21,8 +21,8 @@
 -- first attempt (ARGV[4] "") or when it has no expiry, as no lock lacks one: a woken
 -- waiter's attempt found a lock before, and is spared reading the whole hash again.
 --
--- A re-entry is refused with WRONGTYPE when the hash is a read-write lock's: a reader's
--- field is its bare owner, as a plain lock's is.
+-- A re-entry (reenter in shape.lua) is refused with WRONGTYPE when the hash is a
+-- read-write lock's: a reader's field is its bare owner, as a plain lock's is.
 --
 -- The expiry never moves earlier: a re-entry sets it to the longer of what is left and
 -- the new lease, so a re-entry with a short lease cannot cut short what an earlier hold
@@ -55,15 +55,9 @@ if pttl == -2 then
   announce(KEYS[2], ARGV[5], ARGV[6], ARGV[1])
   return token and {1, 1, token} or 1
 end
-if redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
-  -- A reader's field is its bare owner, as a plain lock's is: a read-write lock's hash is
-  -- not re-entered as a plain lock.
-  if redis.call('hexists', KEYS[1], 'mode') == 1 then
-    return wrongtype('rwlock')
-  end
-  local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
-  redis.call('pexpire', KEYS[1], math.max(pttl, tonumber(ARGV[1])))
-  return count
+local reentered = reenter(KEYS[1], ARGV[2], ARGV[1], pttl)
+if reentered then
+  return reentered
 end
 -- Another owner's lock, a read-write lock's hash or an application's hash: only the first
 -- may be waited for (taking the others for a held lock would wait forever).

@@ -1,6 +1,6 @@
 -- Prepended by package script (the functions that each calls) to every script that must
 -- tell a lock from other data (Redis scripts cannot include one another): the acquire,
--- state, force and fair release scripts. KEYS, ARGV: none of its own. It defines two
+-- state, force and fair release scripts. KEYS, ARGV: none of its own. It defines three
 -- functions:
 --
 -- shape(key) reads the whole hash (callers use it only where the caller's own field is
@@ -32,4 +32,23 @@ local function wrongtype(kind)
   if kind == 'rwlock' then return redis.error_reply('WRONGTYPE the key holds a read-write lock') end
   if kind == 'rlock' then return redis.error_reply('WRONGTYPE the key holds a lock that is not a read-write lock') end
   return redis.error_reply('WRONGTYPE the key holds a hash that is not a lock')
+end
+
+-- reenter(key, field, lease, pttl) re-enters the hold of an exclusive lock (plain or fair)
+-- whose owner field is in the hash key: it adds one to the count, sets the expiry to the
+-- longer of what is left (pttl, the hash's, or nil to read it here) and lease, and returns
+-- the new count. A read-write lock's hash is refused with WRONGTYPE and left as it is: a
+-- reader's field is its bare owner, as an exclusive lock's is; "mode" is read in the same
+-- command as the field. It returns nil, writing nothing, when the field is absent.
+local function reenter(key, field, lease, pttl)
+  local v = redis.call('hmget', key, field, 'mode')
+  if not v[1] then
+    return nil
+  end
+  if v[2] then
+    return wrongtype('rwlock')
+  end
+  local count = redis.call('hincrby', key, field, '1')
+  redis.call('pexpire', key, math.max(pttl or redis.call('pttl', key), tonumber(lease)))
+  return count
 end

@@ -24,7 +24,7 @@ import (
 // therefore never wait for each other in a cycle.
 type Multi struct {
 	members []*Lock
-	err     error // the first member's invalid name, or no members; nil when valid
+	err     error // a member not made by a constructor, or the first member's invalid name (see invalid)
 }
 
 // Member is one lock of a Multi; the zero Member, which no constructor makes, is invalid.
@@ -48,9 +48,6 @@ func NewMulti(members []Member) *Multi {
 			m.err = l.fail("lock", l.err)
 		}
 	}
-	if len(m.members) == 0 {
-		m.err = errNoLocks
-	}
 	return m
 }
 
@@ -58,7 +55,8 @@ func NewMulti(members []Member) *Multi {
 // the zero value, which no constructor makes.
 var errNoLocks = lockerr.New("lock", "", fmt.Errorf("%w: a multilock of no locks", lockerr.ErrInvalidOption))
 
-// invalid returns the error that fails every call of m, or nil.
+// invalid returns the error that fails every call of m, or nil: a member's, or for no
+// members errNoLocks.
 func (m *Multi) invalid() error {
 	if m.err == nil && len(m.members) == 0 {
 		return errNoLocks

@@ -110,15 +110,15 @@ const most = 1<<53 - 1
 // check returns the error of a call with ctx asking for n permits, or nil: valid's, or
 // ctx's own once it has ended.
 func (s *Semaphore) check(ctx context.Context, n int64, least int64) error {
-	if err := s.valid(ctx, n, least); err != nil {
+	if err := s.valid(ctx, taking(n, least)); err != nil {
 		return err
 	}
 	return ctx.Err()
 }
 
-// valid returns the error of a call with ctx asking for n permits, whether or not ctx has
-// ended, or nil.
-func (s *Semaphore) valid(ctx context.Context, n int64, least int64) error {
+// valid returns the error of a call with ctx whose count has the error bad (nil: a count
+// in range, or none), whether or not ctx has ended, or nil.
+func (s *Semaphore) valid(ctx context.Context, bad error) error {
 	switch {
 	case ctx == nil:
 		return lockerr.ErrNilContext
@@ -126,10 +126,18 @@ func (s *Semaphore) valid(ctx context.Context, n int64, least int64) error {
 		return s.err
 	case s.c == nil:
 		return lockerr.ErrNotMade
-	case n < least || n > most:
-		return fmt.Errorf("%w: %d permits; from %d to 2^53-1", lockerr.ErrInvalidCount, n, least)
+	case bad != nil:
+		return bad
 	case s.c.Closed():
 		return lockerr.ErrClosed
+	}
+	return nil
+}
+
+// taking returns the error of a call asking for n permits, at least least, or nil.
+func taking(n, least int64) error {
+	if n < least || n > most {
+		return fmt.Errorf("%w: %d permits; from %d to 2^53-1", lockerr.ErrInvalidCount, n, least)
 	}
 	return nil
 }
@@ -418,7 +426,7 @@ func (s *Semaphore) tryTake(ctx context.Context, n int64, ids string) (attempted
 
 // Release gives back n of the permits this client took.
 func (s *Semaphore) Release(ctx context.Context, n int64) error {
-	if err := s.valid(ctx, n, 1); err != nil {
+	if err := s.valid(ctx, taking(n, 1)); err != nil {
 		return s.fail("release", err)
 	}
 	g := s.gates.get(s.n.Permits)
@@ -473,21 +481,14 @@ func (s *Semaphore) TrySetPermits(ctx context.Context, n int64) (bool, error) {
 
 // AddPermits adds n permits, or takes -n away when n is negative.
 func (s *Semaphore) AddPermits(ctx context.Context, n int64) error {
-	var err error
-	switch {
-	case ctx == nil:
-		err = lockerr.ErrNilContext
-	case s.err != nil:
-		err = s.err
-	case s.c == nil:
-		err = lockerr.ErrNotMade
-	case n == 0 || n > most || n < -most:
-		err = fmt.Errorf("%w: adding %d permits; from -(2^53-1) to 2^53-1, not 0", lockerr.ErrInvalidCount, n)
-	case s.c.Closed():
-		err = lockerr.ErrClosed
-	default:
-		_, err = s.add(ctx, n, false)
+	var bad error
+	if n == 0 || n > most || n < -most {
+		bad = fmt.Errorf("%w: adding %d permits; from -(2^53-1) to 2^53-1, not 0", lockerr.ErrInvalidCount, n)
 	}
+	if err := s.valid(ctx, bad); err != nil {
+		return s.fail("addpermits", err)
+	}
+	_, err := s.add(ctx, n, false)
 	return s.fail("addpermits", err)
 }
 

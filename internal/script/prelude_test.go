@@ -97,7 +97,7 @@ func TestScriptsDefineTheFunctionsTheyCall(t *testing.T) {
 			}
 		}
 	}
-	if !slices.Equal(definedIn(RLockAcquire().Source), []string{"shape", "wrongtype", "register", "waiting", "settle", "announce"}) {
+	if !slices.Equal(definedIn(RLockAcquire().Source), []string{"shape", "wrongtype", "reenter", "register", "waiting", "settle", "announce"}) {
 		t.Errorf("the acquire script defines %v", definedIn(RLockAcquire().Source))
 	}
 }
