@@ -2,6 +2,7 @@ package rlock_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -39,8 +40,27 @@ func parkWaiter(t *testing.T, c *relock.Client, mu *rlock.Mutex, ctx context.Con
 // no other client is woken (nothing is published: the lock was never free), and the hold
 // is the waiter's as if it had acquired it: its owner's field counts 1, the lease is its
 // own (a fixed one here), and a fenced lock gives it the next token. Twice: the first
-// handoff also loads the script (NOSCRIPT, then EVAL), the second is counted.
+// handoff also loads the script (NOSCRIPT, then EVAL), the second is counted. The same
+// with a second waiter parked behind the first (the first then sends the hand call: see
+// internal/engine/handoff.go), which the release leaves parked.
 func TestUnlockHandsToWaiterOfItsClient(t *testing.T) {
+	for _, behind := range []bool{false, true} {
+		t.Run(waitersBehind(behind), func(t *testing.T) { handsToWaiter(t, behind) })
+	}
+}
+
+// waitersBehind names a handoff subtest by whether another waiter is parked behind the one
+// handed the lock.
+func waitersBehind(behind bool) string {
+	if behind {
+		return "a waiter behind"
+	}
+	return "nobody behind"
+}
+
+// handsToWaiter is TestUnlockHandsToWaiterOfItsClient, with a second waiter parked behind
+// the first when behind is set.
+func handsToWaiter(t *testing.T, behind bool) {
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
@@ -56,10 +76,17 @@ func TestUnlockHandsToWaiterOfItsClient(t *testing.T) {
 		for round := range 2 {
 			first, _ := mu.Token(held)
 			got := parkWaiter(t, c, mu, ctx)
+			var next <-chan context.Context
+			if behind {
+				next = parkWaiter(t, c, mu, ctx)
+			}
 
 			before := stats.Calls(t)
 			if err := mu.Unlock(held); err != nil {
 				t.Fatal(err)
+			}
+			if cause := context.Cause(held); cause != context.Canceled {
+				t.Errorf("the released hold's context after Unlock: %v; want context.Canceled", cause)
 			}
 			w := redistest.Recv(t, got, 10*time.Second, "the waiter's Lock")
 			if w == nil {
@@ -92,6 +119,21 @@ func TestUnlockHandsToWaiterOfItsClient(t *testing.T) {
 				t.Errorf("the handed hold's token %d (%v), the holder's %d, the counter %d; want the holder's + 1, the counter's", tok, ok, first, counter)
 			}
 			held = w
+			if behind {
+				if n := c.PubSubStats().Waiting; n != 1 {
+					t.Errorf("%d waiters parked after the handoff; want 1, the one behind", n)
+				}
+				// The waiter behind is handed the lock next.
+				if err := mu.Unlock(held); err != nil {
+					t.Fatal(err)
+				}
+				if held = redistest.Recv(t, next, 10*time.Second, "the second waiter's Lock"); held == nil {
+					t.FailNow()
+				}
+				if n, _ := mu.HoldCount(held); n != 1 {
+					t.Errorf("HoldCount of the second waiter's hold is %d; want 1", n)
+				}
+			}
 		}
 		if err := mu.Unlock(held); err != nil {
 			t.Fatal(err)
@@ -228,8 +270,17 @@ func handoffRuns(t *testing.T, goroutines int) {
 
 // A handoff whose reply is lost after Redis ran it is sent again, found done, and the
 // waiter finds out from its hold count that it holds the lock: once, not twice (an attempt
-// of its own would have re-entered the lock it was handed).
+// of its own would have re-entered the lock it was handed). With a waiter behind, the
+// handed waiter sends the call, and resends it, itself.
 func TestHandoffReplyLost(t *testing.T) {
+	for _, behind := range []bool{false, true} {
+		t.Run(waitersBehind(behind), func(t *testing.T) { handoffReplyLost(t, behind) })
+	}
+}
+
+// handoffReplyLost is TestHandoffReplyLost, with a second waiter parked behind the one
+// handed the lock when behind is set.
+func handoffReplyLost(t *testing.T, behind bool) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c, proxy := throughProxy(t, b)
 		side := b.Client(t)
@@ -251,6 +302,10 @@ func TestHandoffReplyLost(t *testing.T) {
 		}
 
 		got = parkWaiter(t, c, mu, ctx)
+		var next <-chan context.Context
+		if behind {
+			next = parkWaiter(t, c, mu, ctx)
+		}
 		proxy.LoseReplyTo(unlockMarker("hand-lost"))
 		if err := mu.Unlock(held); err != nil {
 			t.Fatalf("Unlock with its reply lost: %v", err)
@@ -268,6 +323,14 @@ func TestHandoffReplyLost(t *testing.T) {
 		}
 		if err := mu.Unlock(w); err != nil {
 			t.Fatal(err)
+		}
+		if behind {
+			if w = redistest.Recv(t, next, 10*time.Second, "the second waiter's Lock"); w == nil {
+				t.FailNow()
+			}
+			if err := mu.Unlock(w); err != nil {
+				t.Fatal(err)
+			}
 		}
 		if n, _ := redistest.Do(t, side, "EXISTS", "hand-lost").AsInt64(); n != 0 {
 			t.Error("the lock is still there after the waiter's one unlock: its hold was counted twice")
@@ -317,6 +380,61 @@ func TestHandedLeaseWakesTheOthers(t *testing.T) {
 				}
 				if err := redistest.Recv(t, next, 10*time.Second, "the next waiter after a 300ms hold: it slept on the old 30s lease"); err != nil {
 					t.Fatal(err)
+				}
+			})
+		})
+	}
+}
+
+// An unlock whose hold is gone (its key deleted without a message, as an expiry does)
+// while waiters of its client are parked fails with ErrNotHeld and hands nothing on; the
+// waiter it claimed is woken to try instead, and gets the free lock at once, not when the
+// lease it was told of would have run out (30 s).
+func TestHandoffOfAHoldThatIsGone(t *testing.T) {
+	for _, behind := range []bool{false, true} {
+		t.Run(waitersBehind(behind), func(t *testing.T) {
+			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+				c := relocktest.New(t, b)
+				side := b.Client(t)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				mu := c.Lock("hand-gone")
+				held, err := mu.Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := parkWaiter(t, c, mu, ctx)
+				var next <-chan context.Context
+				if behind {
+					next = parkWaiter(t, c, mu, ctx)
+				}
+				redistest.MustDo(t, side, "DEL", "hand-gone")
+				if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+					t.Fatalf("Unlock of a hold that is gone: %v; want ErrNotHeld", err)
+				}
+				if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+					t.Errorf("the gone hold's context: %v; want ErrLeaseLost", cause)
+				}
+				w := redistest.Recv(t, got, 5*time.Second, "the claimed waiter's Lock (it slept on a 30s lease)")
+				if w == nil {
+					t.FailNow()
+				}
+				if n, _ := mu.HoldCount(w); n != 1 {
+					t.Errorf("HoldCount of the claimed waiter's hold is %d; want 1", n)
+				}
+				if err := mu.Unlock(w); err != nil {
+					t.Fatal(err)
+				}
+				if behind {
+					if w = redistest.Recv(t, next, 10*time.Second, "the second waiter's Lock"); w == nil {
+						t.FailNow()
+					}
+					if err := mu.Unlock(w); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if n, _ := redistest.Do(t, side, "EXISTS", "hand-gone").AsInt64(); n != 0 {
+					t.Error("the lock is still there after its holders' unlocks")
 				}
 			})
 		})

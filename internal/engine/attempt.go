@@ -355,7 +355,20 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 		} else {
 			err = sub.Wait(ctx, ttl)
 		}
-		if h, ok := sub.Handed().(*handoff); ok {
+		handed := sub.Handed()
+		if p, ok := handed.(*passed); ok {
+			// The releaser passed its hand call to this waiter: send it.
+			if h := p.run(); h != nil {
+				handed = h
+			} else {
+				// Nothing was handed (the release failed): the waiter was woken to try.
+				sub.Owe()
+				if err == nil {
+					err = ctx.Err()
+				}
+			}
+		}
+		if h, ok := handed.(*handoff); ok {
 			got, terr := a.take(h)
 			if got {
 				a.woken = observe.ByHandoff

@@ -210,21 +210,18 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		}
 	}
 	dctx := l.c.Detached(ctx)
-	released, h, err := l.release(dctx, owner, turn.Count, turn.Deadline, to)
-	switch {
-	case err == nil && released != 0:
-		turn.Released()
-	case err == nil:
-		turn.Unlocked()
-	default:
-		// Not held, or unknown: the unlock may not have run. Either way renewal stops, so
-		// that a lock whose unlock failed frees itself when its lease runs out rather than
-		// being kept alive by a holder that has moved on; the hold's context ends.
-		turn.Lost()
-	}
-	if to != nil {
-		// After the table has dropped this hold: the waiter's owner may be this one.
-		settle(to, h)
+	var err error
+	if to != nil && to.Behind() {
+		err = l.pass(dctx, owner, turn, to)
+	} else {
+		var released int64
+		var h *handoff
+		released, h, err = l.release(dctx, owner, turn.Count, turn.Deadline, to)
+		turn.Record(released != 0, err)
+		if to != nil {
+			// After the table has dropped this hold: the waiter's owner may be this one.
+			settle(to, h)
+		}
 	}
 	if err != nil {
 		return l.fail("unlock", err)

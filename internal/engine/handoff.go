@@ -1,11 +1,13 @@
 package engine
 
 import (
+	"context"
 	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/hub"
+	"github.com/relock-go/relock/internal/leases"
 )
 
 // Handing the lock on within a client. An Unlock that releases its owner's last hold of a
@@ -18,6 +20,17 @@ import (
 // than trying first (see Lock.lock), so that the lock goes to them in the order they
 // parked. A client hands the lock on at most hub.HandRun times in a row, then frees it for
 // every client (the wake registry picks the next).
+//
+// Who sends the hand call. The waiter's Lock can return only once its goroutine runs, and
+// a goroutine the releaser wakes waits for the releaser's processor (or another one's
+// thread, which takes microseconds to wake) while the releaser goes on. So when more of
+// the client's waiters are parked behind the claimed one, the releaser passes the call to
+// the claimed waiter instead (pass): the waiter sends it, the reply wakes the waiter
+// first, and the releaser's Unlock returns after the waiter has recorded the outcome.
+// When nobody is behind it, the releaser sends the call itself and runs on first, so that
+// a goroutine that asks again at once is in line before the waiter, whose critical section
+// may be short, unlocks: had the waiter gone first, its unlock would find nobody in line
+// and free the lock for every client, at a wake-up and an attempt more per acquisition.
 
 // handoff is what a claimed waiter is handed: the lock for sure (sure), or perhaps, when
 // the hand call's reply was lost and the release then found done (the waiter looks).
@@ -72,4 +85,35 @@ func settle(to *hub.Claim, h *handoff) {
 		return
 	}
 	to.Settle(h, to.Offer().(*attempt).lease)
+}
+
+// passed is a hand call that a releasing Unlock passed to the waiter it claimed, which
+// sends it (see run); the Unlock waits on done for its outcome.
+type passed struct {
+	l     *Lock
+	ctx   context.Context // the releaser's call context: see Lock.Unlock
+	field string          // the releasing owner's field
+	turn  leases.Turn     // the releasing owner's turn on the lock
+	to    *hub.Claim
+	done  chan error
+}
+
+// pass has the claimed waiter to, behind which more of the client's waiters are parked,
+// send the hand call for the owner's last hold, and returns its outcome once the waiter
+// has recorded it. The waiter's Wait returns at once; it is bound to run the call, as it
+// is to act on a handoff whatever else ended its wait.
+func (l *Lock) pass(ctx context.Context, field string, turn leases.Turn, to *hub.Claim) error {
+	p := &passed{l: l, ctx: ctx, field: field, turn: turn, to: to, done: make(chan error, 1)}
+	to.Settle(p, to.Offer().(*attempt).lease)
+	return <-p.done
+}
+
+// run sends the passed hand call, records the release in the releaser's turn, hands the
+// releaser its outcome, and returns what the waiter was handed (nil: certainly nothing).
+func (p *passed) run() *handoff {
+	released, h, err := p.l.release(p.ctx, p.field, p.turn.Count, p.turn.Deadline, p.to)
+	// Before the waiter takes its hold: its owner may be the releaser's.
+	p.turn.Record(released != 0, err)
+	p.done <- err
+	return h
 }

@@ -50,9 +50,10 @@ func (h *Hub) Lined(name string) bool {
 // Claim is a parked waiter that a release is about to hand the lock to. The claimer must
 // Settle it.
 type Claim struct {
-	h *Hub
-	c *channel
-	w *waiter
+	h      *Hub
+	c      *channel
+	w      *waiter
+	behind bool
 }
 
 // Claim takes the longest-parked waiter of class on channel name that made an offer out of
@@ -81,11 +82,16 @@ func (h *Hub) Claim(name string, class any) *Claim {
 	w := c.waiters[i]
 	c.waiters = slices.Delete(c.waiters, i, i+1)
 	w.claimed = true
-	return &Claim{h: h, c: c, w: w}
+	behind := slices.ContainsFunc(c.waiters, func(w *waiter) bool { return w.class == class && w.offer != nil })
+	return &Claim{h: h, c: c, w: w, behind: behind}
 }
 
 // Offer returns what the claimed waiter offered.
 func (cl *Claim) Offer() any { return cl.w.offer }
+
+// Behind reports whether, when the waiter was claimed, more waiters of its class that made
+// an offer were parked on the channel: the next release can be handed on too.
+func (cl *Claim) Behind() bool { return cl.behind }
 
 // Settle ends the claim. With v not nil the waiter was handed the lock, or may have been
 // (v says which): its Wait returns nil, and Handed returns v, even if its context has
@@ -93,6 +99,10 @@ func (cl *Claim) Offer() any { return cl.w.offer }
 // while the previous holder held the lock: the channel's timer is set for the new hold's
 // lease, as Took does. With v nil the release did not hand it the lock: it is woken to try,
 // as by a message.
+//
+// v may also be the means of the handoff rather than its outcome (the engine passes the
+// hand call itself to the waiter, which sends it): the waiter learns from it whether it
+// was handed the lock, and calls Owe when it was not.
 func (cl *Claim) Settle(v any, lease time.Duration) {
 	h, c, w := cl.h, cl.c, cl.w
 	h.mu.Lock()
@@ -103,4 +113,13 @@ func (cl *Claim) Settle(v any, lease time.Duration) {
 		h.arm(c, lease)
 	}
 	close(w.ch)
+}
+
+// Owe says that what the last Wait was handed by a Claim turned out not to be the lock: the
+// subscriber holds a wake-up after all, as if Settle had been given nil, and must try, Wait
+// again, call Took, or Release, which passes it on.
+func (s *Sub) Owe() {
+	s.h.mu.Lock()
+	s.owes = true
+	s.h.mu.Unlock()
 }

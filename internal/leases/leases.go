@@ -848,6 +848,22 @@ func (t Turn) Lost() { t.w.mu.Lock(); t.w.forget(t.hold(), lockerr.ErrLeaseLost)
 // ReleasedAtClose is Watchdog.ReleasedAtClose for the turn's hold.
 func (t Turn) ReleasedAtClose() { t.w.mu.Lock(); t.w.forget(t.hold(), lockerr.ErrClosed) }
 
+// Record records how the release sent in this turn went: it released the owner's last
+// hold (last), or one of several; or, with err, the owner holds nothing or the outcome is
+// unknown, and the release may not have run. Either way renewal then stops, so that a lock
+// whose unlock failed frees itself when its lease runs out rather than being kept alive by
+// a holder that has moved on, and the hold's context ends (Lost).
+func (t Turn) Record(last bool, err error) {
+	switch {
+	case err != nil:
+		t.Lost()
+	case last:
+		t.Released()
+	default:
+		t.Unlocked()
+	}
+}
+
 // Unlocked records that the call in this turn released one of several holds: the owner
 // still holds the lock.
 func (t Turn) Unlocked() {
