@@ -25,6 +25,13 @@ import (
 // when it was made, apply under them. WithWaitTimeout given to the call bounds the whole
 // call, not each member; a member's own WithWaitTimeout, when the call gives none, bounds
 // the wait for that member alone, as it bounds the member's own Lock.
+//
+// A fixed lease (WithLease, given to the call or to a member) counts from when the last
+// member is taken, as Redisson's RedissonMultiLock resets each member's expiry to the lease
+// once it holds them all: while Lock waits for a member, the members it took before with a
+// fixed lease are extended every third of their lease, so that none runs out, and once it
+// holds every member they are extended to their lease from then. So a lease shorter than
+// the wait is safe; the extensions are calls of their own, made only for fixed leases.
 type Option = lockopt.Shared
 
 // Member is one lock of a MultiLock: make it with relock.Member (a mutex of any kind),
@@ -51,7 +58,8 @@ func (m *MultiLock) Names() []string { return m.m().Names() }
 // ErrLeaseLost when it was lost). When a member cannot be taken before ctx ends (or the
 // wait bound runs out, or it fails), the members already taken are released again, last
 // first, and Lock returns ctx unchanged and the member's error, which names it: all or
-// nothing. If ctx carries an owner that holds some members already, those are re-entered.
+// nothing. A member taken before that is lost while Lock waits (forced, say) ends the
+// wait the same way, with that member's ErrLeaseLost. If ctx carries an owner that holds some members already, those are re-entered.
 func (m *MultiLock) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
 	return engine.MultiLockWith(m.m(), ctx, true, opts)
 }

@@ -99,6 +99,7 @@ func MultiLockWith[O lockopt.Option](m *Multi, ctx context.Context, wait bool, o
 		until = time.Now().Add(d)
 	}
 	held := ctx
+	var fixed []fixedLease // the members taken so far whose lease is fixed
 	for i, l := range m.members {
 		s := *lockopt.Merge(&l.defaults, opts)
 		if !until.IsZero() {
@@ -106,13 +107,87 @@ func MultiLockWith[O lockopt.Option](m *Multi, ctx context.Context, wait bool, o
 				return ctx, m.rollback(held, i, l.fail(op, context.DeadlineExceeded))
 			}
 		}
+		var stop func()
+		if wait && len(fixed) > 0 {
+			stop = keepAlive(held, fixed)
+		}
 		h, err := l.lock(held, op, wait, &s)
+		if stop != nil {
+			stop()
+		}
 		if err != nil {
+			if ctx.Err() == nil && held.Err() != nil {
+				// The wait ended because a member taken before ended (its hold's context is
+				// the wait's): say which, and why, rather than the wait's context.Canceled.
+				err = m.lost(held, i)
+			}
 			return ctx, m.rollback(held, i, err)
 		}
 		held = h
+		if s.Lease > 0 && i < len(m.members)-1 {
+			fixed = append(fixed, fixedLease{l: l, lease: s.Lease})
+		}
+	}
+	// A fixed lease runs from when the last member was taken, as Redisson's resets every
+	// member's expiry to the lease once it holds them all: the members taken before it are
+	// extended to their lease from now (an extension never shortens one).
+	for _, f := range fixed {
+		if err := f.l.Extend(held, f.lease); err != nil {
+			return ctx, m.rollback(held, len(m.members), err)
+		}
 	}
 	return held, nil
+}
+
+// fixedLease is a member taken with a fixed lease, which the watchdog does not renew.
+type fixedLease struct {
+	l     *Lock
+	lease time.Duration
+}
+
+// keepAlive extends the members taken with a fixed lease, by the owner held carries, to
+// their lease every third of the shortest, while the call waits for the next member, and
+// returns the function that stops it and waits until it has stopped. A member's lease
+// counts from when the last member is taken: one that ran out meanwhile would be lost, and
+// the call with it. A member that cannot be extended because its hold is gone has ended
+// the hold's context, which ends the wait.
+func keepAlive(held context.Context, fixed []fixedLease) (stop func()) {
+	period := fixed[0].lease
+	for _, f := range fixed[1:] {
+		period = min(period, f.lease)
+	}
+	period = max(period/3, time.Millisecond)
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(period)
+		defer t.Stop()
+		for {
+			select {
+			case <-quit:
+				return
+			case <-held.Done():
+				return
+			case <-t.C:
+			}
+			for _, f := range fixed {
+				_ = f.l.Extend(held, f.lease) // a failure that matters ends held
+			}
+		}
+	}()
+	return func() { close(quit); <-done }
+}
+
+// lost returns the error of a call whose wait for member n ended because the hold of a
+// member taken before it ended: that member's, named, with the hold's cause.
+func (m *Multi) lost(held context.Context, n int) error {
+	cause := context.Cause(held)
+	for _, l := range m.members[:n] {
+		if owner, ok := l.c.Owners.Of(held); ok && !l.c.Watchdog.Holds(l.n.Lock, l.kind.field(owner)) {
+			return l.fail("lock", cause)
+		}
+	}
+	return m.members[n].fail("lock", cause)
 }
 
 // rollback releases the holds of the first n members, last first, with the context of the

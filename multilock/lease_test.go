@@ -1,0 +1,135 @@
+package multilock_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// A fixed lease counts from when the last member is taken, as Redisson's
+// RedissonMultiLock.tryLock(wait, lease) resets every member's expiry to the lease once it
+// has them all: a wait for a later member longer than the lease loses no member taken
+// before it (nobody else can take one meanwhile, and the call does not fail with the
+// expired hold's error), and once Lock returns, every member expires no sooner than the
+// last one taken. With and without a bound on the call's wait. Guards against members
+// taken with the lease and left to run out while the call waits (the wait, under their
+// hold's context, then ended with context.Canceled), and against earlier members that
+// keep the expiry they had when the wait ended.
+func TestMultiLockLeaseCountsFromTheLastMember(t *testing.T) {
+	const lease = 2 * time.Second
+	for _, bounded := range []bool{false, true} {
+		name := "unbounded"
+		opts := []rlock.Option{rlock.WithLease(lease)}
+		if bounded {
+			name = "WithWaitTimeout"
+			opts = append(opts, rlock.WithWaitTimeout(20*time.Second))
+		}
+		t.Run(name, func(t *testing.T) {
+			redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				c, other := relocktest.New(t, b), relocktest.New(t, b)
+				side := b.Client(t)
+				// ml:settings is taken last; the call waits for it for a lease and a half.
+				last, err := other.FairLock(memberNames[1]).Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				freed := time.AfterFunc(lease*3/2, func() { _ = other.FairLock(memberNames[1]).Unlock(last) })
+				defer freed.Stop()
+
+				type result struct {
+					held context.Context
+					err  error
+				}
+				done := make(chan result, 1)
+				ml := c.MultiLock(members(c)...)
+				go func() {
+					held, err := ml.Lock(ctx, opts...)
+					done <- result{held, err}
+				}()
+				// Past the lease of the members taken first, the call still holds them.
+				time.Sleep(lease + lease/4)
+				if _, err := other.RWLock(memberNames[2]).TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
+					t.Errorf("another owner's TryLock of %s, a lease after the MultiLock took it: %v; want ErrLocked", memberNames[2], err)
+				}
+				if _, err := other.Lock(memberNames[0]).TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
+					t.Errorf("another owner's TryLock of %s, a lease after the MultiLock took it: %v; want ErrLocked", memberNames[0], err)
+				}
+				r := redistest.Recv(t, done, 20*time.Second, "the MultiLock's Lock")
+				if r.err != nil {
+					t.Fatalf("Lock with a %v lease and a longer wait for its last member: %v", lease, r.err)
+				}
+				// The last member taken first: an expiry read later reads less.
+				lastTTL := pttl(t, side, memberNames[1])
+				for _, n := range []string{memberNames[2], memberNames[0]} {
+					if ms := pttl(t, side, n); ms < lastTTL-20 || ms > lease.Milliseconds() {
+						t.Errorf("%s expires in %dms, the last member taken in %dms; want its lease (%v) from when the last was taken", n, ms, lastTTL, lease)
+					}
+				}
+				if err := r.held.Err(); err != nil {
+					t.Errorf("the MultiLock's hold ended: %v", context.Cause(r.held))
+				}
+				if err := ml.Unlock(r.held); err != nil {
+					t.Fatal(err)
+				}
+				if got := locked(t, ctx, c); got[0] || got[1] || got[2] {
+					t.Errorf("after Unlock, locked = %v", got)
+				}
+			})
+		})
+	}
+}
+
+// pttl is the key's remaining expiry in milliseconds.
+func pttl(t *testing.T, side rueidis.Client, key string) int64 {
+	t.Helper()
+	ms, err := redistest.Do(t, side, "PTTL", key).AsInt64()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ms
+}
+
+// A member taken with a fixed lease that is lost while the call waits for a later member
+// (forced here) fails the call with ErrLeaseLost naming that member, not with the
+// context.Canceled of its hold's context, and the other members are released again.
+func TestMultiLockMemberLostWhileWaiting(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		last, err := other.FairLock(memberNames[1]).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = other.FairLock(memberNames[1]).Unlock(last) }()
+		done := make(chan error, 1)
+		go func() {
+			_, err := c.MultiLock(members(c)...).Lock(ctx, rlock.WithLease(3*time.Second))
+			done <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the MultiLock never took its first members", func() bool {
+			return locked(t, ctx, c)[0]
+		})
+		if ok, err := other.RWLock(memberNames[2]).ForceUnlock(ctx); !ok || err != nil {
+			t.Fatalf("ForceUnlock of %s: %v, %v", memberNames[2], ok, err)
+		}
+		err = redistest.Recv(t, done, 10*time.Second, "the MultiLock's Lock after a member it held was lost")
+		if !errors.Is(err, relock.ErrLeaseLost) || errors.Is(err, context.Canceled) || !strings.Contains(err.Error(), memberNames[2]) {
+			t.Errorf("Lock: %v; want ErrLeaseLost naming %s", err, memberNames[2])
+		}
+		if got := locked(t, ctx, c); got[0] || got[2] {
+			t.Errorf("after the failed Lock, locked = %v; want the members it took released", got)
+		}
+	})
+}
