@@ -6,11 +6,12 @@
 -- shape(key) reads the whole hash (callers use it only where the caller's own field is
 -- absent) and returns 'rlock' when every field is an owner "<uuid>:<n>" holding a positive
 -- count, 'rwlock' when there is also "mode" (read or write) and writers'
--- "<uuid>:<n>:write", else nil: other data, which is never touched.
+-- "<uuid>:<n>:write", else nil: other data, which is never touched. n is a whole number,
+-- negative too: Redisson's thread id is any Java long (its async API takes one).
 --
 -- wrongtype(kind) returns the WRONGTYPE error for a key of that shape.
 local function shape(key)
-  local id = '^' .. string.rep('%x', 8) .. string.rep('%-' .. string.rep('%x', 4), 3) .. '%-' .. string.rep('%x', 12) .. ':%d+'
+  local id = '^' .. string.rep('%x', 8) .. string.rep('%-' .. string.rep('%x', 4), 3) .. '%-' .. string.rep('%x', 12) .. ':%-?%d+'
   local h, kind, writes = redis.call('hgetall', key), 'rlock', false
   for i = 1, #h, 2 do
     local f, v = h[i], h[i + 1]

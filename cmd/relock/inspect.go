@@ -381,11 +381,7 @@ func shape(fields map[string]string) string {
 		if base, ok := keys.IsWriteField(f); ok && kind == "rwlock" {
 			f = base
 		}
-		id, n, ok := strings.Cut(f, ":")
-		if !ok || !keys.IsUUID(id) {
-			return ""
-		}
-		if _, err := strconv.ParseUint(n, 10, 64); err != nil {
+		if !keys.IsOwner(f) {
 			return ""
 		}
 	}

@@ -104,3 +104,38 @@ func TestInvalidNameSaysWhy(t *testing.T) {
 		}
 	})
 }
+
+// A Redisson hold whose thread id is negative or zero (Redisson's async API takes any Java
+// long) is a lock to the operator's tool as to the library: inspect shows it held by that
+// owner, and unlock --force -y frees it. Guards against the tool calling it "not a lock".
+func TestRedissonThreadIDsInspected(t *testing.T) {
+	const uuid = "5df8512c-e096-4359-bc82-07efb0bc9d8e"
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		for _, id := range []string{"-42", "0"} {
+			owner := uuid + ":" + id
+			redistest.MustDo(t, rc, "HSET", "java-held", owner, "1")
+			redistest.MustDo(t, rc, "PEXPIRE", "java-held", "30000")
+			stdout, stderr, status := runBinary(t, nil, "inspect", "--json", "--redis", b.Addr, "java-held")
+			var r struct {
+				Kind   string `json:"kind"`
+				Locked bool   `json:"locked"`
+				Owners []struct {
+					Owner string `json:"owner"`
+					Holds int64  `json:"holds"`
+				} `json:"owners"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &r); err != nil || status != 0 || r.Kind != "rlock" || !r.Locked ||
+				len(r.Owners) != 1 || r.Owners[0].Owner != owner || r.Owners[0].Holds != 1 {
+				t.Errorf("relock inspect --json of a hold of thread %s: status %d, %+v, %v\n%s%s", id, status, r, err, stdout, stderr)
+			}
+			stdout, stderr, status = runBinary(t, nil, "unlock", "--force", "-y", "--redis", b.Addr, "java-held")
+			if status != 0 || !strings.Contains(stdout, "force-unlocked") {
+				t.Errorf("relock unlock --force -y of a hold of thread %s: status %d\n%s%s", id, status, stdout, stderr)
+			}
+			if n, _ := redistest.Do(t, rc, "EXISTS", "java-held").AsInt64(); n != 0 {
+				t.Errorf("the hold of thread %s is still there after unlock --force", id)
+			}
+		}
+	})
+}

@@ -124,19 +124,33 @@ func invalid(reason string) error {
 
 // ownerSuffix returns where ":<uuid>:<n>" starts at the end of s, or -1.
 func ownerSuffix(s string) int {
-	c := strings.LastIndexByte(s, ':')
-	if c < 0 || c == len(s)-1 {
-		return -1
-	}
-	if _, err := strconv.ParseUint(s[c+1:], 10, 64); err != nil {
-		return -1
-	}
 	const uuidLen = 36
+	c := strings.LastIndexByte(s, ':')
 	start := c - uuidLen
-	if start < 1 || s[start-1] != ':' || !IsUUID(s[start:c]) {
+	if c < 0 || start < 1 || s[start-1] != ':' || !IsOwner(s[start:]) {
 		return -1
 	}
 	return start - 1
+}
+
+// IsOwner reports whether s is an owner "<uuid>:<n>": a client's UUID and a whole number,
+// negative too, which relock counts per client and Redisson takes from a thread id, any
+// Java long. The lock scripts check the same shape (lua/shape.lua).
+func IsOwner(s string) bool {
+	id, n, ok := strings.Cut(s, ":")
+	if !ok || !IsUUID(id) {
+		return false
+	}
+	n = strings.TrimPrefix(n, "-")
+	if n == "" {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] < '0' || n[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // IsUUID reports whether s is a UUID in its text form "8-4-4-4-12" hex digits: the id of a

@@ -90,6 +90,8 @@ func TestCheckReasons(t *testing.T) {
 		{"{x}:" + owner + ":rwlock_timeout:1", `":rwlock_timeout:" (at 42)`},
 		{"{x}:" + owner, `ends in an owner id "` + owner + `"`},
 		{"jobs{7}:" + owner, `waiter of the fair lock "jobs{7}"`},
+		// A Redisson owner's thread id is any Java long, its fair waiters' channels too.
+		{"{x}:5df8512c-e096-4359-bc82-07efb0bc9d8e:-7", `ends in an owner id "5df8512c-e096-4359-bc82-07efb0bc9d8e:-7"`},
 	}
 	for _, c := range cases {
 		err := Check(c.name)
@@ -101,7 +103,7 @@ func TestCheckReasons(t *testing.T) {
 			t.Errorf("Check(%q) = %q; want it to say %q", c.name, err, c.reason)
 		}
 	}
-	for _, name := range []string{"x", "orders:42", "{x}:lock", "a{b}c", "a}{b}", "{{x}}", "x:" + owner, "redisson_lock_queue", "my:redisson_lock_queue:x", "rwlock_timeout:1", "ü{ß}"} {
+	for _, name := range []string{"x", "orders:42", "{x}:lock", "a{b}c", "a}{b}", "{{x}}", "x:" + owner, "redisson_lock_queue", "my:redisson_lock_queue:x", "rwlock_timeout:1", "ü{ß}", "{x}:" + owner + "-", "{x}:" + owner[:36] + ":-", "{x}:" + owner[:36] + ":+7"} {
 		if err := Check(name); err != nil {
 			t.Errorf("Check(%q) = %v; want nil", name, err)
 		}
