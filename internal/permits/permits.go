@@ -21,6 +21,7 @@ package permits
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -378,7 +379,9 @@ func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) ruei
 		a.ok = true
 	default:
 		a.first = reply[2] == 1
-		if reply[3] >= 0 {
+		// A lease beyond what a Duration holds (Redisson's permits leased without a lease
+		// time, which it scores 922337203685477) runs out never, as no lease does.
+		if reply[3] >= 0 && reply[3] <= int64(math.MaxInt64/time.Millisecond) {
 			a.next = time.Duration(reply[3]) * time.Millisecond
 		}
 	}
