@@ -116,7 +116,7 @@ func MultiLockWith[O lockopt.Option](m *Multi, ctx context.Context, wait bool, o
 			stop()
 		}
 		if err != nil {
-			if ctx.Err() == nil && held.Err() != nil {
+			if i > 0 && ctx.Err() == nil && held.Err() != nil {
 				// The wait ended because a member taken before ended (its hold's context is
 				// the wait's): say which, and why, rather than the wait's context.Canceled.
 				err = m.lost(held, i)
