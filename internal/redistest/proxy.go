@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -83,9 +84,10 @@ func (p *Proxy) accept() {
 		if !p.track(c, u) {
 			return
 		}
+		l := &link{c: c, u: u, dropped: make(chan struct{})}
 		p.wg.Add(2)
-		go p.upstream(c, u)
-		go p.downstream(c, u)
+		go p.upstream(l)
+		go p.downstream(l)
 	}
 }
 
@@ -102,9 +104,29 @@ func (p *Proxy) track(c, u net.Conn) bool {
 	return true
 }
 
+// link is one client connection and its upstream connection to the server.
+type link struct {
+	c, u net.Conn
+	// dropping is set when a reply is to be lost: what the server sends from then on is
+	// dropped, and dropped is closed at the first of it.
+	dropping atomic.Bool
+	dropOnce sync.Once
+	dropped  chan struct{}
+}
+
+// Write relays the server's bytes to the client, or drops them (see dropping).
+func (l *link) Write(b []byte) (int, error) {
+	if l.dropping.Load() {
+		l.dropOnce.Do(func() { close(l.dropped) })
+		return len(b), nil
+	}
+	return l.c.Write(b)
+}
+
 // upstream relays client → server and fires armed faults.
-func (p *Proxy) upstream(c, u net.Conn) {
+func (p *Proxy) upstream(l *link) {
 	defer p.wg.Done()
+	c, u := l.c, l.u
 	buf := make([]byte, 64<<10)
 	for {
 		n, err := c.Read(buf)
@@ -112,14 +134,23 @@ func (p *Proxy) upstream(c, u net.Conn) {
 			p.holdIfArmed(buf[:n])
 			cut := p.fire(buf[:n])
 			p.hole.wait()
+			if cut {
+				l.dropping.Store(true)
+			}
 			if _, werr := u.Write(buf[:n]); werr != nil {
 				break
 			}
 			if cut {
-				// The server has the request; the client never gets the answer. The
-				// upstream stays open a moment so the server runs it before seeing EOF.
+				// The server runs the request and answers; the client never gets the
+				// answer. Its connection is cut only once the server has answered, so that
+				// nothing the client sends next, on a new connection, can reach the server
+				// first (a server that serves connections in parallel, as miniredis does,
+				// could otherwise run it before this request).
+				select {
+				case <-l.dropped:
+				case <-time.After(5 * time.Second):
+				}
 				c.Close()
-				time.Sleep(100 * time.Millisecond)
 				break
 			}
 		}
@@ -138,9 +169,10 @@ func (p *Proxy) upstream(c, u net.Conn) {
 }
 
 // downstream relays server → client.
-func (p *Proxy) downstream(c, u net.Conn) {
+func (p *Proxy) downstream(l *link) {
 	defer p.wg.Done()
-	if _, err := io.Copy(gatedConn{c, &p.hole}, u); err != nil && !errors.Is(err, net.ErrClosed) {
+	c, u := l.c, l.u
+	if _, err := io.Copy(gatedConn{l, &p.hole}, u); err != nil && !errors.Is(err, net.ErrClosed) {
 		c.Close()
 	}
 	c.Close()

@@ -1,7 +1,7 @@
 package redistest
 
 import (
-	"net"
+	"io"
 	"sync"
 )
 
@@ -77,11 +77,11 @@ func (b *blackhole) shutdown() {
 // gatedConn is the client side of a relay: writes to it wait while the proxy is
 // blackholed.
 type gatedConn struct {
-	net.Conn
+	w io.Writer
 	b *blackhole
 }
 
 func (g gatedConn) Write(p []byte) (int, error) {
 	g.b.wait()
-	return g.Conn.Write(p)
+	return g.w.Write(p)
 }
