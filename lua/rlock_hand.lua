@@ -20,7 +20,11 @@
 -- new value for a fenced waiter, else 0. Otherwise nothing was written, and the reply is
 -- expect.lua's: nil when the owner does not hold the lock with that count, 0 when it holds
 -- it once less (never, with a count of 1), and 3 when its field is gone: this release and
--- handoff already ran (sent again after its reply was lost), or the hold was lost.
+-- handoff already ran (sent again after its reply was lost), or the hold was lost; or 4
+-- when the fenced waiter's counter cannot be incremented (not an integer, or at its most):
+-- the client then releases the lock as rlock_unlock.lua does, since a release needs no
+-- token (Redisson's never reads the counter), and the waiter meets the counter in its own
+-- attempt.
 local count = tonumber(redis.call('hget', KEYS[1], ARGV[1]))
 local go, reply = expect(count, ARGV[2])
 if not go then
@@ -28,9 +32,12 @@ if not go then
 end
 local token = 0
 if KEYS[4] then
-  -- First, before any write: a counter that cannot be incremented fails the script with
-  -- nothing changed (see rlock_acquire.lua).
-  token = redis.call('incr', KEYS[4])
+  -- First, before any write: a counter that cannot be incremented is answered with
+  -- nothing changed.
+  token = redis.pcall('incr', KEYS[4])
+  if type(token) == 'table' then
+    return 4
+  end
 end
 -- The registry before the lock: register reads it first, so that a registry of another
 -- type fails the script with the lock as it was.

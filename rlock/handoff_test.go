@@ -440,3 +440,62 @@ func TestHandoffOfAHoldThatIsGone(t *testing.T) {
 		})
 	}
 }
+
+// A fencing counter that INCR cannot count on (here a word) refuses every fenced
+// acquisition with ErrWrongType, but it is no part of a release: an unlock while a fenced
+// waiter of its client is parked still releases the lock (Redisson's unlock never reads
+// the counter), its hold's context ends as released, and the waiter, woken to try, meets
+// the counter in its own attempt: its Lock fails with ErrWrongType at once, not when the
+// holder's lease would have run out. The counter is left as it was. Guards against a hand
+// call that failed on the counter and so kept the lock held, by nobody the client knew of,
+// for a whole lease.
+func TestHandoffWithACounterThatCannotCount(t *testing.T) {
+	for _, behind := range []bool{false, true} {
+		t.Run(waitersBehind(behind), func(t *testing.T) {
+			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+				c := relocktest.New(t, b)
+				side := b.Client(t)
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				mu := c.Lock("hand-fence", rlock.WithFencing())
+				held, err := mu.Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				waiters := 1
+				if behind {
+					waiters = 2
+				}
+				errs := make(chan error, waiters)
+				for i := range waiters {
+					go func() {
+						h, err := mu.Lock(relock.NewOwner(ctx))
+						if err == nil {
+							err = mu.Unlock(h)
+						}
+						errs <- err
+					}()
+					redistest.Eventually(t, 10*time.Second, "a waiter never parked", func() bool { return c.PubSubStats().Waiting == i+1 })
+				}
+				redistest.MustDo(t, side, "SET", "redisson_lock_token:{hand-fence}", "zzz")
+				if err := mu.Unlock(held); err != nil {
+					t.Fatalf("Unlock with a fenced waiter parked and a counter that cannot count: %v; want nil", err)
+				}
+				if cause := context.Cause(held); cause != context.Canceled {
+					t.Errorf("the released hold's context: %v; want context.Canceled", cause)
+				}
+				for range waiters {
+					if err := redistest.Recv(t, errs, 5*time.Second, "a waiter's Lock (the holder's lease is 30s)"); !errors.Is(err, relock.ErrWrongType) {
+						t.Errorf("a fenced waiter's Lock: %v; want ErrWrongType", err)
+					}
+				}
+				if n, _ := redistest.Do(t, side, "EXISTS", "hand-fence").AsInt64(); n != 0 {
+					t.Error("the lock is still held after its holder's unlock")
+				}
+				if v, _ := redistest.Do(t, side, "GET", "redisson_lock_token:{hand-fence}").ToString(); v != "zzz" {
+					t.Errorf("the counter reads %q; want it left as it was", v)
+				}
+			})
+		})
+	}
+}

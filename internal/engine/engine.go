@@ -303,6 +303,10 @@ var errNoOwner = fmt.Errorf("%w (this context carries no owner: pass the one Loc
 // expected one hold (see expect.lua).
 const gone = 3
 
+// unfenced is the hand call's reply when the waiter's fencing counter cannot be
+// incremented: nothing was written, and the release is sent as an unlock instead.
+const unfenced = 4
+
 // release runs the kind's unlock script for one hold of field, in the owner's turn on the
 // lock (Watchdog.Begin), and returns 0 when field still holds the lock, 1 when the lock is
 // free, 2 when field's holds are gone but others hold the lock (a read-write lock's other
@@ -335,13 +339,21 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 	var released int64
 	var h *handoff
 	var lost time.Time // when the first send whose reply was lost went out
+	handing := to != nil
 	err := retry.Do(ctx, func() error {
 		sent := time.Now()
 		r := call.exec(ctx, l.c.Redis)
-		if to != nil {
+		if handing {
 			if token, ok := handed(r); ok {
 				released, h = 1, &handoff{sent: sent, token: token, sure: true}
 				return nil
+			}
+			if n, err := r.AsInt64(); err == nil && n == unfenced {
+				// Nothing was written: release as an unlock does; the waiter, not handed
+				// the lock, tries, and meets the counter in its own attempt.
+				handing, call = false, l.kind.release(l, field, exp)
+				sent = time.Now()
+				r = call.exec(ctx, l.c.Redis)
 			}
 		}
 		n, err := r.AsInt64()
@@ -354,7 +366,7 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 			}
 			// The first send ran: if it was a hand call, the lock was handed then.
 			released = 1
-			if to != nil {
+			if handing {
 				h = &handoff{sent: lost}
 			}
 			return nil
@@ -376,7 +388,7 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 		}
 		return err
 	})
-	if err != nil && to != nil && !lost.IsZero() {
+	if err != nil && handing && !lost.IsZero() {
 		h = &handoff{sent: lost} // a send whose reply was lost may have handed it
 	}
 	return released, h, err
