@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -602,4 +603,78 @@ func TestLockWithEndedContextTakesNothing(t *testing.T) {
 			}
 		}
 	})
+}
+
+// A lease that is not a whole number of milliseconds is taken in whole ones, as Redis
+// keeps it: another owner that gets the lock once Redis let the lease run out finds the
+// first hold's context ended, for a lease given to Lock, to Extend, and as the client's
+// watchdog timeout (its renewals cut off by a blackhole). (The client once sent Redis the
+// lease rounded down and kept the whole of it, fraction and all, for the hold's context:
+// up to a millisecond in which both owners' contexts were live.)
+func TestFractionalLeaseEndsWithRedis(t *testing.T) {
+	const lease = 50*time.Millisecond + 900*time.Microsecond
+	for _, via := range []string{"WithLease", "Extend", "WithWatchdogTimeout"} {
+		t.Run(via, func(t *testing.T) {
+			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+				c, other := relocktest.New(t, b), relocktest.New(t, b)
+				var proxy *redistest.Proxy
+				if via == "WithWatchdogTimeout" {
+					proxy = redistest.StartProxy(t, b.Addr)
+					c = relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()}, relock.WithWatchdogTimeout(lease), relock.WithLogger(nil))
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				checked := 0
+				for trial := 0; trial < 60 && checked < 20; trial++ {
+					name := "frac-" + via + "-" + strconv.Itoa(trial)
+					mu := c.Lock(name)
+					var held context.Context
+					var err error
+					switch via {
+					case "WithLease":
+						held, err = mu.Lock(ctx, rlock.WithLease(lease))
+					case "WithWatchdogTimeout":
+						if held, err = mu.Lock(ctx); err == nil {
+							proxy.Blackhole() // no renewal reaches Redis any more
+						}
+					default:
+						// A shorter fixed lease, then Extend to the fractional one. On a loaded
+						// machine the first may run out before the Extend: try again.
+						if held, err = mu.Lock(ctx, rlock.WithLease(40*time.Millisecond)); err == nil {
+							if err = mu.Extend(held, lease); errors.Is(err, relock.ErrNotHeld) {
+								continue
+							}
+						}
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					checked++
+					start := time.Now()
+					sleepUntil(start.Add(lease - 5*time.Millisecond))
+					// Ask until the other owner gets in, at the latest a second on.
+					for time.Since(start) < time.Second {
+						got, err := other.Lock(name).TryLock(ctx)
+						if errors.Is(err, relock.ErrLocked) {
+							continue
+						}
+						if err != nil {
+							t.Fatal(err)
+						}
+						if held.Err() == nil {
+							t.Fatalf("trial %d: another owner got the lock while the first hold's context (lease %v via %s) was live", trial, lease, via)
+						}
+						_ = other.Lock(name).Unlock(got)
+						break
+					}
+					if proxy != nil {
+						proxy.Unblackhole()
+					}
+				}
+				if checked < 20 {
+					t.Fatalf("%d trials checked of 60; want 20", checked)
+				}
+			})
+		})
+	}
 }

@@ -138,10 +138,11 @@ func WithSyncReplicas(n int, timeout time.Duration) Option {
 // The watchdog renews such holds every third of it until they are released.
 func WithWatchdogTimeout(d time.Duration) Option {
 	return func(c *config) error {
-		if d < time.Millisecond {
+		lease, ok := lockopt.Lease(d)
+		if !ok {
 			return fmt.Errorf("relock: watchdog timeout %v: %w", d, ErrInvalidLease)
 		}
-		c.lease = d
+		c.lease = lease
 		return nil
 	}
 }

@@ -39,7 +39,10 @@ func (m *Mutex) Name() string { return m.l().Name() }
 // The hold's context ends when the hold does: with cause ErrLeaseLost (context.Cause) as
 // soon as the client learns the hold is gone (a renewal found the owner's field missing,
 // renewals could not reach Redis before the lease ran out, or a fixed lease ran out), and
-// with context.Canceled at the Unlock that releases it. Do work that must stop with the
+// with context.Canceled at the Unlock that releases it. Its Err reads the hold's deadline
+// at every call; its Done channel, and the contexts derived from it, close when the
+// client's timer runs, which a stalled process runs late: check Err before each write the
+// lock guards (or send a fencing token, WithFencing). Do work that must stop with the
 // lock under it; keep ctx for work after the lock. Since it derives from ctx, a hold
 // taken with the context of another hold ends when that one does: release nested locks
 // in the reverse order of taking them. (A read-write lock's downgrade is the exception:
@@ -83,9 +86,11 @@ func (m *Mutex) TryLock(ctx context.Context, opts ...Option) (context.Context, e
 // hold and releases it.
 //
 // Unlock uses ctx only to find the owner: it works when ctx is already cancelled, bounded
-// by the client's timeout. A call whose reply is lost is retried with the same request id,
-// and the unlock script answers a retry with the first result, so a retry never releases
-// a hold the owner took in the meantime.
+// by the client's timeout. A call whose reply is lost is sent again, carrying the hold
+// count the client expects, which the script compares before it decrements: a retry never
+// releases a hold the owner took in the meantime. A retry that finds the hold gone counts
+// as released when the first send went out before the hold's local deadline (see
+// docs/design.md, "Safe unlock retries without a latch").
 //
 // When Unlock fails for another reason (Redis unreachable for the whole timeout, an error
 // reply), the hold is no longer renewed and its context ends with ErrLeaseLost: the lock

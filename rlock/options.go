@@ -20,7 +20,8 @@ type Option = lockopt.Shared
 // unlocked it by then, the lock expires and another owner may take it, and the hold's
 // context ends with cause ErrLeaseLost. The lease must be at least a millisecond (Redis
 // counts leases in milliseconds); otherwise the call fails with ErrInvalidLease and
-// nothing is sent to Redis.
+// nothing is sent to Redis. A fraction of a millisecond is dropped, for Redis and for the
+// hold's context alike.
 //
 // A re-entry never shortens what an earlier hold of the same owner was promised: the lock
 // then expires at the later of the two ends (Redisson's RLock sets the new lease, which
@@ -29,11 +30,12 @@ type Option = lockopt.Shared
 // it is.
 func WithLease(d time.Duration) Option {
 	return func(s *lockopt.Settings) {
-		if d < time.Millisecond {
+		lease, ok := lockopt.Lease(d)
+		if !ok {
 			s.Invalid(lockerr.ErrInvalidLease)
 			return
 		}
-		s.Lease = d
+		s.Lease = lease
 	}
 }
 

@@ -238,9 +238,11 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if err := l.check(ctx, nil); err != nil {
 		return l.fail("extend", err)
 	}
-	if d < time.Millisecond {
+	lease, ok := lockopt.Lease(d)
+	if !ok {
 		return l.fail("extend", fmt.Errorf("lease %v: %w", d, lockerr.ErrInvalidLease))
 	}
+	d = lease
 	owner, ok := l.c.Owners.Of(ctx)
 	if !ok {
 		return l.fail("extend", lockerr.ErrNotHeld)

@@ -15,6 +15,15 @@ import (
 	"github.com/relock-go/relock/internal/lockerr"
 )
 
+// Lease returns the lease d as Redis keeps it, in whole milliseconds, and whether it is
+// one (at least a millisecond). A fraction of a millisecond is dropped rather than kept by
+// the client alone: the hold's context would then outlive Redis's lease by it, and
+// another owner could get the lock while that context is live. Every lease the caller
+// gives (WithLease, Extend, the client's watchdog timeout) goes through it.
+func Lease(d time.Duration) (time.Duration, bool) {
+	return d.Truncate(time.Millisecond), d >= time.Millisecond
+}
+
 // DefaultRefresh is how often a fair lock's waiter, or a waiting writer under writer
 // preference, refreshes its queue entry.
 const DefaultRefresh = 5 * time.Second
