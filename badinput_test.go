@@ -177,6 +177,8 @@ var appHashes = []struct {
 	{"zero count", []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "0"}},
 	{"word count", []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "seven"}},
 	{"mode with data", []string{"mode", "read", "name", "alice"}},
+	{"read mode alone", []string{"mode", "read"}}, // no lock leaves it: the last release deletes the hash
+	{"write mode alone", []string{"mode", "write"}},
 	{"other mode", []string{"mode", "fast", "5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "1"}},
 	{"writer without mode", []string{"5df8512c-e096-4359-bc82-07efb0bc9d8e:7:write", "1"}},
 	{"short id", []string{"0d2c8f0e:1", "1"}},

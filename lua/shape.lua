@@ -7,12 +7,14 @@
 -- absent) and returns 'rlock' when every field is an owner "<uuid>:<n>" holding a positive
 -- count, 'rwlock' when there is also "mode" (read or write) and writers'
 -- "<uuid>:<n>:write", else nil: other data, which is never touched. n is a whole number,
--- negative too: Redisson's thread id is any Java long (its async API takes one).
+-- negative too: Redisson's thread id is any Java long (its async API takes one). A lock
+-- has a holder: a hash of "mode" alone, which no lock leaves (the last release deletes
+-- the hash), is other data.
 --
 -- wrongtype(kind) returns the WRONGTYPE error for a key of that shape.
 local function shape(key)
   local id = '^' .. string.rep('%x', 8) .. string.rep('%-' .. string.rep('%x', 4), 3) .. '%-' .. string.rep('%x', 12) .. ':%-?%d+'
-  local h, kind, writes = redis.call('hgetall', key), 'rlock', false
+  local h, kind, writes, holders = redis.call('hgetall', key), 'rlock', false, false
   for i = 1, #h, 2 do
     local f, v = h[i], h[i + 1]
     if f == 'mode' then
@@ -21,12 +23,14 @@ local function shape(key)
     elseif not string.find(v, '^[1-9]%d*$') then
       return nil
     elseif string.find(f, id .. ':write$') then
-      writes = true
-    elseif not string.find(f, id .. '$') then
+      writes, holders = true, true
+    elseif string.find(f, id .. '$') then
+      holders = true
+    else
       return nil
     end
   end
-  if writes and kind ~= 'rwlock' then return nil end
+  if not holders or writes and kind ~= 'rwlock' then return nil end
   return kind
 end
 local function wrongtype(kind)

@@ -361,9 +361,13 @@ func counted(ctx context.Context, rc rueidis.Client, r *Report) error {
 
 // shape tells a lock's hash from other data: "rlock" when every field is an owner
 // "<uuid>:<n>" with a positive hold count, "rwlock" when there is also a field mode (read
-// or write) and writers' fields "<uuid>:<n>:write", and "" for anything else. The scripts
-// check the same shape before they touch a hash.
+// or write) and writers' fields "<uuid>:<n>:write", and "" for anything else, a hash of
+// mode alone too (a lock has a holder). The scripts check the same shape before they touch
+// a hash (lua/shape.lua).
 func shape(fields map[string]string) string {
+	if _, ok := fields["mode"]; ok && len(fields) == 1 {
+		return ""
+	}
 	kind := "rlock"
 	if mode, ok := fields["mode"]; ok {
 		if mode != "read" && mode != "write" {

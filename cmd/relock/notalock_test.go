@@ -27,6 +27,7 @@ func TestNotALockHash(t *testing.T) {
 		{"counts", []string{uuid + ":1", "0"}},                    // a count that holds nothing
 		{"words", []string{uuid + ":1", "one"}},                   // a count that is no number
 		{"modes", []string{"mode", "read", "name", "alice"}},      // a mode with other data
+		{"mode-only", []string{"mode", "write"}},                  // a mode and no holder, which no lock leaves
 		{"odd-mode", []string{"mode", "fast", uuid + ":1", "1"}},  // a mode that is not a lock's
 		{"writes", []string{uuid + ":1:write", "1"}},              // a writer without a mode
 		{"short-id", []string{"0d2c8f0e:1", "1", "email", "a@x"}}, // an id that is no UUID
