@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -152,5 +153,41 @@ func TestForceUnlockConfirmsTheHoldersShown(t *testing.T) {
 				t.Errorf("after the force unlock: locked %v (%v); want free", locked, err)
 			}
 		})
+	})
+}
+
+// A force unlock waiting at its question ends when the command's context does (Ctrl-C or
+// SIGTERM, which main turns into status 130 or 143), without an answer, and changes
+// nothing. Guards against a question that kept the command running until a line was typed,
+// so that a supervisor's SIGTERM alone never ended it.
+func TestForceUnlockQuestionEndsWithTheCommand(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		l := c.Lock("asked")
+		held, err := l.Lock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, typing := io.Pipe()
+		defer typing.Close()
+		var out syncBuffer
+		ctx, interrupt := context.WithCancelCause(context.Background())
+		defer interrupt(nil)
+		done := make(chan error, 1)
+		go func() {
+			done <- run(ctx, []string{"unlock", "--force", "--redis", b.Addr, "asked"}, func(string) string { return "" }, in, &out, &out)
+		}()
+		redistest.Eventually(t, 30*time.Second, "the confirmation question", func() bool { return strings.Contains(out.String(), "[y/N]") })
+		interrupt(signalled{os.Interrupt})
+		err = redistest.Recv(t, done, 5*time.Second, "relock unlock --force after its context ended at the question")
+		if err == nil || strings.Contains(out.String(), "force-unlocked") {
+			t.Errorf("unlock --force ended at its question: %v; want an error and nothing unlocked\n%s", err, out.String())
+		}
+		if held.Err() != nil {
+			t.Errorf("the holder's context ended: %v", context.Cause(held))
+		}
+		if err := l.Unlock(held); err != nil {
+			t.Errorf("the holder's unlock: %v; want its hold kept", err)
+		}
 	})
 }

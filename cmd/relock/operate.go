@@ -280,8 +280,11 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 		if err := r.print(stdout, false); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "Force-unlock %s? Its holders lose it and learn so at their next renewal. [y/N] ", shown(name))
-		answer, _ := bufio.NewReader(stdin).ReadString('\n')
+		fmt.Fprintf(stdout, "Force-unlock %s? Its holders lose it (a renewed hold learns so at its next renewal, a fixed lease when it ends). [y/N] ", shown(name))
+		answer, err := ask(ctx, stdin)
+		if err != nil {
+			return err
+		}
 		if a := strings.ToLower(strings.TrimSpace(answer)); a != "y" && a != "yes" {
 			return fmt.Errorf("%s not unlocked: the confirmation was declined", shown(name))
 		}
@@ -322,6 +325,22 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 		fmt.Fprintf(stdout, "%s was released meanwhile; nothing to do\n", shown(name))
 	}
 	return nil
+}
+
+// ask reads the operator's answer, a line of stdin, unless ctx ends first (Ctrl-C or
+// SIGTERM at the question): the read is left behind, as the process is about to exit.
+func ask(ctx context.Context, stdin io.Reader) (string, error) {
+	line := make(chan string, 1)
+	go func() {
+		answer, _ := bufio.NewReader(stdin).ReadString('\n')
+		line <- answer
+	}()
+	select {
+	case answer := <-line:
+		return answer, nil
+	case <-ctx.Done():
+		return "", context.Cause(ctx)
+	}
 }
 
 // shownHolders reports whether every owner that b shows holding the lock was among the
