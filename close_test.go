@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"testing"
 	"time"
 
@@ -105,4 +106,75 @@ func TestCloseCanLeaveHolds(t *testing.T) {
 			t.Errorf("hold's context cause %v; want ErrClosed", context.Cause(held))
 		}
 	})
+}
+
+// Close frees the client's holds for the other clients' waiters even while waiters of its
+// own are parked on the same locks: those end with ErrClosed and take nothing, and the
+// release wakes another client's waiter at once, for the plain lock and both sides of the
+// read-write lock. Guards against a Close whose release woke (through the wake registry)
+// its own client, which no longer acted on it, or whose own waiter took the lock as the
+// client closed, leaving it held by nobody for a lease: either way the other client's
+// waiter slept out the 30s lease.
+func TestCloseWithWaitersOfItsOwn(t *testing.T) {
+	type kind struct {
+		name string
+		lock func(c *relock.Client, ctx context.Context) (context.Context, error)
+	}
+	kinds := []kind{
+		{"rlock", func(c *relock.Client, ctx context.Context) (context.Context, error) {
+			return c.Lock("close:own").Lock(ctx)
+		}},
+		{"write", func(c *relock.Client, ctx context.Context) (context.Context, error) {
+			return c.RWLock("close:own").Lock(ctx)
+		}},
+		{"read", func(c *relock.Client, ctx context.Context) (context.Context, error) {
+			return c.RWLock("close:own").RLock(ctx)
+		}},
+	}
+	for _, k := range kinds {
+		t.Run(k.name, func(t *testing.T) {
+			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+				closing, other := relocktest.New(t, b), relocktest.New(t, b)
+				ctx := redistest.Context(t, time.Minute)
+				// The closing client holds the lock exclusively (a read-write lock's write side);
+				// the waiters want what they cannot share with it.
+				hold := kinds[0].lock
+				if k.name != "rlock" {
+					hold = kinds[1].lock
+				}
+				first, err := hold(closing, relock.NewOwner(ctx))
+				if err != nil {
+					t.Fatal(err)
+				}
+				// Kept to the end: a hold nothing can name is abandoned, and Close does not
+				// release it.
+				defer runtime.KeepAlive(first)
+				own := make(chan error, 1)
+				go func() {
+					_, err := k.lock(closing, relock.NewOwner(ctx))
+					own <- err
+				}()
+				redistest.Eventually(t, 10*time.Second, "the closing client's waiter never parked", func() bool { return closing.PubSubStats().Waiting == 1 })
+				theirs := make(chan error, 1)
+				go func() {
+					held, err := k.lock(other, relock.NewOwner(ctx))
+					if err == nil && held.Err() != nil {
+						err = context.Cause(held)
+					}
+					theirs <- err
+				}()
+				redistest.Eventually(t, 10*time.Second, "the other client's waiter never parked", func() bool { return other.PubSubStats().Waiting == 1 })
+
+				if err := closing.Close(); err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+				if err := redistest.Recv(t, own, 10*time.Second, "the closing client's own waiter"); !errors.Is(err, relock.ErrClosed) {
+					t.Errorf("the closing client's waiter: %v; want ErrClosed", err)
+				}
+				if err := redistest.Recv(t, theirs, 5*time.Second, "the other client's waiter after the holder's client closed (the lease is 30s)"); err != nil {
+					t.Errorf("the other client's waiter: %v", err)
+				}
+			})
+		})
+	}
 }

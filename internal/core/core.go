@@ -101,20 +101,30 @@ func New(rc rueidis.Client, cfg Config) *Client {
 	}
 }
 
-// Close marks the client closed and stops its hub and watchdog. With release, it first
+// Close marks the client closed and stops its hub and watchdog. With release, it also
 // releases every hold the client knows of through its lock's unlock path, all at once,
 // within the client's Timeout; an acquisition that lands meanwhile is released by its
 // caller (Watchdog.Closing). It returns the releases' errors. It is idempotent: a later
 // call returns nil at once.
+//
+// The hub stops before the releases: the client's waiters end with ErrClosed, and its
+// subscriber connection, with the presence channels on which the wake registries see
+// that it listens, is closed. A release then wakes another client's waiter; made while
+// the hub still ran, it could pick this client, whose waiters no longer act on a wake-up,
+// and the other clients' waiters would sleep out the lease.
 func (c *Client) Close(release bool) error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	var err error
+	var known []leases.Known
 	if release {
-		err = c.releaseAll(c.Watchdog.Closing())
+		known = c.Watchdog.Closing() // from here, a hold taken is released by its taker
 	}
 	c.Hub.Close()
+	var err error
+	if release {
+		err = c.releaseAll(known)
+	}
 	c.Watchdog.Close()
 	return err
 }

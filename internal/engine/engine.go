@@ -273,6 +273,15 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 // when it frees: the client does it for each of its holds as it closes. The holds'
 // contexts end with cause ErrClosed.
 func (l *Lock) ReleaseAll(ctx context.Context, field string) error {
+	if l.kind.shared {
+		// The client first leaves the lock's wake registries, so that the release wakes
+		// another client: picked, this one would not act on it any more (its waiters have
+		// ended), and while the server has yet to see its presence subscription go, the
+		// registry takes it for listening. Best effort: it is left there otherwise.
+		for _, registry := range []string{l.n.Wake, l.n.Readers} {
+			_ = l.c.Redis.Do(ctx, l.c.Redis.B().Zrem().Key(registry).Member(l.c.WakeCode).Build()).Error()
+		}
+	}
 	turn := l.c.Watchdog.Begin(l.n.Lock, field)
 	defer turn.End()
 	for count := turn.Count; count > 0; count-- {
