@@ -213,6 +213,19 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (r *Report
 			return r, nil
 		}
 		r.Kind, r.Count, r.Subscribers = "none", nil, 0
+		// A free lock may still have waiters parked: a key deleted behind its holder's back,
+		// or a lease run out, sends no message, and they try when the lease they last saw
+		// ends. Show them, as for a held lock.
+		if r.WaitingClients, err = waitingClients(ctx, rc, names, true); err != nil {
+			return nil, err
+		}
+		for _, channel := range []string{names.Channel, names.RWChannel} {
+			n, err := subscribers(ctx, rc, channel)
+			if err != nil {
+				return nil, err
+			}
+			r.Subscribers += n
+		}
 	case "hash":
 		r.Locked = true
 		fields, err := do(rc.B().Hgetall().Key(name).Build()).AsStrMap()
@@ -512,6 +525,8 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 	case r.Kind == "foreign":
 		fmt.Fprintf(w, "%s: not a lock (the key holds a %s)\n", shown(r.Name), r.KeyTyp)
 		return nil
+	case r.Kind == "none" && (r.Subscribers > 0 || len(r.WaitingClients) > 0):
+		fmt.Fprintf(w, "%s: free: no such key; waiters are parked, and try when the lease they last saw runs out\n", shown(r.Name))
 	case r.Kind == "none":
 		fmt.Fprintf(w, "%s: free: no such key\n", shown(r.Name))
 	case r.Kind == "count":

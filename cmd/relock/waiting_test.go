@@ -171,3 +171,53 @@ func TestInspectShowsWaitingClients(t *testing.T) {
 		}
 	})
 }
+
+// A lock whose key is gone while a waiter is parked on it (deleted behind its holder's
+// back, or its lease run out: neither sends a message) is free, but its waiter still
+// sleeps until the lease it last saw runs out: inspect says so and shows the waiting
+// client and the channel's subscribers, as for a held lock. Guards against a plain
+// "free: no such key" that hid the waiter from the operator.
+func TestInspectShowsWaitersOfAFreeLock(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := redistest.Context(t, 2*time.Minute)
+		holder, waiter := tracedClient(t, b), tracedClient(t, b)
+		held, err := holder.Lock("vanished").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = holder.Lock("vanished").Unlock(held) }()
+		waited := async(func() error {
+			wctx, cancel := context.WithTimeout(ctx, time.Minute)
+			defer cancel()
+			h, err := waiter.Lock("vanished").Lock(wctx)
+			if err != nil {
+				return err
+			}
+			return waiter.Lock("vanished").Unlock(h)
+		})
+		addr, code := traced(t, b, waiter)
+		redistest.Eventually(t, 20*time.Second, "the waiter's client is not in the wake registry", func() bool {
+			_, r := inspectBinary(t, b, "--json", "vanished")
+			return len(r.WaitingClients) > 0
+		})
+		redistest.MustDo(t, b.Client(t), "DEL", "vanished")
+
+		_, r := inspectBinary(t, b, "--json", "vanished")
+		if r.Kind != "none" || r.Locked || findWaiting(r, code) == nil || r.Subscribers < 1 {
+			t.Errorf("inspect --json of a free lock with a parked waiter: %+v; want kind none, the waiting client %s, its subscription", r, code)
+		}
+		out, _ := inspectBinary(t, b, "vanished")
+		if !strings.Contains(out, "vanished: free: no such key; waiters are parked") || !waitingLine("waiters", waiter, code, addr).MatchString(out) {
+			t.Errorf("inspect of a free lock with a parked waiter:\n%s", out)
+		}
+		// Taken again, and released, the lock wakes its waiter.
+		again, err := holder.Lock("vanished").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := holder.Lock("vanished").Unlock(again); err != nil {
+			t.Fatal(err)
+		}
+		await(t, "the waiter", waited)
+	})
+}
