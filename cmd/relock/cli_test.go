@@ -42,14 +42,26 @@ func TestCommandLineAsTyped(t *testing.T) {
 			}
 		}
 
-		// -h and --help on every command: the flags on stdout, status 0.
+		// -h and --help on every command: the flags on stdout, status 0; an operator
+		// command's usage names its argument and the environment that can stand in for the
+		// connection flags.
 		for _, cmd := range []string{"demo", "inspect", "watch", "unlock"} {
 			for _, h := range []string{"-h", "--help"} {
 				stdout, stderr, status := runBinary(t, nil, cmd, h)
 				if status != 0 || !strings.Contains(stdout, "-") || stderr != "" {
 					t.Errorf("relock %s %s: status %d, stdout %q, stderr %q; want the flags on stdout and status 0", cmd, h, status, stdout, stderr)
 				}
+				if cmd != "demo" && (!strings.Contains(stdout, "Usage: relock "+cmd+" [flags] NAME") ||
+					!strings.Contains(stdout, "REDIS_URL") || !strings.Contains(stdout, "REDIS_PASSWORD")) {
+					t.Errorf("relock %s %s: %q; want the usage line, NAME, REDIS_URL and REDIS_PASSWORD", cmd, h, stdout)
+				}
 			}
+		}
+
+		// Two deployments named at once is a usage error, not one of them picked.
+		if stdout, stderr, status := runBinary(t, nil, "inspect", "--cluster", "--sentinel-master", "m", "--redis", b.Addr, "op:orders"); status != 2 ||
+			!strings.Contains(stderr, "--cluster") {
+			t.Errorf("relock inspect --cluster --sentinel-master: status %d\n%s%s; want status 2 saying why", status, stdout, stderr)
 		}
 
 		// A force unlock with no terminal to ask on, and without -y, changes nothing and

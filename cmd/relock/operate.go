@@ -115,6 +115,15 @@ type usageRule struct {
 func newOperator(cmd string) *operator {
 	o := &operator{fs: flag.NewFlagSet(cmd, flag.ContinueOnError)}
 	o.conn.register(o.fs)
+	o.fs.Usage = func() {
+		fmt.Fprintf(o.fs.Output(), "Usage: relock %s [flags] NAME\n\n"+
+			"NAME is the lock's name, its Redis key. REDIS_URL, when set, names the server in\n"+
+			"place of the connection flags (--redis, --cluster, --sentinel-master, --tls, --user),\n"+
+			"which must then be left out; REDIS_PASSWORD is the password for the flags.\n\nFlags:\n", cmd)
+		o.fs.PrintDefaults()
+	}
+	o.require(func() bool { return !o.conn.cluster || o.conn.sentinel == "" },
+		"--cluster and --sentinel-master name two kinds of deployment: give one")
 	return o
 }
 
