@@ -7,9 +7,11 @@
 -- absent) and returns 'rlock' when every field is an owner "<uuid>:<n>" holding a positive
 -- count, 'rwlock' when there is also "mode" (read or write) and writers'
 -- "<uuid>:<n>:write", else nil: other data, which is never touched. n is a whole number,
--- negative too: Redisson's thread id is any Java long (its async API takes one). A lock
--- has a holder: a hash of "mode" alone, which no lock leaves (the last release deletes
--- the hash), is other data.
+-- negative too: Redisson's thread id is any Java long (its async API takes one). A
+-- read-write lock has a holder: a hash of "mode" alone, which no lock leaves (the last
+-- release deletes the hash), is other data. (A hash of no fields, which Redis never keeps,
+-- is what a server whose clock moves during a script, miniredis, shows of a lock that
+-- expires meanwhile: a lock.)
 --
 -- wrongtype(kind) returns the WRONGTYPE error for a key of that shape.
 local function shape(key)
@@ -30,7 +32,7 @@ local function shape(key)
       return nil
     end
   end
-  if not holders or writes and kind ~= 'rwlock' then return nil end
+  if kind == 'rwlock' and not holders or writes and kind ~= 'rwlock' then return nil end
   return kind
 end
 local function wrongtype(kind)
