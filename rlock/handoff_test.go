@@ -58,6 +58,34 @@ func waitersBehind(behind bool) string {
 	return "nobody behind"
 }
 
+// parkBehind parks a second waiter behind the one parked, when behind is set; nil
+// otherwise.
+func parkBehind(t *testing.T, behind bool, c *relock.Client, mu *rlock.Mutex, ctx context.Context) <-chan context.Context {
+	t.Helper()
+	if !behind {
+		return nil
+	}
+	return parkWaiter(t, c, mu, ctx)
+}
+
+// takeBehind waits for the waiter parkBehind parked, which the release of the hold before
+// it hands the lock, and returns its hold; nil when none was parked. It fails the test
+// unless the waiter holds the lock once.
+func takeBehind(t *testing.T, mu *rlock.Mutex, next <-chan context.Context) context.Context {
+	t.Helper()
+	if next == nil {
+		return nil
+	}
+	w := redistest.Recv(t, next, 10*time.Second, "the second waiter's Lock")
+	if w == nil {
+		t.FailNow()
+	}
+	if n, _ := mu.HoldCount(w); n != 1 {
+		t.Errorf("HoldCount of the second waiter's hold is %d; want 1", n)
+	}
+	return w
+}
+
 // handsToWaiter is TestUnlockHandsToWaiterOfItsClient, with a second waiter parked behind
 // the first when behind is set.
 func handsToWaiter(t *testing.T, behind bool) {
@@ -76,10 +104,7 @@ func handsToWaiter(t *testing.T, behind bool) {
 		for round := range 2 {
 			first, _ := mu.Token(held)
 			got := parkWaiter(t, c, mu, ctx)
-			var next <-chan context.Context
-			if behind {
-				next = parkWaiter(t, c, mu, ctx)
-			}
+			next := parkBehind(t, behind, c, mu, ctx)
 
 			before := stats.Calls(t)
 			if err := mu.Unlock(held); err != nil {
@@ -127,12 +152,7 @@ func handsToWaiter(t *testing.T, behind bool) {
 				if err := mu.Unlock(held); err != nil {
 					t.Fatal(err)
 				}
-				if held = redistest.Recv(t, next, 10*time.Second, "the second waiter's Lock"); held == nil {
-					t.FailNow()
-				}
-				if n, _ := mu.HoldCount(held); n != 1 {
-					t.Errorf("HoldCount of the second waiter's hold is %d; want 1", n)
-				}
+				held = takeBehind(t, mu, next)
 			}
 		}
 		if err := mu.Unlock(held); err != nil {
@@ -302,10 +322,7 @@ func handoffReplyLost(t *testing.T, behind bool) {
 		}
 
 		got = parkWaiter(t, c, mu, ctx)
-		var next <-chan context.Context
-		if behind {
-			next = parkWaiter(t, c, mu, ctx)
-		}
+		next := parkBehind(t, behind, c, mu, ctx)
 		proxy.LoseReplyTo(unlockMarker("hand-lost"))
 		if err := mu.Unlock(held); err != nil {
 			t.Fatalf("Unlock with its reply lost: %v", err)
@@ -324,10 +341,7 @@ func handoffReplyLost(t *testing.T, behind bool) {
 		if err := mu.Unlock(w); err != nil {
 			t.Fatal(err)
 		}
-		if behind {
-			if w = redistest.Recv(t, next, 10*time.Second, "the second waiter's Lock"); w == nil {
-				t.FailNow()
-			}
+		if w = takeBehind(t, mu, next); w != nil {
 			if err := mu.Unlock(w); err != nil {
 				t.Fatal(err)
 			}
@@ -404,10 +418,7 @@ func TestHandoffOfAHoldThatIsGone(t *testing.T) {
 					t.Fatal(err)
 				}
 				got := parkWaiter(t, c, mu, ctx)
-				var next <-chan context.Context
-				if behind {
-					next = parkWaiter(t, c, mu, ctx)
-				}
+				next := parkBehind(t, behind, c, mu, ctx)
 				redistest.MustDo(t, side, "DEL", "hand-gone")
 				if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
 					t.Fatalf("Unlock of a hold that is gone: %v; want ErrNotHeld", err)
@@ -425,10 +436,7 @@ func TestHandoffOfAHoldThatIsGone(t *testing.T) {
 				if err := mu.Unlock(w); err != nil {
 					t.Fatal(err)
 				}
-				if behind {
-					if w = redistest.Recv(t, next, 10*time.Second, "the second waiter's Lock"); w == nil {
-						t.FailNow()
-					}
+				if w = takeBehind(t, mu, next); w != nil {
 					if err := mu.Unlock(w); err != nil {
 						t.Fatal(err)
 					}
