@@ -68,6 +68,20 @@ func parkBehind(t *testing.T, behind bool, c *relock.Client, mu *rlock.Mutex, ct
 	return parkWaiter(t, c, mu, ctx)
 }
 
+// unlockBoth releases w, and then the hold of the waiter parked behind it (next, from
+// parkBehind), which that release hands the lock.
+func unlockBoth(t *testing.T, mu *rlock.Mutex, w context.Context, next <-chan context.Context) {
+	t.Helper()
+	if err := mu.Unlock(w); err != nil {
+		t.Fatal(err)
+	}
+	if w = takeBehind(t, mu, next); w != nil {
+		if err := mu.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 // takeBehind waits for the waiter parkBehind parked, which the release of the hold before
 // it hands the lock, and returns its hold; nil when none was parked. It fails the test
 // unless the waiter holds the lock once.
@@ -338,14 +352,7 @@ func handoffReplyLost(t *testing.T, behind bool) {
 		if n, _ := redistest.Do(t, side, "HGET", "hand-lost", owner).AsInt64(); n != 1 {
 			t.Fatalf("the waiter's owner counts %d holds; want 1", n)
 		}
-		if err := mu.Unlock(w); err != nil {
-			t.Fatal(err)
-		}
-		if w = takeBehind(t, mu, next); w != nil {
-			if err := mu.Unlock(w); err != nil {
-				t.Fatal(err)
-			}
-		}
+		unlockBoth(t, mu, w, next)
 		if n, _ := redistest.Do(t, side, "EXISTS", "hand-lost").AsInt64(); n != 0 {
 			t.Error("the lock is still there after the waiter's one unlock: its hold was counted twice")
 		}
@@ -433,14 +440,7 @@ func TestHandoffOfAHoldThatIsGone(t *testing.T) {
 				if n, _ := mu.HoldCount(w); n != 1 {
 					t.Errorf("HoldCount of the claimed waiter's hold is %d; want 1", n)
 				}
-				if err := mu.Unlock(w); err != nil {
-					t.Fatal(err)
-				}
-				if w = takeBehind(t, mu, next); w != nil {
-					if err := mu.Unlock(w); err != nil {
-						t.Fatal(err)
-					}
-				}
+				unlockBoth(t, mu, w, next)
 				if n, _ := redistest.Do(t, side, "EXISTS", "hand-gone").AsInt64(); n != 0 {
 					t.Error("the lock is still there after its holders' unlocks")
 				}

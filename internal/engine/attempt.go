@@ -357,27 +357,26 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 		}
 		handed := sub.Handed()
 		if p, ok := handed.(*passed); ok {
-			// The releaser passed its hand call to this waiter: send it.
-			if h := p.run(); h != nil {
-				handed = h
-			} else {
-				// Nothing was handed (the release failed): the waiter was woken to try.
+			// The releaser passed its hand call to this waiter: send it. A release that
+			// handed nothing (it failed) leaves the waiter woken to try.
+			h := p.run()
+			if h == nil {
 				sub.Owe()
-				if err == nil {
-					err = ctx.Err()
-				}
 			}
+			handed = h
 		}
 		if h, ok := handed.(*handoff); ok {
-			got, terr := a.take(h)
-			if got {
-				a.woken = observe.ByHandoff
+			if h != nil {
+				got, terr := a.take(h)
+				if got {
+					a.woken = observe.ByHandoff
+				}
+				if got || terr != nil {
+					return terr
+				}
 			}
-			if got || terr != nil {
-				return terr
-			}
-			// Not handed after all (a lost reply, and the release found its hold gone):
-			// try, unless the wait was to end anyway.
+			// Not handed after all (the release failed, or a lost reply and the release
+			// found its hold gone): try, unless the wait was to end anyway.
 			if err == nil {
 				err = ctx.Err()
 			}

@@ -277,10 +277,12 @@ func (l *Lock) ReleaseAll(ctx context.Context, field string) error {
 		// The client first leaves the lock's wake registries, so that the release wakes
 		// another client: picked, this one would not act on it any more (its waiters have
 		// ended), and while the server has yet to see its presence subscription go, the
-		// registry takes it for listening. Best effort: it is left there otherwise.
-		for _, registry := range []string{l.n.Wake, l.n.Readers} {
-			_ = l.c.Redis.Do(ctx, l.c.Redis.B().Zrem().Key(registry).Member(l.c.WakeCode).Build()).Error()
-		}
+		// registry takes it for listening. Best effort, in one round trip: it is left
+		// there otherwise.
+		rc := l.c.Redis
+		rc.DoMulti(ctx,
+			rc.B().Zrem().Key(l.n.Wake).Member(l.c.WakeCode).Build(),
+			rc.B().Zrem().Key(l.n.Readers).Member(l.c.WakeCode).Build())
 	}
 	turn := l.c.Watchdog.Begin(l.n.Lock, field)
 	defer turn.End()

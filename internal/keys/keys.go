@@ -127,7 +127,7 @@ func ownerSuffix(s string) int {
 	const uuidLen = 36
 	c := strings.LastIndexByte(s, ':')
 	start := c - uuidLen
-	if c < 0 || start < 1 || s[start-1] != ':' || !IsOwner(s[start:]) {
+	if start < 1 || s[start-1] != ':' || !IsOwner(s[start:]) {
 		return -1
 	}
 	return start - 1
