@@ -20,9 +20,7 @@ type target struct {
 	met      bool
 }
 
-// Issue 16's targets. The handoff baselines are relock's S2-across-processes handoff p50
-// at 4 processes of 4 waiters before the issue's changes, from the report of that time;
-// no P=8 figure existed, so P=8 is held to the same.
+// Issue 16's targets.
 const (
 	ceilingTargetUs     = 20
 	mpMaxSent, mpMaxRun = 4, 22
@@ -30,9 +28,16 @@ const (
 	manyMaxCalls        = 1
 )
 
-var mpHandoffBaseline = map[time.Duration]time.Duration{
-	0:                0, // a woken waiter mostly has the lock before the releaser's Unlock returns
-	time.Millisecond: 131 * time.Microsecond,
+// mpHandoffBaseline is relock's S2-across-processes handoff p50 before the issue's changes,
+// by configuration. P=4 is from the report of that time. P=8 had no figure then: it was
+// measured later on the Intel machine, the code of that time and of the wake registry's
+// handoffs interleaved in 5 rounds of 3 s (the former: 0 µs and 267 µs, at 2,303 and 544
+// acquisitions a second; the latter 6 µs and 15 µs, at 7,943 and 746).
+var mpHandoffBaseline = map[mpConfig]time.Duration{
+	{4, 4, 0}:                0, // a woken waiter mostly has the lock before the releaser's Unlock returns
+	{4, 4, time.Millisecond}: 131 * time.Microsecond,
+	{8, 2, 0}:                0,
+	{8, 2, time.Millisecond}: 267 * time.Microsecond,
 }
 
 // targets checks the run against relock's published targets: each reports what the run
@@ -97,7 +102,7 @@ func (r *report) mpTargets() []target {
 		sentOK = sentOK && tt.sentPerAcq <= mpMaxSent && tt.cmdsPerAcq <= mpMaxRun
 		sentParts = append(sentParts, fmt.Sprintf("P=%d %s: %s sent, %s run", c.procs, csName(c.cs),
 			num(tt.sentPerAcq, 1), num(tt.cmdsPerAcq, 1)))
-		base := mpHandoffBaseline[c.cs]
+		base := mpHandoffBaseline[c]
 		p50 := "-"
 		if len(tt.handoffs) > 0 {
 			h := percentile(tt.handoffs, 50)
@@ -111,7 +116,7 @@ func (r *report) mpTargets() []target {
 	return []target{
 		{fmt.Sprintf("Across processes: at most %d commands sent and %d run per acquisition at P=4 and at P=8", mpMaxSent, mpMaxRun),
 			strings.Join(sentParts, "; "), sentOK},
-		{"Across processes: handoff p50 no worse than before the wake registry (P=4: 0 µs with an empty critical section, 131 µs with 1 ms)",
+		{"Across processes: handoff p50 no worse than before the wake registry (P=4: 0 µs with an empty critical section, 131 µs with 1 ms; P=8: 0 µs and 267 µs)",
 			strings.Join(hoParts, "; "), hoOK},
 	}
 }
