@@ -12,10 +12,13 @@ import (
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/multilock"
+	"github.com/relock-go/relock/pubsub"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 	"github.com/relock-go/relock/semaphore"
 	"github.com/relock-go/relock/spinlock"
+	"github.com/relock-go/relock/watchdog"
 )
 
 // nilCtx is the context a careless caller passes.
@@ -177,41 +180,75 @@ func TestNilArguments(t *testing.T) {
 	})
 }
 
-// A lock, semaphore or latch that no client made (a zero value, say a struct field that
-// was never set; and a nil read-write lock) fails every call with ErrInvalidOption, saying
-// so, and never panics: it has no client to send through.
+// A lock, semaphore, latch or client that no client made (a zero value, say a struct
+// field that was never set, or a nil pointer) fails every call with ErrInvalidOption,
+// saying so, and never panics: it has no client to send through.
 func TestZeroValues(t *testing.T) {
+	for _, v := range []struct {
+		what string
+		unmade
+	}{
+		{"zero", unmade{new(rlock.Mutex), new(fairlock.Mutex), new(spinlock.Mutex), new(rwlock.RWMutex),
+			new(multilock.MultiLock), new(semaphore.Weighted), new(countdown.Latch), new(relock.Client)}},
+		{"nil", unmade{}},
+	} {
+		t.Run(v.what, func(t *testing.T) { v.check(t) })
+	}
+}
+
+// unmade is one of each of the values TestZeroValues calls.
+type unmade struct {
+	mu *rlock.Mutex
+	fm *fairlock.Mutex
+	sm *spinlock.Mutex
+	rw *rwlock.RWMutex
+	ml *multilock.MultiLock
+	s  *semaphore.Weighted
+	l  *countdown.Latch
+	c  *relock.Client
+}
+
+func (u unmade) check(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	mu, fm, sm, rw := new(rlock.Mutex), new(fairlock.Mutex), new(spinlock.Mutex), new(rwlock.RWMutex)
-	var nilRW *rwlock.RWMutex
-	s, l := new(semaphore.Weighted), new(countdown.Latch)
+	mu, fm, sm, rw, ml, s, l, c := u.mu, u.fm, u.sm, u.rw, u.ml, u.s, u.l, u.c
 	calls := map[string]func() error{
 		"rlock Lock":           func() error { return keep(mu.Lock(ctx)) },
 		"rlock TryLock":        func() error { return keep(mu.TryLock(ctx)) },
 		"rlock Unlock":         func() error { return mu.Unlock(ctx) },
 		"rlock Do":             func() error { return mu.Do(ctx, noop) },
 		"rlock HoldCount":      func() error { return keep(mu.HoldCount(ctx)) },
+		"rlock IsHeld":         func() error { return keep(mu.IsHeld(ctx)) },
 		"rlock IsLocked":       func() error { return keep(mu.IsLocked(ctx)) },
 		"rlock TTL":            func() error { return keep(mu.TTL(ctx)) },
 		"rlock ForceUnlock":    func() error { return keep(mu.ForceUnlock(ctx)) },
 		"rlock Extend":         func() error { return mu.Extend(ctx, time.Second) },
 		"rlock Locker":         func() error { return keep(mu.Locker(ctx)) },
 		"fair Lock":            func() error { return keep(fm.Lock(ctx)) },
+		"fair TryLock":         func() error { return keep(fm.TryLock(ctx)) },
 		"fair Unlock":          func() error { return fm.Unlock(ctx) },
+		"fair IsLocked":        func() error { return keep(fm.IsLocked(ctx)) },
 		"spin Lock":            func() error { return keep(sm.Lock(ctx)) },
+		"spin TryLock":         func() error { return keep(sm.TryLock(ctx)) },
+		"spin Unlock":          func() error { return sm.Unlock(ctx) },
 		"rw RLock":             func() error { return keep(rw.RLock(ctx)) },
 		"rw Lock":              func() error { return keep(rw.Lock(ctx)) },
 		"rw RUnlock":           func() error { return rw.RUnlock(ctx) },
+		"rw Unlock":            func() error { return rw.Unlock(ctx) },
 		"rw IsLocked":          func() error { return keep(rw.IsLocked(ctx)) },
 		"rw RLocker":           func() error { return keep(rw.RLocker(ctx)) },
-		"nil rw RLock":         func() error { return keep(nilRW.RLock(ctx)) },
-		"nil rw Unlock":        func() error { return nilRW.Unlock(ctx) },
+		"multi Lock":           func() error { return keep(ml.Lock(ctx)) },
+		"multi TryLock":        func() error { return keep(ml.TryLock(ctx)) },
+		"multi Unlock":         func() error { return ml.Unlock(ctx) },
+		"multi Do":             func() error { return ml.Do(ctx, noop) },
 		"semaphore Acquire":    func() error { return s.Acquire(ctx, 1) },
 		"semaphore TryAcquire": func() error { return keep(s.TryAcquire(ctx, 1)) },
 		"semaphore Release":    func() error { return s.Release(ctx, 1) },
 		"semaphore AddPermits": func() error { return s.AddPermits(ctx, 1) },
 		"semaphore Drain":      func() error { return keep(s.Drain(ctx)) },
+		"semaphore TrySetPermits": func() error {
+			return keep(s.TrySetPermits(ctx, 1))
+		},
 		"semaphore AcquireLease": func() error {
 			return keep(s.AcquireLease(ctx, 1))
 		},
@@ -220,23 +257,58 @@ func TestZeroValues(t *testing.T) {
 		"latch CountDown":        func() error { return l.CountDown(ctx) },
 		"latch Count":            func() error { return keep(l.Count(ctx)) },
 		"latch Await":            func() error { return l.Await(ctx) },
+		"client Lock":            func() error { return keep(c.Lock("x").Lock(ctx)) },
+		"client FairLock":        func() error { return keep(c.FairLock("x").Lock(ctx)) },
+		"client SpinLock":        func() error { return keep(c.SpinLock("x").Lock(ctx)) },
+		"client RWLock":          func() error { return keep(c.RWLock("x").RLock(ctx)) },
+		"client MultiLock":       func() error { return keep(c.MultiLock(relock.Member(c.Lock("x"))).Lock(ctx)) },
+		"client Semaphore":       func() error { return c.Semaphore("x").Acquire(ctx, 1) },
+		"client CountDownLatch":  func() error { return keep(c.CountDownLatch("x").Count(ctx)) },
+		"client Close":           func() error { return c.Close() },
 	}
 	for what, call := range calls {
 		func() {
 			defer func() {
 				if r := recover(); r != nil {
-					t.Errorf("%s of a zero value panicked: %v", what, r)
+					t.Errorf("%s of a value no client made panicked: %v", what, r)
 				}
 			}()
 			if err := call(); !errors.Is(err, relock.ErrInvalidOption) {
-				t.Errorf("%s of a zero value: %v; want errors.Is ErrInvalidOption", what, err)
+				t.Errorf("%s of a value no client made: %v; want errors.Is ErrInvalidOption", what, err)
 			}
 		}()
 	}
-	if tok, ok := mu.Token(ctx); tok != 0 || ok {
-		t.Errorf("Token of a zero lock = %d, %v; want 0, false", tok, ok)
+	answers := map[string]func() any{
+		"rlock Token":          func() any { tok, ok := mu.Token(ctx); return fmt.Sprint(tok, ok) },
+		"rlock Name":           func() any { return mu.Name() },
+		"fair Name":            func() any { return fm.Name() },
+		"spin Name":            func() any { return sm.Name() },
+		"rw Name":              func() any { return rw.Name() },
+		"multi Names":          func() any { return len(ml.Names()) },
+		"semaphore Name":       func() any { return s.Name() },
+		"semaphore PermitIDs":  func() any { return len(s.PermitIDs(ctx)) },
+		"latch Name":           func() any { return l.Name() },
+		"client ID":            func() any { return c.ID() },
+		"client WatchdogStats": func() any { return c.WatchdogStats() == watchdog.Stats{} },
+		"client PubSubStats":   func() any { return c.PubSubStats() == pubsub.Stats{} },
+		"an error of no cause": func() any { return (&relock.Error{Op: "lock", Name: "x"}).Error() },
 	}
-	if n := nilRW.Name(); n != "" {
-		t.Errorf("Name of a nil read-write lock = %q; want none", n)
+	want := map[string]any{"rlock Token": "0 false", "multi Names": 0, "semaphore PermitIDs": 0,
+		"client WatchdogStats": true, "client PubSubStats": true, "an error of no cause": `relock: lock "x"`}
+	for what, answer := range answers {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s of a value no client made panicked: %v", what, r)
+				}
+			}()
+			w, ok := want[what]
+			if !ok {
+				w = ""
+			}
+			if got := answer(); got != w {
+				t.Errorf("%s of a value no client made = %#v; want %#v", what, got, w)
+			}
+		}()
 	}
 }

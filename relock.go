@@ -30,6 +30,7 @@ import (
 	"github.com/relock-go/relock/internal/core"
 	icountdown "github.com/relock-go/relock/internal/countdown"
 	"github.com/relock-go/relock/internal/engine"
+	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
 	"github.com/relock-go/relock/internal/owner"
 	"github.com/relock-go/relock/internal/permits"
@@ -272,7 +273,13 @@ func shardedPubSubSupported(rc rueidis.Client, timeout time.Duration) bool {
 // WithReleaseOnClose(false) skips the releases: the holds run out their leases.
 //
 // Close is idempotent: a later call returns nil.
+//
+// A Client that New did not make (nil, or a zero value) has nothing to close: Close
+// returns ErrInvalidOption, and its locks, semaphores and latches fail every call so.
 func (c *Client) Close() error {
+	if c.made() == nil {
+		return lockerr.New("close", "", lockerr.ErrNotMade)
+	}
 	err := c.core.Close(!c.keepOnClose)
 	if c.own != nil {
 		c.own.Close() // idempotent
@@ -281,32 +288,38 @@ func (c *Client) Close() error {
 }
 
 // ID returns the client's UUID: the first part of every owner it makes, as in Redisson.
-func (c *Client) ID() string { return c.core.ID }
+// A Client that New did not make has none: "".
+func (c *Client) ID() string {
+	if c.made() == nil {
+		return ""
+	}
+	return c.core.ID
+}
 
 // Lock returns the reentrant mutex named name. The name is the lock's Redis key. Options
 // apply to every acquisition through the returned Mutex. An invalid name is reported by
 // the Mutex's methods (ErrInvalidName), so Lock never fails.
 func (c *Client) Lock(name string, opts ...rlock.Option) *rlock.Mutex {
-	return (*rlock.Mutex)(engine.New(c.core, engine.Plain, name, lockopt.Merge(&lockopt.Settings{}, opts)))
+	return (*rlock.Mutex)(engine.New(c.made(), engine.Plain, name, lockopt.Merge(&lockopt.Settings{}, opts)))
 }
 
 // FairLock returns the fair (FIFO) reentrant mutex named name: waiters get the lock in the
 // order they arrived. Options are those of package fairlock and package rlock.
 func (c *Client) FairLock(name string, opts ...fairlock.Option) *fairlock.Mutex {
-	return (*fairlock.Mutex)(engine.New(c.core, engine.Fair, name, lockopt.Merge(&lockopt.Settings{}, opts)))
+	return (*fairlock.Mutex)(engine.New(c.made(), engine.Fair, name, lockopt.Merge(&lockopt.Settings{}, opts)))
 }
 
 // RWLock returns the reentrant read-write lock named name, with Redisson's RReadWriteLock
 // layout. Options are those of package rwlock and package rlock.
 func (c *Client) RWLock(name string, opts ...rwlock.Option) *rwlock.RWMutex {
-	return (*rwlock.RWMutex)(engine.NewRW(c.core, name, lockopt.Merge(&lockopt.Settings{}, opts)))
+	return (*rwlock.RWMutex)(engine.NewRW(c.made(), name, lockopt.Merge(&lockopt.Settings{}, opts)))
 }
 
 // SpinLock returns the reentrant spin lock named name: rlock's data (Redisson's RSpinLock),
 // whose waiters try again after a back-off instead of subscribing to a channel. Options
 // are those of package spinlock and package rlock.
 func (c *Client) SpinLock(name string, opts ...spinlock.Option) *spinlock.Mutex {
-	return (*spinlock.Mutex)(engine.New(c.core, engine.Spin, name, lockopt.Merge(&lockopt.Settings{}, opts)))
+	return (*spinlock.Mutex)(engine.New(c.made(), engine.Spin, name, lockopt.Merge(&lockopt.Settings{}, opts)))
 }
 
 // MultiLock returns the locks of members as one lock, all or nothing (Redisson's
@@ -335,23 +348,38 @@ func WriteMember(rw *rwlock.RWMutex) multilock.Member {
 // Semaphore returns the semaphore named name, with Redisson's RSemaphore layout. The name is
 // its Redis key. An invalid name is reported by the semaphore's methods (ErrInvalidName).
 func (c *Client) Semaphore(name string) *semaphore.Weighted {
-	return (*semaphore.Weighted)(permits.New(c.core, c.gates, name))
+	return (*semaphore.Weighted)(permits.New(c.made(), lockerr.OrZero(c).gates, name))
 }
 
 // CountDownLatch returns the count-down latch named name, with Redisson's RCountDownLatch
 // layout. The name is its Redis key. An invalid name is reported by the latch's methods
 // (ErrInvalidName).
 func (c *Client) CountDownLatch(name string) *countdown.Latch {
-	return (*countdown.Latch)(icountdown.New(c.core, name))
+	return (*countdown.Latch)(icountdown.New(c.made(), name))
 }
 
 // PubSubStats returns a snapshot of the client's waiting activity: subscriptions, parked
 // waiters, wake-up messages, and waits ended by messages or by their TTL bound.
-func (c *Client) PubSubStats() pubsub.Stats { return c.core.Hub.Stats() }
+func (c *Client) PubSubStats() pubsub.Stats {
+	if c.made() == nil {
+		return pubsub.Stats{}
+	}
+	return c.core.Hub.Stats()
+}
 
 // WatchdogStats returns a snapshot of the client's lease renewals: holds known, renewal
 // rounds, script calls and round trips, renewals, and holds found lost.
-func (c *Client) WatchdogStats() watchdog.Stats { return c.core.Watchdog.Stats() }
+func (c *Client) WatchdogStats() watchdog.Stats {
+	if c.made() == nil {
+		return watchdog.Stats{}
+	}
+	return c.core.Watchdog.Stats()
+}
+
+// made returns the client's core, or nil for a Client that New did not make (nil, or a
+// zero value): the locks, semaphores and latches made on it then fail every call with
+// ErrNotMade.
+func (c *Client) made() *core.Client { return lockerr.OrZero(c).core }
 
 // NewOwner returns a context that carries a new owner, whatever ctx carries: every lock
 // taken with it, or with a context derived from it, is taken by that owner (on each client

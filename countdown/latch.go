@@ -12,6 +12,7 @@ import (
 	"context"
 
 	"github.com/relock-go/relock/internal/countdown"
+	"github.com/relock-go/relock/internal/lockerr"
 )
 
 // Latch is a distributed count-down latch, made by relock.Client.CountDownLatch. Its
@@ -24,7 +25,7 @@ import (
 // the constructor needs no error; every method then fails with ErrInvalidName.
 type Latch countdown.Latch
 
-func (l *Latch) l() *countdown.Latch { return (*countdown.Latch)(l) }
+func (l *Latch) l() *countdown.Latch { return lockerr.OrZero((*countdown.Latch)(l)) }
 
 // Name returns the latch's name, which is also its Redis key.
 func (l *Latch) Name() string { return l.l().Name() }

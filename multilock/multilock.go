@@ -17,6 +17,7 @@ import (
 	"context"
 
 	"github.com/relock-go/relock/internal/engine"
+	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
 )
 
@@ -48,7 +49,7 @@ type Member = engine.Member
 // converts one into the other, so that this package exports no constructor.)
 type MultiLock engine.Multi
 
-func (m *MultiLock) m() *engine.Multi { return (*engine.Multi)(m) }
+func (m *MultiLock) m() *engine.Multi { return lockerr.OrZero((*engine.Multi)(m)) }
 
 // Names returns the members' names in the order they are taken.
 func (m *MultiLock) Names() []string { return m.m().Names() }

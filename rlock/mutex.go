@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/engine"
+	"github.com/relock-go/relock/internal/lockerr"
 )
 
 // Mutex is a reentrant distributed lock, made by relock.Client.Lock. Its methods are safe
@@ -27,7 +28,7 @@ import (
 // converts one into the other, so that this package exports no constructor.)
 type Mutex engine.Lock
 
-func (m *Mutex) l() *engine.Lock { return (*engine.Lock)(m) }
+func (m *Mutex) l() *engine.Lock { return lockerr.OrZero((*engine.Lock)(m)) }
 
 // Name returns the lock's name, which is also its Redis key.
 func (m *Mutex) Name() string { return m.l().Name() }

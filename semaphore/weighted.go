@@ -70,6 +70,7 @@ package semaphore
 import (
 	"context"
 
+	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/permits"
 )
 
@@ -83,7 +84,7 @@ import (
 // constructor needs no error; every method then fails with ErrInvalidName.
 type Weighted permits.Semaphore
 
-func (s *Weighted) s() *permits.Semaphore { return (*permits.Semaphore)(s) }
+func (s *Weighted) s() *permits.Semaphore { return lockerr.OrZero((*permits.Semaphore)(s)) }
 
 // Name returns the semaphore's name, which is also its Redis key.
 func (s *Weighted) Name() string { return s.s().Name() }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/engine"
+	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/lockopt"
 )
 
@@ -48,7 +49,7 @@ func WithBackOff(first, most time.Duration) Option {
 // converts one into the other, so that this package exports no constructor.)
 type Mutex engine.Lock
 
-func (m *Mutex) l() *engine.Lock { return (*engine.Lock)(m) }
+func (m *Mutex) l() *engine.Lock { return lockerr.OrZero((*engine.Lock)(m)) }
 
 // Name returns the lock's name, which is also its Redis key.
 func (m *Mutex) Name() string { return m.l().Name() }

@@ -34,6 +34,16 @@ var (
 // a zero value (a struct field, say), which has no client to send through.
 var ErrNotMade = fmt.Errorf("%w: not made by a relock.Client (a zero value)", ErrInvalidOption)
 
+// OrZero returns p, or for a nil p a new zero T: the nil pointer of a lock, semaphore,
+// latch or client is taken for its zero value, which no client made, so that its every
+// call fails with ErrNotMade as the zero value's does, rather than panicking.
+func OrZero[T any](p *T) *T {
+	if p == nil {
+		return new(T)
+	}
+	return p
+}
+
 // ErrNilContext and ErrNilFunc are the errors of a call given a nil context, or a nil function
 // to run under the lock.
 var (
@@ -85,7 +95,11 @@ const (
 )
 
 func (e *Error) Error() string {
-	return "relock: " + e.Op + " " + strconv.Quote(e.Name) + ": " + e.Err.Error()
+	s := "relock: " + e.Op + " " + strconv.Quote(e.Name)
+	if e.Err == nil {
+		return s
+	}
+	return s + ": " + e.Err.Error()
 }
 
 // Unwrap returns the cause, so errors.Is(err, ErrNotHeld) and errors.Is(err,
