@@ -148,9 +148,6 @@ func WithWatchdogTimeout(d time.Duration) Option {
 	}
 }
 
-// maxTimeout is the longest timeout WithTimeout sets: a hundred years, as good as none.
-const maxTimeout = 100 * 365 * 24 * time.Hour
-
 // WithTimeout bounds each Redis call that does not follow the caller's context (default
 // 3s): an acquire attempt, which is finished even if the caller's context ends so that no
 // hold is left behind unknown, and Unlock, which must work after cancellation. A waiter
@@ -165,7 +162,7 @@ func WithTimeout(d time.Duration) Option {
 		}
 		// Bounds are kept as the clock plus the timeout: a longer one would wrap around
 		// into the past and end every call at once.
-		c.timeout = min(d, maxTimeout)
+		c.timeout = min(d, lockopt.Forever)
 		return nil
 	}
 }

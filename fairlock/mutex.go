@@ -39,7 +39,8 @@ const DefaultRefreshPeriod = lockopt.DefaultRefresh
 // WithRefreshPeriod sets how often a waiter comes back to refresh its queue entry; an
 // entry not refreshed for two periods is taken for a dead waiter's and skipped. Shorter
 // periods find dead waiters sooner for one small script call per waiter and period. It
-// must be at least 10ms, or the call fails with ErrInvalidOption.
+// must be at least 10ms, or the call fails with ErrInvalidOption; a period over a hundred
+// years is taken as a hundred years.
 func WithRefreshPeriod(d time.Duration) Option {
 	return lockopt.Fair(lockopt.Refresh(d))
 }

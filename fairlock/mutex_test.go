@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -749,6 +750,50 @@ func TestWaiterGivingUpPassesItsTurn(t *testing.T) {
 				t.Fatalf("second waiter, after the first gave up at a free lock: %v", err)
 			}
 			return
+		}
+	})
+}
+
+// The longest refresh period a waiter may ask for keeps its entry in the queue, in its
+// place: a period over a hundred years is taken as a hundred years, as good as none, and
+// the entry lives twice that. Guards against an entry's life that overflows the server's
+// clock (miniredis deletes a key whose PEXPIRE overflows at once: the waiter then waited
+// forever, and the one behind it took its turn).
+func TestLongestRefreshPeriod(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, 20*time.Second)
+		mu := c.FairLock("forever")
+		holder, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		granted := make(chan string, 2)
+		var waiters sync.WaitGroup
+		t.Cleanup(waiters.Wait)
+		queueUp := func(who string, opts ...fairlock.Option) {
+			waiters.Add(1)
+			go func() {
+				defer waiters.Done()
+				held, err := mu.Lock(ctx, opts...)
+				if err != nil {
+					granted <- who + ": " + err.Error()
+					return
+				}
+				granted <- who
+				_ = mu.Unlock(held)
+			}()
+		}
+		queueUp("patient", fairlock.WithRefreshPeriod(math.MaxInt64))
+		redistest.Eventually(t, 5*time.Second, "patient waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "forever")) == 1 })
+		queueUp("late")
+		redistest.Eventually(t, 5*time.Second, "late waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "forever")) == 2 })
+		if err := mu.Unlock(holder); err != nil {
+			t.Fatal(err)
+		}
+		if first, second := redistest.Recv(t, granted, 10*time.Second, "the first grant"), redistest.Recv(t, granted, 10*time.Second, "the second grant"); first != "patient" || second != "late" {
+			t.Fatalf("granted to %q, then %q; want the patient waiter first", first, second)
 		}
 	})
 }

@@ -3,6 +3,7 @@ package rwlock_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -753,6 +754,33 @@ func TestLastReaderPublishesOneToWaitingWriters(t *testing.T) {
 		}
 		if releases[0] != "1" {
 			t.Errorf("the last reader's unlock, with a writer waiting, published %q; want \"1\" (messages %v)", releases[0], heard.Messages())
+		}
+	})
+}
+
+// A waiting writer with the longest refresh period holds new readers back, under writer
+// preference: a period over a hundred years is taken as a hundred years, and the writer's
+// entry lives twice that. Guards against an entry's life that overflows the server's clock
+// (miniredis deletes a key whose PEXPIRE overflows at once, and readers went ahead).
+func TestLongestRefreshPeriod(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, 20*time.Second)
+		mu := c.RWLock("forever", rwlock.WithWriterPreference(), rwlock.WithRefreshPeriod(math.MaxInt64))
+		r, err := mu.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrote := startWaitingWriter(t, mu, side)
+		if _, err := mu.TryRLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("TryRLock of a new reader while a writer waits: %v; want ErrLocked", err)
+		}
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, wrote, 10*time.Second, "the writer's turn"); err != nil {
+			t.Fatalf("writer: %v", err)
 		}
 	})
 }

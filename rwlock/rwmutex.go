@@ -49,7 +49,8 @@ func WithWriterPreference() Option {
 }
 
 // WithRefreshPeriod sets how often a waiting writer under writer preference refreshes its
-// entry (default 5s, at least 10ms, or the call fails with ErrInvalidOption).
+// entry (default 5s, at least 10ms, or the call fails with ErrInvalidOption; a period over
+// a hundred years is taken as a hundred years).
 func WithRefreshPeriod(d time.Duration) Option {
 	return lockopt.RW(lockopt.Refresh(d))
 }

@@ -143,14 +143,21 @@ func Merge[O Option](base *Settings, opts []O) *Settings {
 	return &own
 }
 
-// Refresh sets the refresh period, at least 10ms (else ErrInvalidOption).
+// Forever is the longest period a setting takes (a longer one is taken as Forever): a
+// hundred years, as good as none. A refresh period's entry lives two periods, and twice
+// a longer one, in milliseconds, overflows a server whose clock counts nanoseconds
+// (miniredis, which then deletes the entry at once).
+const Forever = 100 * 365 * 24 * time.Hour
+
+// Refresh sets the refresh period, at least 10ms (else ErrInvalidOption); a longer one
+// than Forever is taken as Forever.
 func Refresh(d time.Duration) func(*Settings) {
 	return func(s *Settings) {
 		if d < 10*time.Millisecond {
 			s.Invalid(lockerr.ErrInvalidOption)
 			return
 		}
-		s.Refresh = d
+		s.Refresh = min(d, Forever)
 	}
 }
 
