@@ -1022,3 +1022,37 @@ func TestLeaseWaitTimeout(t *testing.T) {
 		wantValue(t, side, name, "1")
 	})
 }
+
+// An expiry on the count (an application's, or Redisson's RSemaphore.expire) is kept by
+// every relock call that writes the count: acquire, release, AddPermits, Drain, and a
+// lease's acquire and release (docs/migration-from-redisson.md: "an expiry is kept by
+// every relock call").
+func TestCountKeepsItsExpiry(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		ctx := redistest.Context(t, 15*time.Second)
+		s := c.Semaphore("expiring-count")
+		mustSet(t, s, 3)
+		redistest.MustDo(t, side, "PEXPIRE", s.Name(), "600000")
+		var lease context.Context
+		for _, call := range []struct {
+			what string
+			do   func() error
+		}{
+			{"Acquire", func() error { return s.Acquire(ctx, 1) }},
+			{"Release", func() error { return s.Release(ctx, 1) }},
+			{"AddPermits", func() error { return s.AddPermits(ctx, 2) }},
+			{"AcquireLease", func() (err error) { lease, err = s.AcquireLease(ctx, 1); return err }},
+			{"ReleaseLease", func() error { return s.ReleaseLease(lease) }},
+			{"Drain", func() error { _, err := s.Drain(ctx); return err }},
+		} {
+			if err := call.do(); err != nil {
+				t.Fatalf("%s: %v", call.what, err)
+			}
+			if ms := redistest.PTTL(t, side, s.Name()); ms <= 500000 || ms > 600000 {
+				t.Errorf("the count's PTTL after %s is %dms; want the expiry kept, about 600000", call.what, ms)
+			}
+		}
+	})
+}

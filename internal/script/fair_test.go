@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/script"
@@ -38,6 +40,63 @@ func TestFairReleasePassesOverDeadWaiters(t *testing.T) {
 		q, err := rc.Do(context.Background(), rc.B().Lrange().Key(n.Queue).Start(0).Stop(-1).Build()).AsStrSlice()
 		if err != nil || strings.Join(q, " ") != live {
 			t.Errorf("queue %v (%v) after the release; want the live waiter alone", q, err)
+		}
+	})
+}
+
+// fairAcquire runs the fair lock's acquire script for owner on n, queueing it when it
+// cannot take the lock, with waiters' entries living 10s.
+func fairAcquire(rc rueidis.Client, n keys.Names, owner string) ([]int64, error) {
+	r := script.FairAcquire().Exec(context.Background(), rc, []string{n.Lock, n.Queue, n.Deadlines},
+		[]string{"30000", owner, "10000", "1", "publish", n.FairChannel, "2"})
+	if v, err := r.AsInt64(); err == nil {
+		return []int64{1, v}, nil
+	}
+	return r.AsIntSlice()
+}
+
+// An attempt at a free fair lock that finds waiters at the head of the queue whose entries
+// ran out passes over them, and tells the first live waiter that its turn came (it was
+// sleeping until its own refresh: nobody else will tell it), not the dead ones; the
+// caller then queues behind it.
+func TestFairAcquirePassesOverDeadWaiters(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		n := keys.Of("fair-acquire-dead-head")
+		const dead, live = second, "6f1c2a3b-0000-4000-8000-000000000004:1"
+		redistest.MustDo(t, rc, "RPUSH", n.Queue, dead, live)
+		redistest.MustDo(t, rc, "ZADD", n.Deadlines, "1", dead, "99999999999999", live)
+		deadL, liveL := b.Listen(t, n.Waiter(dead)), b.Listen(t, n.Waiter(live))
+		if v, err := fairAcquire(rc, n, holder); err != nil || v[0] != 0 {
+			t.Fatalf("attempt behind a live waiter = %v, %v; want {0, ms}", v, err)
+		}
+		redistest.Eventually(t, 10*time.Second, "the live waiter never heard its turn", func() bool { return slices.Equal(liveL.Messages(), []string{"2"}) })
+		if m := deadL.Messages(); len(m) != 0 {
+			t.Errorf("the dead waiter was told %v; want nothing", m)
+		}
+		q, err := rc.Do(context.Background(), rc.B().Lrange().Key(n.Queue).Start(0).Stop(-1).Build()).AsStrSlice()
+		if err != nil || !slices.Equal(q, []string{live, holder}) {
+			t.Errorf("queue %v (%v); want the live waiter, then the caller", q, err)
+		}
+	})
+}
+
+// A waiter's queue entry lives no longer than its entry, in the queue and in the
+// deadlines alike: were every waiter to die with nobody releasing, both keys run out
+// rather than stay for ever (Redisson's #5019, keys left behind).
+func TestFairQueueKeysExpireWithTheirEntries(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		n := keys.Of("fair-queue-life")
+		redistest.MustDo(t, rc, "HSET", n.Lock, holder, "1")
+		redistest.MustDo(t, rc, "PEXPIRE", n.Lock, "30000")
+		if v, err := fairAcquire(rc, n, second); err != nil || v[0] != 0 {
+			t.Fatalf("attempt at a held lock = %v, %v; want {0, ms}", v, err)
+		}
+		for _, k := range []string{n.Queue, n.Deadlines} {
+			if pttl := redistest.PTTL(t, rc, k); pttl <= 0 || pttl > 10000 {
+				t.Errorf("%s PTTL %dms with one waiter whose entry lives 10000ms; want (0, 10000]", k, pttl)
+			}
 		}
 	})
 }
