@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -574,8 +575,18 @@ func TestWaitTimeout(t *testing.T) {
 		if held.Err() != nil {
 			t.Fatalf("the hold's context ended with the wait bound: %v", context.Cause(held))
 		}
-		if _, err := c1.Lock("bounded").Lock(ctx, rlock.WithWaitTimeout(0)); !errors.Is(err, relock.ErrInvalidOption) {
-			t.Errorf("a zero wait bound: %v; want ErrInvalidOption", err)
+		// A bound that is not positive is refused, naming the lock, and the hold is kept:
+		// taken for none, it would wait on a held lock without end.
+		for _, d := range []time.Duration{0, -time.Nanosecond, -time.Second} {
+			bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err := c2.Lock("bounded").Lock(bounded, rlock.WithWaitTimeout(d))
+			cancel()
+			if !errors.Is(err, relock.ErrInvalidOption) || !strings.Contains(err.Error(), `"bounded"`) {
+				t.Errorf("a wait bound of %v: %v; want ErrInvalidOption naming the lock", d, err)
+			}
+		}
+		if n, err := c1.Lock("bounded").HoldCount(held); n != 1 || err != nil {
+			t.Errorf("hold count after the refused calls: %d, %v; want 1", n, err)
 		}
 		if err := c1.Lock("bounded").Unlock(held); err != nil {
 			t.Fatal(err)
