@@ -13,6 +13,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
 )
 
 // throughProxy returns a relock client whose connections pass a fault-injecting proxy.
@@ -328,4 +329,64 @@ func (c *failures) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisR
 		}
 	}
 	return r
+}
+
+// An unlock sent after its hold's lease ran out, whose reply is lost, finds the hold gone
+// when it is sent again; that is not its own first send's doing, since that went out after
+// the lease's end: Unlock reports ErrNotHeld and the hold's context ends as lost, not
+// released (the critical section did not end under the lock).
+func TestUnlockReplyLostAfterTheLease(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, proxy := throughProxy(t, b)
+		mu := c.Lock("lost-late-unlock")
+		held, err := mu.Lock(redistest.Context(t, time.Minute), rlock.WithLease(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		side := b.Client(t)
+		redistest.Eventually(t, 10*time.Second, "the lease never ran out in Redis", func() bool {
+			n, _ := redistest.Do(t, side, "EXISTS", "lost-late-unlock").AsInt64()
+			return n == 0
+		})
+		proxy.LoseReplyTo(unlockMarker("lost-late-unlock"))
+		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock after the lease ran out, its reply lost: %v; want ErrNotHeld", err)
+		}
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Errorf("the hold's context: %v; want ErrLeaseLost", cause)
+		}
+	})
+}
+
+// A Lock whose context ends while its attempt is in flight, the attempt taking the lock in
+// Redis, returns the context's error and releases that hold again: nobody knows of it, and
+// kept it would hold the lock for a lease.
+func TestLockContextEndsInFlight(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "inflight"
+		side := b.Client(t)
+		c, err := relock.New(redistest.LateReply(b.Client(t), name, 3*time.Second))
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		held, err := c.Lock(name).Lock(ctx)
+		if !errors.Is(err, context.DeadlineExceeded) || held != ctx {
+			t.Fatalf("Lock whose context ended in flight = %v; want ctx and errors.Is DeadlineExceeded", err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+			t.Fatalf("the lock exists after a Lock that gave up (PTTL %dms); want it released", redistest.PTTL(t, side, name))
+		}
+		other := relocktest.New(t, b)
+		h, err := other.Lock(name).TryLock(redistest.Context(t, 10*time.Second))
+		if err != nil {
+			t.Fatalf("another client's TryLock after the Lock gave up: %v", err)
+		}
+		_ = other.Lock(name).Unlock(h)
+	})
 }
