@@ -3,15 +3,20 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -677,4 +682,67 @@ func TestFractionalLeaseEndsWithRedis(t *testing.T) {
 			})
 		})
 	}
+}
+
+// lateRenewal is a Redis client whose first renewal batch of reentrant locks runs at once
+// but is answered late (the reply held back d on its way), and whose later renewals never
+// reach Redis (they fail as a cancelled call does): after answered closes, the lock's
+// expiry in Redis is the one that late-answered renewal set.
+type lateRenewal struct {
+	rueidis.Client
+	d        time.Duration
+	sha      string
+	n        atomic.Int32
+	answered chan struct{}
+}
+
+func (l *lateRenewal) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []rueidis.RedisResult {
+	renewal := false
+	for _, cmd := range cmds {
+		renewal = renewal || slices.Contains(cmd.Commands(), l.sha)
+	}
+	if !renewal {
+		return l.Client.DoMulti(ctx, cmds...)
+	}
+	if l.n.Add(1) > 1 {
+		gone, cancel := context.WithCancel(ctx)
+		cancel()
+		return l.Client.DoMulti(gone, cmds...)
+	}
+	res := l.Client.DoMulti(ctx, cmds...)
+	time.Sleep(l.d)
+	close(l.answered)
+	return res
+}
+
+// A renewal counts the lease from when it was sent, not from when its reply came: the
+// reply of one that ran at once but was heard a second late must not move the hold's
+// deadline past the expiry Redis set. When Redis lets the lock go, the hold's context has
+// ended.
+func TestLateRenewalReplyCountsFromTheSend(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		redistest.MustDo(t, side, "SCRIPT", "LOAD", script.RLockRenew().Source) // no NOSCRIPT round
+		rc := &lateRenewal{Client: b.Client(t), d: time.Second, sha: script.RLockRenew().SHA1, answered: make(chan struct{})}
+		c, err := relock.New(rc, relock.WithWatchdogTimeout(2*time.Second), relock.WithLogger(nil))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		held, err := c.Lock("late-renewal").Lock(redistest.Context(t, 20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		redistest.Recv(t, rc.answered, 10*time.Second, "the late-answered renewal")
+		redistest.Eventually(t, 10*time.Second, "the lock never ran out in Redis", func() bool {
+			n, _ := redistest.Do(t, side, "EXISTS", "late-renewal").AsInt64()
+			return n == 0
+		})
+		if held.Err() == nil {
+			t.Fatal("the hold's context is live after Redis let the lock go")
+		}
+		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Errorf("the hold's context ended with %v; want ErrLeaseLost", cause)
+		}
+	})
 }
