@@ -55,23 +55,10 @@ func NewRW(c *core.Client, name string, defaults *lockopt.Settings) *RW {
 
 // Read is the read side; for a nil or zero rw, a lock no client made, whose every call
 // fails with ErrNotMade (and which a Multi refuses as a member).
-func (rw *RW) Read() *Lock {
-	if rw == nil || rw.r == nil {
-		return unmade
-	}
-	return rw.r
-}
+func (rw *RW) Read() *Lock { return lockerr.OrZero(lockerr.OrZero(rw).r) }
 
 // Write is the write side; for a nil or zero rw, as Read.
-func (rw *RW) Write() *Lock {
-	if rw == nil || rw.w == nil {
-		return unmade
-	}
-	return rw.w
-}
-
-// unmade is the side of a read-write lock that no client made.
-var unmade = &Lock{err: lockerr.ErrNotMade}
+func (rw *RW) Write() *Lock { return lockerr.OrZero(lockerr.OrZero(rw).w) }
 
 // Name returns the lock's name, which is also its Redis key.
 func (l *Lock) Name() string { return l.n.Lock }
@@ -530,19 +517,28 @@ var errOtherKind = fmt.Errorf("%w: this owner holds the name as another kind of 
 
 // check returns the error that stops any call with ctx before it reaches Redis.
 func (l *Lock) check(ctx context.Context, optErr error) error {
-	switch {
-	case ctx == nil:
+	if ctx == nil {
 		return lockerr.ErrNilContext
-	case l.err != nil:
-		return l.err
-	case l.c == nil:
-		return lockerr.ErrNotMade
+	}
+	if err := l.unusable(); err != nil {
+		return err
+	}
+	switch {
 	case optErr != nil:
 		return optErr
 	case l.c.Closed():
 		return lockerr.ErrClosed
 	}
 	return nil
+}
+
+// unusable returns the error that fails every call of the lock whatever it is given: its
+// name's (ErrInvalidName), or ErrNotMade for a lock no client made (a zero value).
+func (l *Lock) unusable() error {
+	if l.c == nil && l.err == nil {
+		return lockerr.ErrNotMade
+	}
+	return l.err
 }
 
 // fail wraps err with the operation and the lock's name, and turns Redis's WRONGTYPE

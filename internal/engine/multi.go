@@ -44,8 +44,8 @@ func NewMulti(members []Member) *Multi {
 		return cmp.Or(strings.Compare(a.n.Lock, b.n.Lock), cmp.Compare(rank(a.kind), rank(b.kind)))
 	})
 	for _, l := range m.members {
-		if m.err == nil && l.err != nil {
-			m.err = l.fail("lock", l.err)
+		if err := l.unusable(); m.err == nil && err != nil {
+			m.err = l.fail("lock", err)
 		}
 	}
 	return m
