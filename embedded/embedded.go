@@ -12,15 +12,21 @@ import (
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/lockerr"
 )
 
-// Server is an in-process Redis with a relock client on it.
+// Server is an in-process Redis with a relock client on it. A Server that Start did not
+// make (a zero value or a nil pointer) has no Redis: Client returns a nil client, whose
+// every lock's calls fail with relock.ErrInvalidOption, Redis nil, Addr "", NewClient
+// that error, and Close does nothing.
 type Server struct {
 	mr     *miniredis.Miniredis
+	addr   string // mr's, kept: miniredis cannot tell it once closed
 	rc     rueidis.Client
 	client *relock.Client
 	mu     sync.Mutex
 	extra  []extra // clients made by NewClient; guarded by mu
+	closed bool    // guarded by mu
 }
 
 type extra struct {
@@ -49,7 +55,7 @@ func Start(opts ...relock.Option) (*Server, error) {
 		mr.Close()
 		return nil, err
 	}
-	return &Server{mr: mr, rc: rc, client: c}, nil
+	return &Server{mr: mr, addr: mr.Addr(), rc: rc, client: c}, nil
 }
 
 // NewRedisClient returns a rueidis client for a miniredis at addr, with the options that
@@ -63,19 +69,44 @@ func NewRedisClient(addr string) (rueidis.Client, error) {
 	})
 }
 
+// made reports whether Start made s.
+func (s *Server) made() bool { return s != nil && s.mr != nil }
+
 // Client returns the relock client on the in-process Redis.
-func (s *Server) Client() *relock.Client { return s.client }
+func (s *Server) Client() *relock.Client {
+	if !s.made() {
+		return nil
+	}
+	return s.client
+}
 
 // Redis returns the rueidis client the relock client uses, for looking at the data.
-func (s *Server) Redis() rueidis.Client { return s.rc }
+func (s *Server) Redis() rueidis.Client {
+	if !s.made() {
+		return nil
+	}
+	return s.rc
+}
 
 // Addr returns the in-process Redis's address, host:port on 127.0.0.1.
-func (s *Server) Addr() string { return s.mr.Addr() }
+func (s *Server) Addr() string {
+	if !s.made() {
+		return ""
+	}
+	return s.addr
+}
 
 // NewClient returns another relock client on the same in-process Redis, with its own
-// connections and client id, as a second process would have. It is closed with the Server.
+// connections and client id, as a second process would have. It is closed with the Server;
+// after Close, NewClient fails with relock.ErrClosed.
 func (s *Server) NewClient(opts ...relock.Option) (*relock.Client, error) {
-	rc, err := NewRedisClient(s.mr.Addr())
+	if !s.made() {
+		return nil, lockerr.New("newclient", "", lockerr.ErrNotMade)
+	}
+	if s.isClosed() {
+		return nil, lockerr.New("newclient", "", lockerr.ErrClosed)
+	}
+	rc, err := NewRedisClient(s.addr)
 	if err != nil {
 		return nil, err
 	}
@@ -85,15 +116,34 @@ func (s *Server) NewClient(opts ...relock.Option) (*relock.Client, error) {
 		return nil, err
 	}
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		rc.Close()
+		return nil, lockerr.New("newclient", "", lockerr.ErrClosed)
+	}
 	s.extra = append(s.extra, extra{c, rc})
-	s.mu.Unlock()
 	return c, nil
 }
 
-// Close closes the relock client, its Redis connections and the in-process Redis.
-func (s *Server) Close() {
+func (s *Server) isClosed() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.closed
+}
+
+// Close closes the relock clients, their Redis connections and the in-process Redis. A
+// second Close does nothing.
+func (s *Server) Close() {
+	if !s.made() {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	s.closed = true
 	for _, e := range s.extra {
 		e.c.Close()
 		e.rc.Close()
