@@ -132,17 +132,14 @@ func (s *Server) isClosed() bool {
 	return s.closed
 }
 
-// Close closes the relock clients, their Redis connections and the in-process Redis. A
-// second Close does nothing.
+// Close closes the relock clients, their Redis connections and the in-process Redis.
+// Closing again is harmless.
 func (s *Server) Close() {
 	if !s.made() {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
-		return
-	}
 	s.closed = true
 	for _, e := range s.extra {
 		e.c.Close()
