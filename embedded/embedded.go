@@ -103,7 +103,10 @@ func (s *Server) NewClient(opts ...relock.Option) (*relock.Client, error) {
 	if !s.made() {
 		return nil, lockerr.New("newclient", "", lockerr.ErrNotMade)
 	}
-	if s.isClosed() {
+	// Held while the client is made, so that a Close meanwhile cannot miss it.
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
 		return nil, lockerr.New("newclient", "", lockerr.ErrClosed)
 	}
 	rc, err := NewRedisClient(s.addr)
@@ -115,21 +118,8 @@ func (s *Server) NewClient(opts ...relock.Option) (*relock.Client, error) {
 		rc.Close()
 		return nil, err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		c.Close()
-		rc.Close()
-		return nil, lockerr.New("newclient", "", lockerr.ErrClosed)
-	}
 	s.extra = append(s.extra, extra{c, rc})
 	return c, nil
-}
-
-func (s *Server) isClosed() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closed
 }
 
 // Close closes the relock clients, their Redis connections and the in-process Redis.
