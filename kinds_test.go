@@ -11,6 +11,7 @@ import (
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
+	"github.com/relock-go/relock/rwlock"
 )
 
 // holdKind is one kind of hold, reached through the client's API only, so that one test
@@ -37,6 +38,22 @@ var (
 		unlock:  func(c *relock.Client, ctx context.Context, n string) error { return c.Lock(n).Unlock(ctx) },
 		count:   func(c *relock.Client, ctx context.Context, n string) (int, error) { return c.Lock(n).HoldCount(ctx) },
 		channel: func(n string) string { return "redisson_lock__channel:{" + n + "}" },
+	}
+	// The spin lock keeps rlock's data but has a layout of its own (acquire and release
+	// calls with other arguments), so the tests that cover every kind's holds cover it too.
+	kindSpin = holdKind{
+		name: "spin",
+		lock: func(c *relock.Client, ctx context.Context, n string, lease time.Duration) (context.Context, error) {
+			if lease > 0 {
+				return c.SpinLock(n).Lock(ctx, rlock.WithLease(lease))
+			}
+			return c.SpinLock(n).Lock(ctx)
+		},
+		unlock: func(c *relock.Client, ctx context.Context, n string) error { return c.SpinLock(n).Unlock(ctx) },
+		count: func(c *relock.Client, ctx context.Context, n string) (int, error) {
+			return c.SpinLock(n).HoldCount(ctx)
+		},
+		// No channel: a spin waiter subscribes to nothing.
 	}
 	// A fair waiter comes back every refresh period; a minute keeps that from standing in
 	// for the wake-up TestWakeupBeforeSubscription is about.
@@ -92,12 +109,12 @@ func fairKind(refresh time.Duration) holdKind {
 // owner's holds must not lapse at the first hold's shorter lease.
 //
 // Guards against the acquire script forgetting PEXPIRE on re-entry: the
-// key would keep the first hold's 2s, for the plain, the fair and the write lock alike.
+// key would keep the first hold's 2s, for the plain, the fair, the write and the spin lock alike.
 func TestReentryExtendsLease(t *testing.T) {
 	const short = 2 * time.Second
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b) // watchdog timeout: the default 30s
-		for _, k := range []holdKind{kindRLock, kindFair, kindWrite} {
+		for _, k := range []holdKind{kindRLock, kindFair, kindWrite, kindSpin} {
 			t.Run(k.name, func(t *testing.T) {
 				for _, tc := range []struct {
 					name    string
@@ -166,6 +183,7 @@ func TestUnlockByNonHolder(t *testing.T) {
 			{kindWrite, kindRead},
 			{kindRead, kindRead},
 			{kindRead, kindWrite},
+			{kindSpin, kindSpin},
 		} {
 			t.Run(tc.holder.name+" held, "+tc.other.name+" unlock", func(t *testing.T) {
 				n := "not-holder:" + tc.holder.name + ":" + tc.other.name
@@ -281,7 +299,7 @@ func TestReentryNeverShortensLease(t *testing.T) {
 	const long = time.Minute
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b) // watchdog timeout: the default 30s
-		for _, k := range []holdKind{kindRLock, kindFair, kindWrite} {
+		for _, k := range []holdKind{kindRLock, kindFair, kindWrite, kindSpin} {
 			t.Run(k.name, func(t *testing.T) {
 				for _, tc := range []struct {
 					name  string
@@ -311,6 +329,104 @@ func TestReentryNeverShortensLease(t *testing.T) {
 							}
 						}
 					})
+				}
+			})
+		}
+	})
+}
+
+// Fencing tokens are Redisson's RFencedLock counter: a lock whose counter does not exist
+// yet hands out 1, then 2, 3, ... one for each first-level acquisition, be it a Lock, a
+// Lock with a fixed lease or a TryLock, and the token is the counter's value, which a Java
+// holder of the same lock reads. For each kind that takes tokens.
+//
+// Guards against a counter that moves by more than one per acquisition, or a token that is
+// not the counter's: tokens would still grow, but Go and Java holders would not count
+// alike.
+func TestFencingTokensCountFromOne(t *testing.T) {
+	type fenced struct {
+		name   string
+		lock   func(c *relock.Client, ctx context.Context, n string, opts ...rlock.Option) (context.Context, error)
+		try    func(c *relock.Client, ctx context.Context, n string) (context.Context, error)
+		token  func(c *relock.Client, held context.Context, n string) (int64, bool)
+		unlock func(c *relock.Client, held context.Context, n string) error
+	}
+	kinds := []fenced{
+		{
+			name: "rlock",
+			lock: func(c *relock.Client, ctx context.Context, n string, opts ...rlock.Option) (context.Context, error) {
+				return c.Lock(n, rlock.WithFencing()).Lock(ctx, opts...)
+			},
+			try: func(c *relock.Client, ctx context.Context, n string) (context.Context, error) {
+				return c.Lock(n, rlock.WithFencing()).TryLock(ctx)
+			},
+			token:  func(c *relock.Client, held context.Context, n string) (int64, bool) { return c.Lock(n).Token(held) },
+			unlock: func(c *relock.Client, held context.Context, n string) error { return c.Lock(n).Unlock(held) },
+		},
+		{
+			name: "fair",
+			lock: func(c *relock.Client, ctx context.Context, n string, opts ...rlock.Option) (context.Context, error) {
+				fo := make([]fairlock.Option, len(opts))
+				for i, o := range opts {
+					fo[i] = o
+				}
+				return c.FairLock(n, rlock.WithFencing()).Lock(ctx, fo...)
+			},
+			try: func(c *relock.Client, ctx context.Context, n string) (context.Context, error) {
+				return c.FairLock(n, rlock.WithFencing()).TryLock(ctx)
+			},
+			token:  func(c *relock.Client, held context.Context, n string) (int64, bool) { return c.FairLock(n).Token(held) },
+			unlock: func(c *relock.Client, held context.Context, n string) error { return c.FairLock(n).Unlock(held) },
+		},
+		{
+			name: "write",
+			lock: func(c *relock.Client, ctx context.Context, n string, opts ...rlock.Option) (context.Context, error) {
+				wo := make([]rwlock.Option, len(opts))
+				for i, o := range opts {
+					wo[i] = o
+				}
+				return c.RWLock(n, rlock.WithFencing()).Lock(ctx, wo...)
+			},
+			try: func(c *relock.Client, ctx context.Context, n string) (context.Context, error) {
+				return c.RWLock(n, rlock.WithFencing()).TryLock(ctx)
+			},
+			token:  func(c *relock.Client, held context.Context, n string) (int64, bool) { return c.RWLock(n).Token(held) },
+			unlock: func(c *relock.Client, held context.Context, n string) error { return c.RWLock(n).Unlock(held) },
+		},
+	}
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		for _, k := range kinds {
+			t.Run(k.name, func(t *testing.T) {
+				n := "tokens-from-one:" + k.name
+				counter := "redisson_lock_token:{" + n + "}"
+				redistest.MustDo(t, side, "DEL", n, counter)
+				ctx := redistest.Context(t, 30*time.Second)
+				steps := []struct {
+					name string
+					take func() (context.Context, error)
+				}{
+					{"Lock", func() (context.Context, error) { return k.lock(c, ctx, n) }},
+					{"Lock again", func() (context.Context, error) { return k.lock(c, ctx, n) }},
+					{"Lock with a lease", func() (context.Context, error) { return k.lock(c, ctx, n, rlock.WithLease(10*time.Second)) }},
+					{"TryLock", func() (context.Context, error) { return k.try(c, ctx, n) }},
+				}
+				for i, s := range steps {
+					held, err := s.take()
+					if err != nil {
+						t.Fatalf("%s: %v", s.name, err)
+					}
+					want := int64(i + 1)
+					if tok, ok := k.token(c, held, n); !ok || tok != want {
+						t.Errorf("%s: token %d (ok %v); want %d", s.name, tok, ok, want)
+					}
+					if v, _ := redistest.Do(t, side, "GET", counter).AsInt64(); v != want {
+						t.Errorf("%s: counter %d; want %d", s.name, v, want)
+					}
+					if err := k.unlock(c, held, n); err != nil {
+						t.Fatalf("%s: unlock: %v", s.name, err)
+					}
 				}
 			})
 		}

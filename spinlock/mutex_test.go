@@ -397,3 +397,154 @@ func TestSpinObserverHearsBackOff(t *testing.T) {
 		}
 	})
 }
+
+// The spin lock answers as Redisson's RSpinLock does, and as an RLock: its tests' sequences
+// (getHoldCount, isHeldByCurrentThread and isLocked seen by the owner and by another,
+// re-entry through tryLock refused to another owner, unlock by a non-owner, forceUnlock,
+// remainTimeToLive of a fixed lease and of the watchdog's, a fixed lease that runs out
+// under its holder, and RFencedLock's tokens 1, 2, 3... for every first-level
+// acquisition). Guards against a spin layout whose calls differ from rlock's where they
+// must not: a release that counts or checks the owner otherwise, a ForceUnlock that
+// deletes nothing, an acquisition that drops its lease or its token.
+func TestSpinHoldsLikeRLock(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:like-rlock"
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b) // watchdog timeout: the default 30s
+		side := b.Client(t)
+		redistest.MustDo(t, side, "DEL", name, "redisson_lock_token:{"+name+"}")
+		mu, other := c1.SpinLock(name, rlock.WithFencing()), c2.SpinLock(name, rlock.WithFencing())
+		ctx := redistest.Context(t, time.Minute)
+		owner, stranger := relock.NewOwner(ctx), relock.NewOwner(ctx)
+		var last int64
+		token := func(m *spinlock.Mutex, held context.Context) {
+			t.Helper()
+			tok, ok := m.Token(held)
+			if !ok || tok != last+1 {
+				t.Errorf("token %d (ok %v); want %d, one above the last first-level acquisition's", tok, ok, last+1)
+			}
+			last = tok
+		}
+		state := func(what string, count int, locked bool) {
+			t.Helper()
+			if n, err := mu.HoldCount(owner); n != count || err != nil {
+				t.Errorf("%s: HoldCount = %d, %v; want %d", what, n, err, count)
+			}
+			if ok, err := mu.IsHeld(owner); ok != (count > 0) || err != nil {
+				t.Errorf("%s: IsHeld = %v, %v; want %v", what, ok, err, count > 0)
+			}
+			if ok, err := other.IsHeld(stranger); ok || err != nil {
+				t.Errorf("%s: IsHeld by another owner = %v, %v; want false", what, ok, err)
+			}
+			if ok, err := other.IsLocked(ctx); ok != locked || err != nil {
+				t.Errorf("%s: IsLocked seen by another client = %v, %v; want %v", what, ok, err, locked)
+			}
+		}
+
+		state("free", 0, false)
+		held, err := mu.Lock(owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		token(mu, held)
+		state("held", 1, true)
+		again, err := mu.TryLock(held)
+		if err != nil {
+			t.Fatalf("re-entry by TryLock: %v", err)
+		}
+		if tok, _ := mu.Token(again); tok != last {
+			t.Errorf("re-entry's token %d; want its hold's %d", tok, last)
+		}
+		state("re-entered", 2, true)
+		if _, err := other.TryLock(stranger); !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("TryLock by another owner: %v; want ErrLocked", err)
+		}
+		if err := other.Unlock(stranger); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock by another owner: %v; want ErrNotHeld", err)
+		}
+		state("after a stranger's unlock", 2, true)
+		if err := mu.Unlock(again); err != nil {
+			t.Fatal(err)
+		}
+		state("one unlock", 1, true)
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		state("unlocked", 0, false)
+		if err := mu.Unlock(owner); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock of a free lock: %v; want ErrNotHeld", err)
+		}
+
+		// remainTimeToLive: a fixed lease of an hour, then the watchdog's 30s.
+		held, err = mu.Lock(owner, rlock.WithLease(time.Hour))
+		if err != nil {
+			t.Fatal(err)
+		}
+		token(mu, held)
+		if d, err := mu.TTL(held); err != nil || d <= 59*time.Minute || d > time.Hour {
+			t.Errorf("TTL of an hour's lease = %v, %v; want within a minute below an hour", d, err)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := mu.TTL(owner); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("TTL after the unlock = %v, %v; want ErrNotHeld", d, err)
+		}
+		held, err = mu.Lock(owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		token(mu, held)
+		if d, err := mu.TTL(held); err != nil || d <= 20*time.Second || d > 30*time.Second {
+			t.Errorf("TTL under the watchdog = %v, %v; want near its 30s", d, err)
+		}
+
+		// forceUnlock, by another client.
+		if ok, err := other.ForceUnlock(ctx); !ok || err != nil {
+			t.Errorf("ForceUnlock = %v, %v; want true", ok, err)
+		}
+		state("forced", 0, false)
+		if ok, err := other.ForceUnlock(ctx); ok || err != nil {
+			t.Errorf("ForceUnlock of a free lock = %v, %v; want false", ok, err)
+		}
+		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock after ForceUnlock: %v; want ErrNotHeld", err)
+		}
+
+		// A fixed lease runs out under its holder: another client's waiter gets the lock,
+		// and the holder's unlock is refused.
+		const lease = time.Second
+		held, err = mu.Lock(owner, rlock.WithLease(lease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		token(mu, held)
+		wctx, cancel := context.WithTimeout(stranger, 20*time.Second)
+		defer cancel()
+		theirs, err := other.Lock(wctx)
+		if err != nil {
+			t.Fatalf("a waiter behind a %v lease that runs out: %v", lease, err)
+		}
+		if err := held.Err(); err == nil {
+			t.Error("the holder's context is live while another owner holds the lock")
+		}
+		token(other, theirs)
+		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock after the lease ran out: %v; want ErrNotHeld", err)
+		}
+		if err := other.Unlock(theirs); err != nil {
+			t.Fatal(err)
+		}
+
+		// tryLockAndGetToken: one above every token before it, taken by any client.
+		if held, err = mu.TryLock(owner); err != nil {
+			t.Fatal(err)
+		}
+		token(mu, held)
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if last != 6 {
+			t.Errorf("%d tokens handed out; want 6", last)
+		}
+	})
+}
