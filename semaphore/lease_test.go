@@ -443,15 +443,24 @@ type redissonLeases struct {
 	acquire, release *rueidis.Lua
 }
 
-// tryAcquire leases one permit for lease, as acquire(leaseTime) does, and returns its id in
-// hex, or "" when none was available.
+// redissonForever is the score Redisson's RPermitExpirableSemaphore gives a permit leased
+// without a lease time (its nonExpirableTimeout), as if it ran out in the year 31197.
+const redissonForever = 922337203685477
+
+// tryAcquire leases one permit for lease, as acquire(leaseTime) does (lease 0: without a
+// lease time, as acquire() does), and returns its id in hex, or "" when none was
+// available.
 func (r *redissonLeases) tryAcquire(t testing.TB, lease time.Duration) string {
 	t.Helper()
 	id := make([]byte, 16)
 	_, _ = rand.Read(id)
 	now := time.Now().UnixMilli()
+	until := int64(redissonForever)
+	if lease > 0 {
+		until = now + lease.Milliseconds()
+	}
 	v, err := r.acquire.Exec(context.Background(), r.rc, []string{r.name, leasesKey(r.name), channel(r.name)},
-		[]string{"1", strconv.FormatInt(now+lease.Milliseconds(), 10), strconv.FormatInt(now, 10), "922337203685477", r.publish, string(id)}).ToString()
+		[]string{"1", strconv.FormatInt(until, 10), strconv.FormatInt(now, 10), strconv.FormatInt(redissonForever, 10), r.publish, string(id)}).ToString()
 	if rueidis.IsRedisNil(err) || err == nil && strings.HasPrefix(v, ":") {
 		return ""
 	}
@@ -576,6 +585,70 @@ func TestRedissonLeasesShare(t *testing.T) {
 				}
 			})
 		}
+	})
+}
+
+// A permit that a Java service leases without a lease time (Redisson's acquire() scores it
+// redissonForever) never runs out for relock: a count does not put it back, and a relock
+// waiter first in line behind it waits for a release, not for the lease's end, looking
+// again on its own only at its refresh, 20s away (a minute's watchdog timeout). Java's
+// release by id wakes it.
+//
+// Guards against reading that score as a wait in milliseconds without bounding it: the
+// wait overflows a Duration to below zero, and the first waiter tries again without pause.
+func TestRedissonPermitWithoutLeaseTime(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-forever"
+		pub := "publish"
+		if b.Cluster != nil {
+			pub = "spublish"
+		}
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		r := &redissonLeases{rc: side, name: name, publish: pub,
+			acquire: rueidis.NewLuaScript(redissonLeaseAcquire), release: rueidis.NewLuaScript(redissonLeaseRelease)}
+		s := c.Semaphore(name)
+		mustSet(t, s, 1)
+		java := r.tryAcquire(t, 0)
+		if java == "" {
+			t.Fatal("Redisson acquire() of the one permit failed")
+		}
+		kept := func(when string) {
+			t.Helper()
+			wantValue(t, side, name, "0")
+			if zs := leased(t, side, name); len(zs) != 1 || zs[java] != redissonForever {
+				t.Fatalf("%s: leased permits %v; want only Java's %s, scored %d", when, zs, java, int64(redissonForever))
+			}
+		}
+		if n := available(t, s); n != 0 {
+			t.Fatalf("AvailablePermits with Java's permit leased for ever = %d; want 0", n)
+		}
+		kept("after AvailablePermits")
+
+		done := acquireAsync(redistest.Context(t, 40*time.Second), s, 1)
+		redistest.Eventually(t, 10*time.Second, "the relock waiter never queued", func() bool {
+			return len(redistest.Members(t, side, queueKey(name))) == 1
+		})
+		parked(t, c, 1, "the relock waiter behind Java's permit")
+		before := c.PubSubStats()
+		stillWaiting(t, done, 1500*time.Millisecond, "Acquire(1) behind a permit leased for ever")
+		if after := c.PubSubStats(); after.TimedOut != before.TimedOut {
+			t.Fatalf("the waiter's waits ended by their time bound %d times in 1.5s (its refresh is 20s away): it took Java's permit for one about to run out",
+				after.TimedOut-before.TimedOut)
+		}
+		kept("while the relock waiter waits")
+
+		if !r.releaseID(t, java) {
+			t.Fatal("Redisson release of its permit failed")
+		}
+		if err := redistest.Recv(t, done, 15*time.Second, "the relock waiter after Java released its permit"); err != nil {
+			t.Fatalf("relock waiter: %v", err)
+		}
+		wantValue(t, side, name, "0")
+		if err := s.Release(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, side, name, "1")
 	})
 }
 
