@@ -185,7 +185,7 @@ func contents(t *testing.T, e *badEnv, key string) string {
 		t.Fatal(err)
 	}
 	if typ == "zset" {
-		m, err := redistest.Do(t, e.side, "ZRANGE", key, "0", "-1", "WITHSCORES").AsStrSlice()
+		m, err := redistest.Do(t, e.side, "ZRANGE", key, "0", "-1", "WITHSCORES").AsZScores() // RESP3 replies pairs
 		if err != nil {
 			t.Fatal(err)
 		}

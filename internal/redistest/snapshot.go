@@ -31,7 +31,9 @@ func Snapshot(t testing.TB, rc rueidis.Client, key string) string {
 		sort.Strings(m)
 		val = m
 	case "zset":
-		val, err = Do(t, rc, "ZRANGE", key, "0", "-1", "WITHSCORES").AsStrSlice()
+		// AsZScores reads both replies: RESP2's flat list and RESP3's [member, score]
+		// pairs, which AsStrSlice would read as one empty string per member.
+		val, err = Do(t, rc, "ZRANGE", key, "0", "-1", "WITHSCORES").AsZScores()
 	case "hash":
 		val, err = Do(t, rc, "HGETALL", key).AsStrMap() // fmt prints maps sorted
 	case "stream":

@@ -33,5 +33,23 @@ func TestSnapshot(t *testing.T) {
 		if gone := Snapshot(t, rc, "h"); gone == plain || PTTL(t, rc, "h") != -2 {
 			t.Fatalf("Snapshot of a deleted key = %q, PTTL %d", gone, PTTL(t, rc, "h"))
 		}
+
+		// A sorted set's members and scores, which a real server under RESP3 replies to
+		// ZRANGE WITHSCORES as pairs: a score or a member changed must show.
+		MustDo(t, rc, "ZADD", "z", "1", "a", "2", "b")
+		zs := Snapshot(t, rc, "z")
+		if want := "zset [{a 1} {b 2}] -1"; zs != want {
+			t.Fatalf("Snapshot of a zset = %q; want %q", zs, want)
+		}
+		MustDo(t, rc, "ZADD", "z", "3", "a")
+		if changed := Snapshot(t, rc, "z"); changed == zs {
+			t.Fatalf("Snapshot %q did not change with a score", changed)
+		}
+		MustDo(t, rc, "ZADD", "z", "1", "a")
+		MustDo(t, rc, "ZREM", "z", "b")
+		MustDo(t, rc, "ZADD", "z", "2", "c")
+		if changed := Snapshot(t, rc, "z"); changed == zs {
+			t.Fatalf("Snapshot %q did not change with a member", changed)
+		}
 	})
 }
