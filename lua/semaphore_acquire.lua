@@ -32,9 +32,9 @@
 -- Leased permits whose lease ran out are put back before the count is read, as Redisson
 -- does, on every path but the one that finds enough without them; when that leaves some
 -- available, the count is published, which wakes Redisson's waiters too.
--- A key that is not a whole number, and for leased permits a zset key of another type, is
--- refused with WRONGTYPE, and a count beyond 2^53-1 either way with RANGE (count.lua),
--- before anything is written.
+-- A key that is not a whole number, a queue or deadlines key of another type, and for
+-- leased permits a zset key of another type, is refused with WRONGTYPE, and a count beyond
+-- 2^53-1 either way with RANGE (count.lua), before anything is written.
 
 local avail, err = exact(KEYS[1])
 if err then return err end
@@ -64,6 +64,10 @@ if was == nil and avail >= n then
   take(nil)
   return {1, avail - n}
 end
+-- The queue was read above; the deadlines are vetted before the upkeep below writes
+-- anything, so that a refused call leaves the count and the leases as they were.
+local t = redis.call('type', KEYS[3]).ok
+if t ~= 'zset' and t ~= 'none' then return redis.error_reply('WRONGTYPE the waiting clients\' deadlines key holds data that is not a zset') end
 local now = clock()
 local back = reclaim(KEYS[1], KEYS[4], now)
 if back > 0 then

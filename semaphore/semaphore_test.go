@@ -87,6 +87,15 @@ func queueKey(name string) string {
 	return "relock_semaphore_queue:{" + name + "}"
 }
 
+// deadlinesKey is the zset of by when each of the semaphore name's waiting clients must
+// come back (package doc), in the layout's prefix form.
+func deadlinesKey(name string) string {
+	if strings.Contains(name, "{") {
+		return "relock_semaphore_timeout:" + name
+	}
+	return "relock_semaphore_timeout:{" + name + "}"
+}
+
 // channel is the semaphore's channel, Redisson's redisson_sc:{name}.
 func channel(name string) string {
 	if strings.Contains(name, "{") {
@@ -1030,6 +1039,73 @@ func TestWrongType(t *testing.T) {
 			wantValue(t, side, name, "2")
 		})
 		wantKeys(t, b, side, append(all, "sem-wrong:release")...)
+	})
+}
+
+// The semaphore's queue and deadlines may hold data of another type (an application's key,
+// debris). Every acquisition either works, with that data as it was, or is refused with
+// ErrWrongType naming the semaphore and changes nothing at all: not the count, not the
+// leased permits (a lease that ran out is put back only by a call that goes through), not
+// the queue. The semaphore has no permits, so that each acquisition reaches the queue's
+// upkeep, and a lease of a crashed client that ran out, which the upkeep would put back.
+//
+// Guards against semaphore_acquire.lua putting the lease back into the count and only then
+// failing on the deadlines: the caller told its Acquire was refused, the count moved.
+func TestAuxKeysOfAnotherType(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		ctx := context.Background()
+		i := 0
+		for _, aux := range []struct {
+			what string
+			key  func(string) string
+		}{{"queue", queueKey}, {"deadlines", deadlinesKey}} {
+			for _, data := range [][]string{{"SET", "", "v"}, {"HSET", "", "f", "v"}, {"RPUSH", "", "a"}} {
+				s := c.Semaphore("")
+				for _, op := range []struct {
+					name string
+					call func() error
+				}{
+					{"Acquire", func() error { return s.Acquire(redistest.Context(t, 5*time.Second), 1) }},
+					{"TryAcquire", func() error { _, err := s.TryAcquire(ctx, 1); return err }},
+					{"AcquireLease", func() error {
+						_, err := s.AcquireLease(ctx, 1, semaphore.WithWaitTimeout(time.Second))
+						return err
+					}},
+					{"TryAcquireLease", func() error { _, _, err := s.TryAcquireLease(ctx, 1); return err }},
+				} {
+					i++
+					name := fmt.Sprintf("sem-aux:%d", i)
+					s = c.Semaphore(name)
+					t.Run(fmt.Sprintf("%s %s/%s", aux.what, data[0], op.name), func(t *testing.T) {
+						mustSet(t, s, 0)
+						// A crashed client's lease, run out a while ago: an id of 16 bytes.
+						redistest.MustDo(t, side, "ZADD", leasesKey(name), "1", "0123456789abcdef")
+						k := aux.key(name)
+						d := slices.Clone(data)
+						d[1] = k
+						redistest.MustDo(t, side, d...)
+						count, leases := redistest.Snapshot(t, side, name), redistest.Snapshot(t, side, leasesKey(name))
+						unchanged(t, side, k, func() {
+							err := op.call()
+							if err == nil {
+								t.Fatalf("%s of a semaphore without permits: nil", op.name)
+							}
+							if errors.Is(err, relock.ErrWrongType) {
+								wantErr(t, err, relock.ErrWrongType, name)
+								if now := redistest.Snapshot(t, side, name); now != count {
+									t.Fatalf("%s refused with %v, but the count went from %s to %s", op.name, err, count, now)
+								}
+								if now := redistest.Snapshot(t, side, leasesKey(name)); now != leases {
+									t.Fatalf("%s refused with %v, but the leased permits went from %s to %s", op.name, err, leases, now)
+								}
+							}
+						})
+					})
+				}
+			}
+		}
 	})
 }
 
