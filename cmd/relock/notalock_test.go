@@ -74,6 +74,60 @@ func TestNotALockHash(t *testing.T) {
 	})
 }
 
+// A key of another type under a lock's name is not a lock either: a list, a set, a zset, a
+// stream, and strings that are no count as Redis writes one. inspect and watch say what
+// the key holds, and unlock --force -y fails and leaves it intact, its expiry included.
+// Guards against the tool taking such a key for a free lock ("not held; nothing to do",
+// status 0) or handing it to a lock's ForceUnlock.
+func TestNotALockOtherTypes(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		for _, k := range []struct {
+			typ   string
+			write []string
+		}{
+			{"list", []string{"RPUSH", "jobs:list", "a", "b"}},
+			{"set", []string{"SADD", "jobs:set", "a"}},
+			{"zset", []string{"ZADD", "jobs:zset", "1", "a"}},
+			{"stream", []string{"XADD", "jobs:stream", "1-1", "f", "v"}},
+			{"string", []string{"SET", "jobs:word", "hello"}},
+			{"string", []string{"SET", "jobs:padded", "007"}},
+			{"string", []string{"SET", "jobs:signed", "+5"}},
+		} {
+			key := k.write[1]
+			redistest.MustDo(t, rc, k.write...)
+			redistest.MustDo(t, rc, "PEXPIRE", key, "600000")
+			before := redistest.Snapshot(t, rc, key)
+			said := fmt.Sprintf("%s: not a lock (the key holds a %s)", key, k.typ)
+
+			stdout, stderr, status := runBinary(t, nil, "inspect", "--redis", b.Addr, key)
+			if status != 0 || !strings.Contains(stdout, said) {
+				t.Errorf("relock inspect %s: status %d; want %q\n%s%s", key, status, said, stdout, stderr)
+			}
+			stdout, stderr, status = runBinary(t, nil, "inspect", "--json", "--redis", b.Addr, key)
+			var r struct {
+				Kind    string `json:"kind"`
+				KeyType string `json:"keyType"`
+				Locked  bool   `json:"locked"`
+			}
+			if err := json.Unmarshal([]byte(stdout), &r); err != nil || status != 0 || r.Kind != "foreign" || r.KeyType != k.typ || r.Locked {
+				t.Errorf("relock inspect --json %s: status %d, %+v, %v\n%s%s", key, status, r, err, stdout, stderr)
+			}
+			stdout, stderr, status = runBinary(t, nil, "watch", "--count", "1", "--redis", b.Addr, key)
+			if status != 0 || !strings.Contains(stdout, said) {
+				t.Errorf("relock watch --count 1 %s: status %d; want %q\n%s%s", key, status, said, stdout, stderr)
+			}
+			stdout, stderr, status = runBinary(t, nil, "unlock", "--force", "-y", "--redis", b.Addr, key)
+			if status != 1 || !strings.Contains(stderr, "is not a lock (the key holds a "+k.typ+")") || !strings.Contains(stderr, "nothing was changed") {
+				t.Errorf("relock unlock --force -y %s: status %d; want 1, saying what the key holds\n%s%s", key, status, stdout, stderr)
+			}
+			if after := redistest.Snapshot(t, rc, key); after != before {
+				t.Errorf("relock changed %s:\nbefore %s\nafter  %s", key, before, after)
+			}
+		}
+	})
+}
+
 // A name that is refused says why, in inspect and in unlock --force, which exit with
 // status 1 and change nothing. Guards against the bare "is not a valid lock name", and
 // against "{x}" reaching the keys of the lock "x".
