@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 )
@@ -51,4 +52,35 @@ func Snapshot(t testing.TB, rc rueidis.Client, key string) string {
 		ttl = "expires"
 	}
 	return fmt.Sprintf("%s %v %s", typ, val, ttl)
+}
+
+// expiryDrift is how far, in milliseconds, a key's expiry may seem to move while nothing
+// touches it: not at all on a real server, a few milliseconds on miniredis, which keeps a
+// time left and counts it down as its clock moves.
+const expiryDrift = 100
+
+// Unchanged runs fn and fails t if key changed meanwhile: its type, its value, whether it
+// expires (Snapshot), or when it expires, beyond the drift the clock alone may show.
+func Unchanged(t testing.TB, rc rueidis.Client, key string, fn func()) {
+	t.Helper()
+	before, at := Snapshot(t, rc, key), expireTime(t, rc, key)
+	fn()
+	if after := Snapshot(t, rc, key); after != before {
+		t.Fatalf("key %q changed:\nbefore %s\nafter  %s", key, before, after)
+	}
+	if now := expireTime(t, rc, key); at > 0 && now > 0 && (now-at > expiryDrift || at-now > expiryDrift) {
+		t.Fatalf("key %q's expiry moved from %s to %s", key,
+			time.UnixMilli(at).UTC().Format(time.StampMilli), time.UnixMilli(now).UTC().Format(time.StampMilli))
+	}
+}
+
+// expireTime returns key's expiry in Unix milliseconds (PEXPIRETIME), or -1 (no expiry)
+// or -2 (no key) as Redis answers.
+func expireTime(t testing.TB, rc rueidis.Client, key string) int64 {
+	t.Helper()
+	ms, err := Do(t, rc, "PEXPIRETIME", key).AsInt64()
+	if err != nil {
+		t.Fatalf("PEXPIRETIME %s: %v", key, err)
+	}
+	return ms
 }

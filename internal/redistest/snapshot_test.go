@@ -1,6 +1,10 @@
 package redistest
 
-import "testing"
+import (
+	"strings"
+	"testing"
+	"time"
+)
 
 // A snapshot changes with what a test must see changed (a value, an expiry set, the key
 // gone) and not with what passes by itself (the time left of an expiry); PTTL and MustDo
@@ -50,6 +54,24 @@ func TestSnapshot(t *testing.T) {
 		MustDo(t, rc, "ZADD", "z", "2", "c")
 		if changed := Snapshot(t, rc, "z"); changed == zs {
 			t.Fatalf("Snapshot %q did not change with a member", changed)
+		}
+	})
+}
+
+// Unchanged sees an expiry moved, later or earlier, which Snapshot does not tell from the
+// time passing; an expiry left alone passes, on miniredis too, whose clock counts it down.
+func TestUnchangedSeesTheExpiry(t *testing.T) {
+	Each(t, func(t *testing.T, b *Backend) {
+		rc := b.Client(t)
+		MustDo(t, rc, "SET", "k", "v", "PX", "60000")
+		Unchanged(t, rc, "k", func() { time.Sleep(50 * time.Millisecond) })
+		for _, ms := range []string{"30000", "90000"} {
+			r := runTB(t, func(tb testing.TB) {
+				Unchanged(tb, rc, "k", func() { MustDo(t, rc, "PEXPIRE", "k", ms) })
+			})
+			if !strings.Contains(r.fatal, "expiry moved") {
+				t.Errorf("Unchanged of an expiry moved to %sms from now: %q; want it to fail", ms, r.fatal)
+			}
 		}
 	})
 }
