@@ -222,7 +222,7 @@ func auxKeyCases() []badCase {
 					add(fmt.Sprintf("aux %s %s/%s %s", ak.what, f[0], k.kind, acq.name), func(t *testing.T, e *badEnv) {
 						aux := ak.key(keys.Of(e.key))
 						writeForeign(t, e.side, f, aux)
-						unchanged(t, e.side, aux, func() {
+						redistest.Unchanged(t, e.side, aux, func() {
 							held, err := acq.call(e, e.key)
 							if refusedOrUntouched(t, err, e.key) {
 								if d := lockData(t, e); d != noLock {
@@ -247,7 +247,7 @@ func auxKeyCases() []badCase {
 					aux := ak.key(keys.Of(e.key))
 					writeForeign(t, e.side, f, aux)
 					before := lockData(t, e)
-					unchanged(t, e.side, aux, func() {
+					redistest.Unchanged(t, e.side, aux, func() {
 						err := k.release(e, e.key, held)
 						after := lockData(t, e)
 						if refusedOrUntouched(t, err, e.key) {
@@ -267,7 +267,7 @@ func auxKeyCases() []badCase {
 					aux := ak.key(keys.Of(e.key))
 					writeForeign(t, e.side, f, aux)
 					before := lockData(t, e)
-					unchanged(t, e.side, aux, func() {
+					redistest.Unchanged(t, e.side, aux, func() {
 						err := k.force(e, e.key)
 						after := lockData(t, e)
 						if refusedOrUntouched(t, err, e.key) {
@@ -301,7 +301,7 @@ func auxKeyCases() []badCase {
 			add(fmt.Sprintf("aux token %s %s/%s", v[0], v[len(v)-1], fc.kind), func(t *testing.T, e *badEnv) {
 				token := keys.Of(e.key).Token
 				writeForeign(t, e.side, v, token)
-				unchanged(t, e.side, token, func() {
+				redistest.Unchanged(t, e.side, token, func() {
 					wantErr(t, fc.call(e, e.key), relock.ErrWrongType, e.key)
 				})
 				if d := lockData(t, e); d != noLock {
@@ -367,7 +367,7 @@ func auxKeyCases() []badCase {
 			time.Sleep(200 * time.Millisecond)
 			redistest.MustDo(t, e.side, "DEL", reg)
 			redistest.MustDo(t, e.side, "SET", reg, "v")
-			unchanged(t, e.side, reg, func() {
+			redistest.Unchanged(t, e.side, reg, func() {
 				r := redistest.Recv(t, done, 10*time.Second, "the waiter's return")
 				if r.err == nil {
 					t.Fatalf("the waiter got the lock; want ErrWrongType")
@@ -409,7 +409,7 @@ func auxKeyCases() []badCase {
 						aux := ak.key(keys.Of(e.key))
 						writeForeign(t, e.side, f, aux)
 						before := lockKeys(t, e)
-						unchanged(t, e.side, aux, func() {
+						redistest.Unchanged(t, e.side, aux, func() {
 							_, err := acq.call(e, e.key)
 							wantErr(t, err, relock.ErrWrongType, e.key)
 							if after := lockKeys(t, e); after != before {
@@ -446,7 +446,7 @@ func auxKeyCases() []badCase {
 		redistest.MustDo(t, e.side, "DEL", n.Queue)
 		redistest.MustDo(t, e.side, "SET", n.Queue, "v")
 		before := contents(t, e, n.Deadlines)
-		unchanged(t, e.side, n.Queue, func() {
+		redistest.Unchanged(t, e.side, n.Queue, func() {
 			if err := redistest.Recv(t, done, 10*time.Second, "the waiter's return"); err == nil {
 				t.Fatal("the waiter got a lock another client holds")
 			}
@@ -484,7 +484,7 @@ func auxKeyCases() []badCase {
 		redistest.MustDo(t, e.side, "DEL", reg)
 		redistest.MustDo(t, e.side, "SET", reg, "v")
 		before := lockData(t, e)
-		unchanged(t, e.side, reg, func() {
+		redistest.Unchanged(t, e.side, reg, func() {
 			uerr := mu.Unlock(held)
 			after := lockData(t, e)
 			if refusedOrUntouched(t, uerr, e.key) && after != before {

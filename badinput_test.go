@@ -66,16 +66,6 @@ func TestBadInput(t *testing.T) {
 	})
 }
 
-// unchanged runs fn and fails the test if key's type, value or expiry changed.
-func unchanged(t *testing.T, rc rueidis.Client, key string, fn func()) {
-	t.Helper()
-	before := redistest.Snapshot(t, rc, key)
-	fn()
-	if after := redistest.Snapshot(t, rc, key); after != before {
-		t.Fatalf("key %q changed:\nbefore %s\nafter  %s", key, before, after)
-	}
-}
-
 // wantErr checks that err is target (nil: any error), wrapped as *relock.Error naming the
 // lock name.
 func wantErr(t *testing.T, err, target error, name string) {
@@ -256,8 +246,8 @@ func badInputCases() []badCase {
 				}
 				defer mu.RUnlock(held)
 				timeout := "{" + e.key + "}:" + ownerOf(t, e, held) + ":rwlock_timeout:1"
-				unchanged(t, e.side, e.key, func() {
-					unchanged(t, e.side, timeout, func() {
+				redistest.Unchanged(t, e.side, e.key, func() {
+					redistest.Unchanged(t, e.side, timeout, func() {
 						wantErr(t, op.call(e, "{"+e.key+"}"), relock.ErrInvalidName, "{"+e.key+"}")
 					})
 				})
@@ -268,19 +258,19 @@ func badInputCases() []badCase {
 	// Leases under a millisecond, per call and as the lock's default.
 	for _, d := range []time.Duration{0, -time.Second, time.Microsecond, 999 * time.Microsecond} {
 		add(fmt.Sprintf("lease %v/rlock", d), func(t *testing.T, e *badEnv) {
-			unchanged(t, e.side, e.key, func() {
+			redistest.Unchanged(t, e.side, e.key, func() {
 				wantErr(t, keep(e.c.Lock(e.key).Lock(e.ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
 				wantErr(t, keep(e.c.Lock(e.key, rlock.WithLease(d)).TryLock(ctx)), relock.ErrInvalidLease, e.key)
 			})
 		})
 		add(fmt.Sprintf("lease %v/fairlock", d), func(t *testing.T, e *badEnv) {
-			unchanged(t, e.side, e.key, func() {
+			redistest.Unchanged(t, e.side, e.key, func() {
 				wantErr(t, keep(e.c.FairLock(e.key).Lock(e.ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
 				wantErr(t, keep(e.c.FairLock(e.key, rlock.WithLease(d)).TryLock(ctx)), relock.ErrInvalidLease, e.key)
 			})
 		})
 		add(fmt.Sprintf("lease %v/rwlock", d), func(t *testing.T, e *badEnv) {
-			unchanged(t, e.side, e.key, func() {
+			redistest.Unchanged(t, e.side, e.key, func() {
 				wantErr(t, keep(e.c.RWLock(e.key).RLock(e.ctx, rlock.WithLease(d))), relock.ErrInvalidLease, e.key)
 				wantErr(t, keep(e.c.RWLock(e.key, rlock.WithLease(d)).Lock(e.ctx)), relock.ErrInvalidLease, e.key)
 			})
@@ -290,13 +280,13 @@ func badInputCases() []badCase {
 	// Refresh periods under 10ms.
 	for _, d := range []time.Duration{0, -time.Second, 9 * time.Millisecond} {
 		add(fmt.Sprintf("refresh %v/fairlock", d), func(t *testing.T, e *badEnv) {
-			unchanged(t, e.side, e.key, func() {
+			redistest.Unchanged(t, e.side, e.key, func() {
 				wantErr(t, keep(e.c.FairLock(e.key).Lock(e.ctx, fairlock.WithRefreshPeriod(d))), relock.ErrInvalidOption, e.key)
 				wantErr(t, keep(e.c.FairLock(e.key, fairlock.WithRefreshPeriod(d)).TryLock(ctx)), relock.ErrInvalidOption, e.key)
 			})
 		})
 		add(fmt.Sprintf("refresh %v/rwlock", d), func(t *testing.T, e *badEnv) {
-			unchanged(t, e.side, e.key, func() {
+			redistest.Unchanged(t, e.side, e.key, func() {
 				wantErr(t, keep(e.c.RWLock(e.key, rwlock.WithWriterPreference()).Lock(e.ctx, rwlock.WithRefreshPeriod(d))), relock.ErrInvalidOption, e.key)
 			})
 		})
@@ -336,7 +326,7 @@ func badInputCases() []badCase {
 			for _, op := range k.ops {
 				add(fmt.Sprintf("%s key/%s %s", f.typ, k.kind, op.name), func(t *testing.T, e *badEnv) {
 					writeForeign(t, e.side, f.write, e.key)
-					unchanged(t, e.side, e.key, func() {
+					redistest.Unchanged(t, e.side, e.key, func() {
 						wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key)
 					})
 				})
@@ -360,7 +350,7 @@ func badInputCases() []badCase {
 		}
 		add("rlock hash/rwlock "+op.name, func(t *testing.T, e *badEnv) {
 			rlockHash(t, e)
-			unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
+			redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
 		})
 	}
 	for _, k := range kindOps[:2] {
@@ -370,7 +360,7 @@ func badInputCases() []badCase {
 			}
 			add("rwlock hash/"+k.kind+" "+op.name, func(t *testing.T, e *badEnv) {
 				rwHash(t, e)
-				unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
+				redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
 			})
 		}
 	}
@@ -389,7 +379,7 @@ func badInputCases() []badCase {
 				t.Fatal(err)
 			}
 			defer mu.Unlock(held)
-			unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
+			redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
 		})
 	}
 	for _, k := range kindOps[:2] {
@@ -404,7 +394,7 @@ func badInputCases() []badCase {
 					t.Fatal(err)
 				}
 				defer mu.RUnlock(held)
-				unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
+				redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
 			})
 		}
 	}
@@ -423,7 +413,7 @@ func badInputCases() []badCase {
 				}
 				add(fmt.Sprintf("%s hash/%s %s", h.what, k.kind, op.name), func(t *testing.T, e *badEnv) {
 					redistest.MustDo(t, e.side, append([]string{"HSET", e.key}, h.fields...)...)
-					unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), want, e.key) })
+					redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), want, e.key) })
 				})
 			}
 		}
@@ -450,7 +440,7 @@ func badInputCases() []badCase {
 			t.Fatal(err)
 		}
 		defer mu.Unlock(held)
-		unchanged(t, e.side, e.key, func() { wantErr(t, mu.Unlock(e.owned), relock.ErrNotHeld, e.key) })
+		redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, mu.Unlock(e.owned), relock.ErrNotHeld, e.key) })
 		if n, err := mu.HoldCount(held); n != 1 || err != nil {
 			t.Fatalf("holder's HoldCount = %d, %v; want 1", n, err)
 		}
@@ -462,7 +452,7 @@ func badInputCases() []badCase {
 			t.Fatal(err)
 		}
 		defer mu.Unlock(held)
-		unchanged(t, e.side, e.key, func() { wantErr(t, mu.Unlock(e.owned), relock.ErrNotHeld, e.key) })
+		redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, mu.Unlock(e.owned), relock.ErrNotHeld, e.key) })
 	})
 	add("other owner/rwlock Unlock and RUnlock", func(t *testing.T, e *badEnv) {
 		mu := e.c.RWLock(e.key)
@@ -471,7 +461,7 @@ func badInputCases() []badCase {
 			t.Fatal(err)
 		}
 		defer mu.Unlock(held)
-		unchanged(t, e.side, e.key, func() {
+		redistest.Unchanged(t, e.side, e.key, func() {
 			wantErr(t, mu.Unlock(e.owned), relock.ErrNotHeld, e.key)
 			wantErr(t, mu.RUnlock(e.owned), relock.ErrNotHeld, e.key)
 		})
@@ -483,7 +473,7 @@ func badInputCases() []badCase {
 			t.Fatal(err)
 		}
 		defer mu.Unlock(held)
-		unchanged(t, e.side, e.key, func() { wantErr(t, mu.RUnlock(held), relock.ErrNotHeld, e.key) })
+		redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, mu.RUnlock(held), relock.ErrNotHeld, e.key) })
 	})
 	add("rwlock upgrade", func(t *testing.T, e *badEnv) {
 		mu := e.c.RWLock(e.key)
@@ -492,7 +482,7 @@ func badInputCases() []badCase {
 			t.Fatal(err)
 		}
 		defer mu.RUnlock(held)
-		unchanged(t, e.side, e.key, func() {
+		redistest.Unchanged(t, e.side, e.key, func() {
 			wantErr(t, keep(mu.Lock(held)), relock.ErrUpgrade, e.key)
 			wantErr(t, keep(mu.TryLock(held)), relock.ErrUpgrade, e.key)
 		})
@@ -514,7 +504,7 @@ func badInputCases() []badCase {
 				t.Fatal(err)
 			}
 			defer e.c.Lock(e.key).Unlock(held)
-			unchanged(t, e.side, e.key, func() { wantErr(t, keep(e.c.Lock(e.key).Lock(c.ctx)), c.err, e.key) })
+			redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, keep(e.c.Lock(e.key).Lock(c.ctx)), c.err, e.key) })
 		})
 		add(c.what+" ctx/fairlock Lock on a held lock", func(t *testing.T, e *badEnv) {
 			held, err := e.c.FairLock(e.key).Lock(relock.NewOwner(e.ctx))
@@ -522,7 +512,7 @@ func badInputCases() []badCase {
 				t.Fatal(err)
 			}
 			defer e.c.FairLock(e.key).Unlock(held)
-			unchanged(t, e.side, e.key, func() { wantErr(t, keep(e.c.FairLock(e.key).Lock(c.ctx)), c.err, e.key) })
+			redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, keep(e.c.FairLock(e.key).Lock(c.ctx)), c.err, e.key) })
 			if n, err := redistest.Do(t, e.side, "EXISTS", "redisson_lock_queue:{"+e.key+"}").AsInt64(); err != nil || n != 0 {
 				t.Fatalf("queue left behind: EXISTS = %d, %v", n, err)
 			}
@@ -534,7 +524,7 @@ func badInputCases() []badCase {
 				t.Fatal(err)
 			}
 			defer mu.Unlock(held)
-			unchanged(t, e.side, e.key, func() {
+			redistest.Unchanged(t, e.side, e.key, func() {
 				wantErr(t, keep(mu.RLock(c.ctx)), c.err, e.key)
 				wantErr(t, keep(mu.Lock(c.ctx)), c.err, e.key)
 			})
@@ -551,7 +541,7 @@ func badInputCases() []badCase {
 				}
 				c.Close()
 				c.Close() // idempotent
-				unchanged(t, e.side, e.key, func() {
+				redistest.Unchanged(t, e.side, e.key, func() {
 					wantErr(t, op.call(&badEnv{c: c, owned: e.owned, ctx: e.ctx}, e.key), relock.ErrClosed, e.key)
 				})
 			})
@@ -704,7 +694,7 @@ func badInputCases() []badCase {
 			func() error { return keep(e.c.FairLock(e.key).Lock(e.ctx)) },
 			func() error { return keep(e.c.FairLock(e.key).TryLock(ctx)) },
 		} {
-			unchanged(t, e.side, e.key, func() {
+			redistest.Unchanged(t, e.side, e.key, func() {
 				err := call()
 				wantErr(t, err, nil, e.key)
 				if !strings.Contains(err.Error(), "OOM") {

@@ -47,7 +47,7 @@ func TestHoldOfAnotherKind(t *testing.T) {
 				{"FairLock(n).TryLock", func() error { return keep(c.FairLock("xk:rw").TryLock(r1)) }},
 				{"Lock(n).Extend", func() error { return c.Lock("xk:rw").Extend(r1, time.Minute) }},
 			} {
-				unchanged(t, side, "xk:rw", func() {
+				redistest.Unchanged(t, side, "xk:rw", func() {
 					wantErr(t, call.do(), relock.ErrWrongType, "xk:rw")
 				})
 				for i, r := range []context.Context{r1, r2} {
@@ -81,7 +81,7 @@ func TestHoldOfAnotherKind(t *testing.T) {
 				{"RLock", func() error { return keep(c.RWLock("xk:plain").RLock(held)) }},
 				{"RExtend", func() error { return c.RWLock("xk:plain").RExtend(held, time.Minute) }},
 			} {
-				unchanged(t, side, "xk:plain", func() {
+				redistest.Unchanged(t, side, "xk:plain", func() {
 					wantErr(t, call.do(), relock.ErrWrongType, "xk:plain")
 				})
 				if held.Err() != nil {
@@ -123,7 +123,7 @@ func TestHoldOfAnotherKind(t *testing.T) {
 				{"Lock(n).Unlock", func() error { return fresh.Lock("xk:foreign").Unlock(owner) }},
 				{"FairLock(n).Unlock", func() error { return fresh.FairLock("xk:foreign").Unlock(owner) }},
 			} {
-				unchanged(t, side, "xk:foreign", func() {
+				redistest.Unchanged(t, side, "xk:foreign", func() {
 					wantErr(t, call.do(), relock.ErrWrongType, "xk:foreign")
 				})
 			}

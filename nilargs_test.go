@@ -132,7 +132,7 @@ func TestNilArguments(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				unchanged(t, side, name, func() {
+				redistest.Unchanged(t, side, name, func() {
 					wantErr(t, call(t, nc, name), relock.ErrNilArgument, name)
 				})
 				if held.Err() != nil {
@@ -146,7 +146,7 @@ func TestNilArguments(t *testing.T) {
 				if _, err := c.Semaphore(name).TrySetPermits(ctx, 2); err != nil {
 					t.Fatal(err)
 				}
-				unchanged(t, side, name, func() {
+				redistest.Unchanged(t, side, name, func() {
 					wantErr(t, call(t, nc, name), relock.ErrNilArgument, name)
 				})
 			})

@@ -655,15 +655,6 @@ func TestBadInput(t *testing.T) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
 		side := b.Client(t)
 		ctx := context.Background()
-		unchanged := func(t *testing.T, key string, fn func()) {
-			t.Helper()
-			before := redistest.Snapshot(t, side, key)
-			fn()
-			if after := redistest.Snapshot(t, side, key); after != before {
-				t.Fatalf("key %q changed:\nbefore %s\nafter  %s", key, before, after)
-			}
-		}
-
 		t.Run("count", func(t *testing.T) {
 			const live = "latch:bad-count:live"
 			if ok, err := c.CountDownLatch(live).TrySetCount(ctx, 3); !ok || err != nil {
@@ -671,7 +662,7 @@ func TestBadInput(t *testing.T) {
 			}
 			for _, n := range []int64{0, -1, math.MinInt64} {
 				for _, name := range []string{"latch:bad-count:open", live} {
-					unchanged(t, name, func() {
+					redistest.Unchanged(t, side, name, func() {
 						ok, err := c.CountDownLatch(name).TrySetCount(ctx, n)
 						if ok {
 							t.Errorf("TrySetCount(%d) on %s reported true", n, name)
@@ -702,7 +693,7 @@ func TestBadInput(t *testing.T) {
 					redistest.MustDo(t, side, "PEXPIRE", key, "600000")
 					for _, op := range latchOps {
 						t.Run(op.name, func(t *testing.T) {
-							unchanged(t, key, func() {
+							redistest.Unchanged(t, side, key, func() {
 								wantErr(t, op.call(redistest.Context(t, 10*time.Second), c, key), relock.ErrWrongType, key)
 							})
 						})

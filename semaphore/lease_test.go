@@ -361,7 +361,7 @@ func TestLeaseBadInput(t *testing.T) {
 			wantErr(t, err, relock.ErrInvalidCount, "lease-bad")
 		}
 		redistest.MustDo(t, side, "HSET", "lease-bad", "f", "v")
-		unchanged(t, side, "lease-bad", func() {
+		redistest.Unchanged(t, side, "lease-bad", func() {
 			_, err := s.AcquireLease(redistest.Context(t, 5*time.Second), 1)
 			wantErr(t, err, relock.ErrWrongType, "lease-bad")
 		})
@@ -369,7 +369,7 @@ func TestLeaseBadInput(t *testing.T) {
 		redistest.MustDo(t, side, "DEL", "lease-bad")
 		mustSet(t, s, 2)
 		redistest.MustDo(t, side, "SET", leasesKey("lease-bad"), "not a zset")
-		unchanged(t, side, leasesKey("lease-bad"), func() {
+		redistest.Unchanged(t, side, leasesKey("lease-bad"), func() {
 			_, err := s.AcquireLease(redistest.Context(t, 5*time.Second), 1)
 			wantErr(t, err, relock.ErrWrongType, "lease-bad")
 		})
@@ -771,8 +771,8 @@ func TestLeaseReturnRefusesForeignCount(t *testing.T) {
 				mustSet(t, s, 2)
 				held := acquireLease(t, s, 1)
 				redistest.MustDo(t, side, "SET", name, tc.value)
-				unchanged(t, side, leasesKey(name), func() {
-					unchanged(t, side, name, func() {
+				redistest.Unchanged(t, side, leasesKey(name), func() {
+					redistest.Unchanged(t, side, name, func() {
 						wantErr(t, s.ReleaseLease(held), tc.want, name)
 					})
 				})
@@ -850,7 +850,7 @@ func TestReleaseLeavesLeasedPermits(t *testing.T) {
 		mustSet(t, s, 2)
 		refused := func(what string) {
 			t.Helper()
-			unchanged(t, side, name, func() { wantErr(t, s.Release(ctx, 1), relock.ErrNotHeld, name) })
+			redistest.Unchanged(t, side, name, func() { wantErr(t, s.Release(ctx, 1), relock.ErrNotHeld, name) })
 			if t.Failed() {
 				t.Fatalf("%s: Release(1) gave back a leased permit", what)
 			}
@@ -1021,8 +1021,8 @@ func TestLeaseBelongsToItsSemaphore(t *testing.T) {
 			if ids := w.PermitIDs(held); ids != nil {
 				t.Fatalf("PermitIDs through another semaphore or client = %q; want nil", ids)
 			}
-			unchanged(t, side, name, func() {
-				unchanged(t, side, other, func() { wantErr(t, w.ReleaseLease(held), relock.ErrNotHeld, w.Name()) })
+			redistest.Unchanged(t, side, name, func() {
+				redistest.Unchanged(t, side, other, func() { wantErr(t, w.ReleaseLease(held), relock.ErrNotHeld, w.Name()) })
 			})
 		}
 		if held.Err() != nil {

@@ -158,16 +158,6 @@ func wantErr(t testing.TB, err, target error, name string) {
 	}
 }
 
-// unchanged runs fn and fails t if key's type, value or expiry changed.
-func unchanged(t *testing.T, rc rueidis.Client, key string, fn func()) {
-	t.Helper()
-	before := redistest.Snapshot(t, rc, key)
-	fn()
-	if after := redistest.Snapshot(t, rc, key); after != before {
-		t.Fatalf("key %q changed:\nbefore %s\nafter  %s", key, before, after)
-	}
-}
-
 // 1. Counting.
 
 // The count is Redisson's: a string key <name> without expiry that holds the available
@@ -857,7 +847,7 @@ func TestReleaseAccounting(t *testing.T) {
 
 		refused := func(w *semaphore.Weighted, n int64, what string) {
 			t.Helper()
-			unchanged(t, side, name, func() {
+			redistest.Unchanged(t, side, name, func() {
 				if err := w.Release(ctx, n); !errors.Is(err, relock.ErrNotHeld) {
 					t.Fatalf("%s: Release(%d) = %v; want ErrNotHeld", what, n, err)
 				} else {
@@ -951,7 +941,7 @@ func TestInvalidCount(t *testing.T) {
 				{"Release", func() error { return s.Release(ctx, n) }},
 			} {
 				t.Run(fmt.Sprintf("%s(%d)", op.name, n), func(t *testing.T) {
-					unchanged(t, side, name, func() { wantErr(t, op.call(), relock.ErrInvalidCount, name) })
+					redistest.Unchanged(t, side, name, func() { wantErr(t, op.call(), relock.ErrInvalidCount, name) })
 				})
 			}
 		}
@@ -968,7 +958,7 @@ func TestInvalidCount(t *testing.T) {
 		}
 		for _, n := range []int64{0, 1 << 53, -1 << 53, math.MaxInt64, math.MinInt64} {
 			t.Run(fmt.Sprintf("AddPermits(%d)", n), func(t *testing.T) {
-				unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, n), relock.ErrInvalidCount, name) })
+				redistest.Unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, n), relock.ErrInvalidCount, name) })
 			})
 		}
 		wantKeys(t, b, side, name)
@@ -1019,7 +1009,7 @@ func TestWrongType(t *testing.T) {
 				{"Drain", func() error { _, err := s.Drain(ctx); return err }},
 			} {
 				t.Run(fmt.Sprintf("%s %q/%s", data[0], data[2:], op.name), func(t *testing.T) {
-					unchanged(t, side, name, func() { wantErr(t, op.call(), relock.ErrWrongType, name) })
+					redistest.Unchanged(t, side, name, func() { wantErr(t, op.call(), relock.ErrWrongType, name) })
 				})
 			}
 		}
@@ -1030,7 +1020,7 @@ func TestWrongType(t *testing.T) {
 			mustSet(t, s, 2)
 			mustTry(t, s, 1, true)
 			redistest.MustDo(t, side, "SET", name, "abc")
-			unchanged(t, side, name, func() { wantErr(t, s.Release(ctx, 1), relock.ErrWrongType, name) })
+			redistest.Unchanged(t, side, name, func() { wantErr(t, s.Release(ctx, 1), relock.ErrWrongType, name) })
 			redistest.MustDo(t, side, "SET", name, "1")
 			// The refused release gave nothing back: the permit is still held.
 			if err := s.Release(ctx, 1); err != nil {
@@ -1087,7 +1077,7 @@ func TestAuxKeysOfAnotherType(t *testing.T) {
 						d[1] = k
 						redistest.MustDo(t, side, d...)
 						count, leases := redistest.Snapshot(t, side, name), redistest.Snapshot(t, side, leasesKey(name))
-						unchanged(t, side, k, func() {
+						redistest.Unchanged(t, side, k, func() {
 							err := op.call()
 							if err == nil {
 								t.Fatalf("%s of a semaphore without permits: nil", op.name)
@@ -1141,7 +1131,7 @@ func TestCountNotARedisInteger(t *testing.T) {
 				{"Drain", func() error { _, err := s.Drain(ctx); return err }},
 			} {
 				t.Run(fmt.Sprintf("%q/%s", v, op.name), func(t *testing.T) {
-					unchanged(t, side, name, func() { wantErr(t, op.call(), relock.ErrWrongType, name) })
+					redistest.Unchanged(t, side, name, func() { wantErr(t, op.call(), relock.ErrWrongType, name) })
 				})
 			}
 		}
@@ -1208,7 +1198,7 @@ func TestAcquireEndedContext(t *testing.T) {
 			s := c.Semaphore(name)
 			mustSet(t, s, free)
 			for _, ctx := range []context.Context{cancelled, expired} {
-				unchanged(t, side, name, func() {
+				redistest.Unchanged(t, side, name, func() {
 					err := s.Acquire(ctx, 1)
 					if !errors.Is(err, ctx.Err()) {
 						t.Fatalf("%s: Acquire with an ended context (%v) = %v; want errors.Is ctx.Err()", name, ctx.Err(), err)
@@ -1544,14 +1534,14 @@ func TestCountsAreExact(t *testing.T) {
 			// 2^53+1 added to -1 would make 2^53, which doubles read as 2^53-1: a number
 			// beyond the range is refused whatever the count.
 			add(-1)
-			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, most+2), relock.ErrInvalidCount, name) })
+			redistest.Unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, most+2), relock.ErrInvalidCount, name) })
 			// Sums that would leave the range, at either end.
 			add(1)
 			add(most)
-			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, 1), relock.ErrInvalidCount, name) })
+			redistest.Unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, 1), relock.ErrInvalidCount, name) })
 			add(-most)
 			add(-most)
-			unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, -1), relock.ErrInvalidCount, name) })
+			redistest.Unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, -1), relock.ErrInvalidCount, name) })
 			wantValue(t, side, name, "-9007199254740991")
 		})
 
@@ -1573,7 +1563,7 @@ func TestCountsAreExact(t *testing.T) {
 				{"Drain", func() error { _, err := s.Drain(ctx); return err }},
 			} {
 				t.Run(fmt.Sprintf("%s/%s", v, op.name), func(t *testing.T) {
-					unchanged(t, side, name, func() { wantErr(t, op.call(), relock.ErrInvalidCount, name) })
+					redistest.Unchanged(t, side, name, func() { wantErr(t, op.call(), relock.ErrInvalidCount, name) })
 				})
 			}
 		}
@@ -1589,7 +1579,7 @@ func TestCountPastTheBoundsOf64Bits(t *testing.T) {
 		for i, v := range []string{"9223372036854775808", "-9223372036854775809"} {
 			name := fmt.Sprintf("sem-past-bound:%d", i)
 			redistest.MustDo(t, side, "SET", name, v)
-			unchanged(t, side, name, func() {
+			redistest.Unchanged(t, side, name, func() {
 				_, err := c.Semaphore(name).TrySetPermits(context.Background(), 1)
 				wantErr(t, err, relock.ErrWrongType, name)
 			})
@@ -1615,7 +1605,7 @@ func TestCallsAfterCloseChangeNothing(t *testing.T) {
 		if err := c.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}
-		unchanged(t, side, name, func() {
+		redistest.Unchanged(t, side, name, func() {
 			_, err := s.TryAcquire(ctx, 1)
 			wantErr(t, err, relock.ErrClosed, name)
 			wantErr(t, s.Acquire(redistest.Context(t, 5*time.Second), 1), relock.ErrClosed, name)
