@@ -105,7 +105,7 @@ func TestAbandonedHoldFreesWithinALease(t *testing.T) {
 		if !errors.Is(err, relock.ErrNotHeld) {
 			t.Fatalf("Unlock with the context Lock was called with: %v; want ErrNotHeld", err)
 		}
-		if want := "pass the one Lock returned"; !strings.Contains(err.Error(), want) {
+		if want := "pass the one its Lock returned"; !strings.Contains(err.Error(), want) {
 			t.Errorf("Unlock's error %q does not say %q", err, want)
 		}
 

@@ -128,7 +128,7 @@ func ExampleError() {
 		fmt.Println("lock:", e.Name, "op:", e.Op)
 	}
 	// Output:
-	// relock: unlock "orders:42": lock not held by this owner (this context carries no owner: pass the one Lock returned)
+	// relock: unlock "orders:42": lock not held by this owner (this context carries no owner of this client: pass the one its Lock returned)
 	// not held: true
 	// lock: orders:42 op: unlock
 }

@@ -297,7 +297,7 @@ func (l *Lock) ReleaseAll(ctx context.Context, field string) error {
 // errNoOwner is the ErrNotHeld of an Unlock whose context carries no owner of this client:
 // the natural mistake of passing the context Lock was called with, rather than the one it
 // returned, which would leave the lock held (and renewed) until its hold is abandoned.
-var errNoOwner = fmt.Errorf("%w (this context carries no owner: pass the one Lock returned)", lockerr.ErrNotHeld)
+var errNoOwner = fmt.Errorf("%w (this context carries no owner of this client: pass the one its Lock returned)", lockerr.ErrNotHeld)
 
 // gone is the unlock scripts' reply when the owner holds nothing though the client
 // expected one hold (see expect.lua).
