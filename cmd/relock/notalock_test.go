@@ -93,6 +93,8 @@ func TestNotALockOtherTypes(t *testing.T) {
 			{"string", []string{"SET", "jobs:word", "hello"}},
 			{"string", []string{"SET", "jobs:padded", "007"}},
 			{"string", []string{"SET", "jobs:signed", "+5"}},
+			{"string", []string{"SET", "jobs:spaced", " 42"}},
+			{"string", []string{"SET", "jobs:huge", "1e400"}},
 		} {
 			key := k.write[1]
 			redistest.MustDo(t, rc, k.write...)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
@@ -529,6 +530,98 @@ func TestForceUnlock(t *testing.T) {
 		if st := c.PubSubStats(); st.TimedOut != 0 {
 			t.Errorf("stats %+v: the waiter was not woken by the force unlock's message", st)
 		}
+	})
+}
+
+// unlock --force releases each kind by that kind's own release, so that its waiters are
+// woken by a message, not by their time bounds: a fair lock's first queued waiter on its
+// own channel, and the readers of an rwlock held for writing, of several clients, all
+// together. Of a multilock it frees the member it names and leaves the other as it was.
+// Guards against a fair lock or an rwlock released as a plain lock (whose message no fair
+// waiter hears, and whose script refuses an rwlock).
+func TestForceUnlockWakesEachKind(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		holder := relocktest.New(t, b)
+		ctx := redistest.Context(t, 2*time.Minute)
+		forced := func(t *testing.T, name string) {
+			t.Helper()
+			stdout, stderr, status := runBinary(t, nil, "unlock", "--force", "-y", "--redis", b.Addr, name)
+			if status != 0 || stdout != name+" force-unlocked; waiters woken\n" {
+				t.Fatalf("relock unlock --force -y %s: status %d\n%s%s", name, status, stdout, stderr)
+			}
+		}
+		// waiter takes and releases the lock with lock and unlock within 30s.
+		waiter := func(lock func(context.Context) (context.Context, error), unlock func(context.Context) error) <-chan error {
+			return async(func() error {
+				wctx, cancel := context.WithTimeout(relock.NewOwner(ctx), 30*time.Second)
+				defer cancel()
+				h, err := lock(wctx)
+				if err != nil {
+					return err
+				}
+				return unlock(h)
+			})
+		}
+
+		t.Run("fair lock", func(t *testing.T) {
+			waiting := relocktest.New(t, b)
+			if _, err := holder.FairLock("fair-forced").Lock(relock.NewOwner(ctx)); err != nil {
+				t.Fatal(err)
+			}
+			// A refresh period beyond the test: only a message wakes the waiter in time.
+			fl := waiting.FairLock("fair-forced", fairlock.WithRefreshPeriod(time.Minute))
+			done := waiter(func(ctx context.Context) (context.Context, error) { return fl.Lock(ctx) }, fl.Unlock)
+			redistest.Eventually(t, 20*time.Second, "the fair waiter is not queued", func() bool {
+				return waiting.PubSubStats().Waiting == 1 && len(redistest.FairQueue(t, b.Client(t), "fair-forced")) == 1
+			})
+			forced(t, "fair-forced")
+			if err := redistest.Recv(t, done, 25*time.Second, "the fair waiter after the force unlock"); err != nil {
+				t.Fatal(err)
+			}
+			if st := waiting.PubSubStats(); st.TimedOut != 0 || st.Woken != 1 {
+				t.Errorf("the fair waiter's hub %+v; want it woken by the force unlock's message, not by a time bound", st)
+			}
+		})
+
+		t.Run("rwlock readers of two clients", func(t *testing.T) {
+			c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
+			if _, err := holder.RWLock("rw-forced").Lock(relock.NewOwner(ctx)); err != nil {
+				t.Fatal(err)
+			}
+			var readers []<-chan error
+			for _, c := range []*relock.Client{c1, c2, c2} {
+				rw := c.RWLock("rw-forced")
+				readers = append(readers, waiter(func(ctx context.Context) (context.Context, error) { return rw.RLock(ctx) }, rw.RUnlock))
+			}
+			redistest.Eventually(t, 20*time.Second, "the readers are not parked", func() bool { return relocktest.Waiting(c1, c2) == 3 })
+			forced(t, "rw-forced")
+			for _, r := range readers {
+				if err := redistest.Recv(t, r, 25*time.Second, "a reader after the force unlock"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for i, c := range []*relock.Client{c1, c2} {
+				if st := c.PubSubStats(); st.TimedOut != 0 {
+					t.Errorf("client %d's hub %+v: a reader was not woken by the force unlock's message", i+1, st)
+				}
+			}
+		})
+
+		t.Run("multilock member", func(t *testing.T) {
+			rc := b.Client(t)
+			ml := holder.MultiLock(relock.Member(holder.Lock("member-a")), relock.Member(holder.Lock("member-b")))
+			if _, err := ml.Lock(relock.NewOwner(ctx)); err != nil {
+				t.Fatal(err)
+			}
+			before := redistest.Snapshot(t, rc, "member-b")
+			forced(t, "member-a")
+			if n, _ := redistest.Do(t, rc, "EXISTS", "member-a").AsInt64(); n != 0 {
+				t.Error("member-a is still there after unlock --force member-a")
+			}
+			if after := redistest.Snapshot(t, rc, "member-b"); after != before {
+				t.Errorf("unlock --force member-a changed member-b:\nbefore %s\nafter  %s", before, after)
+			}
+		})
 	})
 }
 
