@@ -113,6 +113,34 @@ func TestForceUnlockConfirmsTheHoldersShown(t *testing.T) {
 			}
 		})
 
+		// The operator agreed to free a lock, not whatever the key holds by the answer: a
+		// key that became a count (a semaphore's or a latch's) or other data is refused as
+		// the first look refuses it, unchanged.
+		t.Run("other data", func(t *testing.T) {
+			rc := b.Client(t)
+			for name, data := range map[string][]string{"became-count": {"SET", "became-count", "7"}, "became-hash": {"HSET", "became-hash", "name", "alice"}} {
+				l := c.Lock(name)
+				a, err := l.Lock(relock.NewOwner(ctx))
+				if err != nil {
+					t.Fatal(err)
+				}
+				var before string
+				out, err := answering(t, b.Addr, name)(func() {
+					if err := l.Unlock(a); err != nil {
+						t.Fatal(err)
+					}
+					redistest.MustDo(t, rc, data...)
+					before = redistest.Snapshot(t, rc, name)
+				}, "y\n")
+				if err == nil || !strings.Contains(err.Error(), name+" is not a lock") || !strings.Contains(err.Error(), "nothing was changed") {
+					t.Errorf("the answer after %s became other data: %v; want it refused as not a lock, nothing changed\n%s", name, err, out)
+				}
+				if after := redistest.Snapshot(t, rc, name); after != before {
+					t.Errorf("unlock --force changed %s:\nbefore %s\nafter  %s", name, before, after)
+				}
+			}
+		})
+
 		t.Run("readers", func(t *testing.T) {
 			rw := c.RWLock("readers")
 			a, err := rw.RLock(relock.NewOwner(ctx))

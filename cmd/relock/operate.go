@@ -267,16 +267,8 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 	}
 	defer rc.Close()
 	name := r.Name
-	if r.Kind == "foreign" {
-		what := "a " + r.KeyTyp
-		if r.KeyTyp == "hash" {
-			what = fmt.Sprintf("a hash of %d field(s) that is not a lock's", len(r.Fields))
-		}
-		return fmt.Errorf("%s is not a lock (the key holds %s); nothing was changed", shown(name), what)
-	}
-	switch r.Kind {
-	case "semaphore", "latch", "count":
-		return fmt.Errorf("%s is not a lock (it is a semaphore or a count-down latch, which nobody holds; see relock inspect); nothing was changed", shown(name))
+	if err := refusal(r); err != nil {
+		return err
 	}
 	if !r.Locked {
 		fmt.Fprintf(stdout, "%s is not held; nothing to do\n", shown(name))
@@ -298,11 +290,20 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 			return fmt.Errorf("%s not unlocked: the confirmation was declined", shown(name))
 		}
 		// The operator agreed to take the lock from the holders shown, and answering took
-		// their time: others may hold it now. (If nobody does, the force unlock below says
-		// it was released meanwhile.)
+		// their time: others may hold it now.
 		now, err := look(ctx, rc, name)
 		if err != nil {
 			return err
+		}
+		// The key may hold something else by now, which is refused as at the first look;
+		// and a lock nobody holds any more is left alone, lest a holder that comes after
+		// this look, whom the operator never saw, lose it.
+		if err := refusal(now); err != nil {
+			return err
+		}
+		if !now.Locked {
+			fmt.Fprintf(stdout, "%s was released meanwhile; nothing to do\n", shown(name))
+			return nil
 		}
 		if !shownHolders(r, now) {
 			return fmt.Errorf("%s not unlocked: its holders changed while you answered (now %s); nothing was changed: run the command again", shown(name), holders(now))
@@ -332,6 +333,23 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 		fmt.Fprintf(stdout, "%s force-unlocked; waiters woken\n", shown(name))
 	} else {
 		fmt.Fprintf(stdout, "%s was released meanwhile; nothing to do\n", shown(name))
+	}
+	return nil
+}
+
+// refusal is the error of a force unlock of the key r shows when it holds no lock: data
+// that is not a lock's, or the count of a semaphore or a count-down latch, which nobody
+// holds. It is nil for a lock, held or free.
+func refusal(r *Report) error {
+	switch r.Kind {
+	case "foreign":
+		what := "a " + r.KeyTyp
+		if r.KeyTyp == "hash" {
+			what = fmt.Sprintf("a hash of %d field(s) that is not a lock's", len(r.Fields))
+		}
+		return fmt.Errorf("%s is not a lock (the key holds %s); nothing was changed", shown(r.Name), what)
+	case "semaphore", "latch", "count":
+		return fmt.Errorf("%s is not a lock (it is a semaphore or a count-down latch, which nobody holds; see relock inspect); nothing was changed", shown(r.Name))
 	}
 	return nil
 }
