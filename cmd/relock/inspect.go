@@ -551,7 +551,10 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 		if r.Mode != "" {
 			fmt.Fprintf(w, " (%s mode)", r.Mode)
 		}
-		if r.Locked {
+		switch {
+		case r.Locked && r.TTLMs == -1:
+			fmt.Fprint(w, ", no expiry") // PERSIST by hand: neither relock nor Redisson makes one
+		case r.Locked:
 			fmt.Fprintf(w, ", lease %s left", ms(r.TTLMs))
 		}
 		fmt.Fprintln(w)

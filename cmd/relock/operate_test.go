@@ -363,6 +363,12 @@ func TestInspectFairLockAndOthers(t *testing.T) {
 		if out, _ = relockCmd(t, b.Addr, "", "inspect", "nothing"); out != "nothing: free: no such key\n" {
 			t.Errorf("inspect of a free lock: %q", out)
 		}
+		// A lock without expiry (a PERSIST by hand; neither relock nor Redisson makes one)
+		// says so, not "lease no expiry left".
+		b.Server.Do(t, "HSET", "forever", c.ID()+":1", "1")
+		if out, _ = relockCmd(t, b.Addr, "", "inspect", "forever"); !strings.HasPrefix(out, "forever: rlock, held, no expiry\n") {
+			t.Errorf("inspect of a lock without expiry: %q", out)
+		}
 		b.Server.Do(t, "SET", "plain", "x")
 		if out, _ = relockCmd(t, b.Addr, "", "inspect", "plain"); !strings.Contains(out, "not a lock (the key holds a string)") {
 			t.Errorf("inspect of a string: %q", out)
