@@ -507,6 +507,18 @@ func sortedKeys(m map[string]string) []string {
 }
 
 // print writes the report as text, or as one JSON object.
+// foreign says what a key that is not a lock holds: "a list", "a hash of 2 fields that
+// is not a lock's".
+func (r *Report) foreign() string {
+	switch {
+	case r.KeyTyp != "hash":
+		return "a " + r.KeyTyp
+	case len(r.Fields) == 1:
+		return "a hash of 1 field that is not a lock's"
+	}
+	return fmt.Sprintf("a hash of %d fields that is not a lock's", len(r.Fields))
+}
+
 func (r *Report) print(w io.Writer, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)
@@ -519,11 +531,10 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 		for i, f := range fields {
 			fields[i] = shown(f)
 		}
-		fmt.Fprintf(w, "%s: not a lock (the key holds a hash of %d fields that is not a lock's: %s)\n",
-			shown(r.Name), len(r.Fields), strings.Join(fields, ", "))
+		fmt.Fprintf(w, "%s: not a lock (the key holds %s: %s)\n", shown(r.Name), r.foreign(), strings.Join(fields, ", "))
 		return nil
 	case r.Kind == "foreign":
-		fmt.Fprintf(w, "%s: not a lock (the key holds a %s)\n", shown(r.Name), r.KeyTyp)
+		fmt.Fprintf(w, "%s: not a lock (the key holds %s)\n", shown(r.Name), r.foreign())
 		return nil
 	case r.Kind == "none" && (r.Subscribers > 0 || len(r.WaitingClients) > 0):
 		fmt.Fprintf(w, "%s: free: no such key; waiters are parked, and try when the lease they last saw runs out\n", shown(r.Name))

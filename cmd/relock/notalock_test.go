@@ -46,9 +46,13 @@ func TestNotALockHash(t *testing.T) {
 			}
 			before := redistest.Snapshot(t, rc, h.key)
 			n := len(h.fields) / 2
+			holds := fmt.Sprintf("the key holds a hash of %d fields that is not a lock's", n)
+			if n == 1 {
+				holds = "the key holds a hash of 1 field that is not a lock's"
+			}
 
 			stdout, stderr, status := runBinary(t, nil, "inspect", "--redis", b.Addr, h.key)
-			if status != 0 || !strings.Contains(stdout, h.key+": not a lock") || !strings.Contains(stdout, fmt.Sprintf("hash of %d fields", n)) ||
+			if status != 0 || !strings.Contains(stdout, h.key+": not a lock") || !strings.Contains(stdout, holds) ||
 				!strings.Contains(stdout, h.fields[0]) || strings.Contains(stdout, "held") {
 				t.Errorf("relock inspect %s: status %d\n%s%s", h.key, status, stdout, stderr)
 			}
@@ -64,7 +68,7 @@ func TestNotALockHash(t *testing.T) {
 			}
 
 			stdout, stderr, status = runBinary(t, nil, "unlock", "--force", "-y", "--redis", b.Addr, h.key)
-			if status == 0 || !strings.Contains(stderr, "not a lock") || !strings.Contains(stderr, "nothing was changed") || strings.Contains(stdout, "force-unlocked") {
+			if status == 0 || !strings.Contains(stderr, "not a lock ("+holds+")") || !strings.Contains(stderr, "nothing was changed") || strings.Contains(stdout, "force-unlocked") {
 				t.Errorf("relock unlock --force -y %s: status %d; want a failure\n%s%s", h.key, status, stdout, stderr)
 			}
 			if after := redistest.Snapshot(t, rc, h.key); after != before {

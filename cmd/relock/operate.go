@@ -343,11 +343,7 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 func refusal(r *Report) error {
 	switch r.Kind {
 	case "foreign":
-		what := "a " + r.KeyTyp
-		if r.KeyTyp == "hash" {
-			what = fmt.Sprintf("a hash of %d field(s) that is not a lock's", len(r.Fields))
-		}
-		return fmt.Errorf("%s is not a lock (the key holds %s); nothing was changed", shown(r.Name), what)
+		return fmt.Errorf("%s is not a lock (the key holds %s); nothing was changed", shown(r.Name), r.foreign())
 	case "semaphore", "latch", "count":
 		return fmt.Errorf("%s is not a lock (it is a semaphore or a count-down latch, which nobody holds; see relock inspect); nothing was changed", shown(r.Name))
 	}
