@@ -10,3 +10,6 @@ func (h *Hub) SetLinger(d time.Duration) {
 	h.linger = d
 	h.mu.Unlock()
 }
+
+// RenewalGrace is how late after bound the channel's timer wakes a waiter.
+func RenewalGrace(bound time.Duration) time.Duration { return renewalGrace(bound) }

@@ -349,3 +349,22 @@ func TestTimerLooksAfterTheRenewal(t *testing.T) {
 		}
 	})
 }
+
+// The timer's margin is a sixty-fourth of the bound, in whole milliseconds, and at most a
+// quarter second (package pubsub): a holder that died with a long lease is looked at
+// within 250ms of its lease's end, not a sixty-fourth of that lease later (a minute's
+// lease would otherwise cost almost a second more). The margin is read rather than
+// timed: a wait of a long bound would make the test as long.
+func TestTimerMarginIsCapped(t *testing.T) {
+	for _, c := range []struct{ bound, want time.Duration }{
+		{100 * time.Millisecond, time.Millisecond}, // 1.5625ms, in whole milliseconds
+		{640 * time.Millisecond, 10 * time.Millisecond},
+		{16 * time.Second, 250 * time.Millisecond},
+		{time.Minute, 250 * time.Millisecond},
+		{time.Hour, 250 * time.Millisecond},
+	} {
+		if got := hub.RenewalGrace(c.bound); got != c.want {
+			t.Errorf("the timer's margin after a bound of %v = %v; want %v", c.bound, got, c.want)
+		}
+	}
+}
