@@ -380,6 +380,40 @@ func TestLeaseBadInput(t *testing.T) {
 	})
 }
 
+// A lease takes up to 10,000 permits (AcquireLease and TryAcquireLease: n from 1 to
+// 10,000): a lease of exactly 10,000 is taken, each permit under an id of its own, and
+// given back whole. TestLeaseBadInput refuses 10,001.
+//
+// Guards against a bound that is off by one, refusing the largest lease the contract allows.
+func TestLeaseOfTheMostPermits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name, most = "lease-most", 10000
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		s := c.Semaphore(name)
+		mustSet(t, s, 2*most)
+
+		held, ok, err := s.TryAcquireLease(context.Background(), most)
+		if !ok || err != nil {
+			t.Fatalf("TryAcquireLease(%d) with %d permits free = %v, %v; want true, nil", most, 2*most, ok, err)
+		}
+		waited := acquireLease(t, s, most)
+		wantValue(t, side, name, "0")
+		if ids := s.PermitIDs(held); len(ids) != most {
+			t.Errorf("PermitIDs of a lease of %d: %d ids", most, len(ids))
+		}
+		if l := leased(t, side, name); len(l) != 2*most {
+			t.Errorf("%d permits leased; want %d", len(l), 2*most)
+		}
+		for _, l := range []context.Context{held, waited} {
+			if err := s.ReleaseLease(l); err != nil {
+				t.Fatalf("ReleaseLease of a lease of %d: %v", most, err)
+			}
+		}
+		wantValue(t, side, name, strconv.Itoa(2*most))
+	})
+}
+
 // TryAcquireLease takes the permits when they are there, and returns ctx and false when
 // they are not.
 func TestTryAcquireLease(t *testing.T) {

@@ -1676,6 +1676,74 @@ func TestMiddleWaiterContextEnds(t *testing.T) {
 	})
 }
 
+// endsAsItComesFirst is a waiter's context that ends just as the waiter comes first in its
+// client's queue: the first time Acquire asks for its Done channel (as it parks behind
+// the waiter ahead), turn runs, which lets the one ahead be served, and then the context
+// is cancelled. So when the parked waiter looks, both its turn and its context's end are
+// there, and it may take either.
+type endsAsItComesFirst struct {
+	context.Context
+	cancel context.CancelFunc
+	once   sync.Once
+	turn   func()
+}
+
+func (c *endsAsItComesFirst) Done() <-chan struct{} {
+	c.once.Do(func() {
+		c.turn()
+		c.cancel()
+	})
+	return c.Context.Done()
+}
+
+// A waiter queued in memory behind another of its client whose context ends as its turn
+// comes (the one ahead was served that moment) returns the context's error, and passes its
+// turn on: the client's next Acquire is served as soon as a permit is free. Go's select
+// picks either of two ready cases at random, so the test makes that moment a few times.
+//
+// Guards against a waiter that leaves on its context's end without passing on a turn it
+// was given meanwhile: every later waiter of its client would queue behind it for ever
+// (and TryAcquire would fail for ever), whatever permits are free.
+func TestWaiterContextEndsAsItsTurnComes(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-ctx:turn"
+		side := b.Client(t)
+		holder := relocktest.New(t, b)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		ctx := context.Background()
+		mustSet(t, holder.Semaphore(name), 0)
+		for round := range 8 {
+			firstDone := acquireAsync(redistest.Context(t, 30*time.Second), c.Semaphore(name), 1)
+			parked(t, c, 1, "the first waiter")
+			wctx, cancel := context.WithCancel(redistest.Context(t, 30*time.Second))
+			ends := &endsAsItComesFirst{Context: wctx, cancel: cancel, turn: func() {
+				if err := holder.Semaphore(name).AddPermits(ctx, 1); err != nil {
+					t.Error(err)
+				}
+				if err := redistest.Recv(t, firstDone, 15*time.Second, "the first waiter after a permit was added"); err != nil {
+					t.Errorf("round %d: first waiter: %v", round, err)
+				}
+			}}
+			err := redistest.Recv(t, acquireAsync(ends, c.Semaphore(name), 1), 30*time.Second, "the waiter whose context ended as its turn came")
+			wantErr(t, err, context.Canceled, name)
+
+			if err := holder.Semaphore(name).AddPermits(ctx, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := c.Semaphore(name).Acquire(redistest.Context(t, 10*time.Second), 1); err != nil {
+				t.Fatalf("round %d: the client's next Acquire with a permit free: %v", round, err)
+			}
+			if err := c.Semaphore(name).Release(ctx, 2); err != nil {
+				t.Fatal(err)
+			}
+			if n, err := holder.Semaphore(name).Drain(ctx); n != 2 || err != nil {
+				t.Fatalf("Drain = %d, %v; want 2, nil", n, err)
+			}
+		}
+		wantValue(t, side, name, "0")
+	})
+}
+
 // A live waiter keeps its place in the queue however long it waits: it refreshes its
 // entry every third of its watchdog timeout (2s here), so over more than three timeouts a
 // smaller request of another client that came after it is not served with the permit
