@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/hex"
 	"slices"
 	"strings"
 	"testing"
@@ -126,6 +127,27 @@ func TestInspectLeasedPermits(t *testing.T) {
 		}
 		if r := inspectJSON(t, b.Addr, "uploads"); len(r.Leased) != 0 || r.Kind != "count" || *r.Count != 2 {
 			t.Errorf("after ReleaseLease, inspect: %+v; want a count of 2 and no leased permit", r)
+		}
+	})
+}
+
+// A permit that Redisson's RPermitExpirableSemaphore leased without a lease time is scored
+// 922337203685477 (its nonExpirableTimeout) in {<name>}:timeout: inspect shows it as leased
+// without expiry (noExpiry in JSON), not as one that runs out in some centuries.
+func TestInspectPermitLeasedWithoutExpiry(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const id = "0123456789abcdef" // 16 bytes, as Redisson makes a permit id
+		redistest.MustDo(t, rc, "SET", "perm", "1")
+		redistest.MustDo(t, rc, "ZADD", "{perm}:timeout", "922337203685477", id)
+		r := inspectJSON(t, b.Addr, "perm")
+		want := hex.EncodeToString([]byte(id))
+		if r.Kind != "semaphore" || len(r.Leased) != 1 || r.Leased[0].ID != want || !r.Leased[0].NoExpiry || r.Leased[0].ExpiresInMs != 0 {
+			t.Errorf("inspect --json perm: %+v; want a semaphore with permit %s leased without expiry", r, want)
+		}
+		out, err := relockCmd(t, b.Addr, "", "inspect", "perm")
+		if err != nil || !strings.Contains(out, "leased permit "+want+"  leased without expiry") {
+			t.Errorf("inspect perm: %v\n%s", err, out)
 		}
 	})
 }
