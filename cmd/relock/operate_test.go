@@ -663,6 +663,19 @@ func TestWatchThroughAStoppedServer(t *testing.T) {
 	}
 }
 
+// watch whose first look fails has nothing to watch: an invalid name ends it at once
+// with the name's error (and a non-zero status), rather than a view per interval saying
+// the lock could not be read. Only a failure after a first view is watched through
+// (TestWatchThroughAStoppedServer).
+func TestWatchEndsWhenItsFirstLookFails(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		out, err := relockCmd(t, b.Addr, "", "watch", "--count", "2", "--interval", "10ms", "a}b")
+		if !errors.Is(err, relock.ErrInvalidName) || strings.Contains(out, "could not be read") {
+			t.Errorf("watch of an invalid name: %v\n%s; want ErrInvalidName and no view", err, out)
+		}
+	})
+}
+
 // A lock's auxiliary key that holds other data makes inspect fail with an error that
 // names the lock and the key, not Redis's bare WRONGTYPE; and a name with a control
 // character is printed quoted by unlock as by inspect, so that it cannot drive the
