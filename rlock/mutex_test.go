@@ -403,6 +403,85 @@ func TestRedissonLayout(t *testing.T) {
 	})
 }
 
+// Re-entry works on each side of a shared lock (docs/migration-from-redisson.md, "Sharing
+// locks with Java services"): a Java owner that locked twice keeps Go owners out until its
+// second unlock, and only that unlock, which publishes, wakes a Go waiter; a Go owner that
+// locked twice keeps the Java owner out until its second unlock.
+func TestRedissonReentryShared(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		const name = "reentered"
+		javaOwner := "5df8512c-e096-4359-bc82-07efb0bc9d8e:7"
+		keys := []string{name, "redisson_lock__channel:{" + name + "}"}
+		acquire, unlock := rueidis.NewLuaScript(redissonAcquire), rueidis.NewLuaScript(redissonUnlock)
+		javaLock := func() (int64, error) {
+			pttl, err := acquire.Exec(ctx, side, keys[:1], []string{"30000", javaOwner}).AsInt64()
+			if rueidis.IsRedisNil(err) {
+				return 0, nil // acquired
+			}
+			return pttl, err
+		}
+		mu := c.Lock(name)
+
+		for i := 0; i < 2; i++ {
+			if pttl, err := javaLock(); pttl != 0 || err != nil {
+				t.Fatalf("Java lock #%d = %d, %v; want acquired", i+1, pttl, err)
+			}
+		}
+		if _, err := mu.TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("TryLock while the Java owner holds twice: %v; want ErrLocked", err)
+		}
+		acquired := lockInBackground(mu, 30*time.Second)
+		redistest.Eventually(t, 5*time.Second, "Go waiter never parked behind the Java holder", func() bool { return c.PubSubStats().Waiting == 1 })
+		if n, err := unlock.Exec(ctx, side, keys, []string{"0", javaOwner}).AsInt64(); err != nil || n != 0 {
+			t.Fatalf("first Java unlock = %d, %v; want 0 (still held)", n, err)
+		}
+		if _, err := mu.TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("TryLock after one of the Java owner's two unlocks: %v; want ErrLocked", err)
+		}
+		select {
+		case err := <-acquired:
+			t.Fatalf("the Go waiter's Lock returned (%v) while the Java owner still held the lock", err)
+		default:
+		}
+		if n, err := unlock.Exec(ctx, side, keys, []string{"0", javaOwner}).AsInt64(); err != nil || n != 1 {
+			t.Fatalf("second Java unlock = %d, %v; want 1 (released)", n, err)
+		}
+		if err := redistest.Recv(t, acquired, 30*time.Second, "the Go waiter's Lock"); err != nil {
+			t.Fatalf("Go waiter: %v", err)
+		}
+		if st := c.PubSubStats(); st.Woken != 1 || st.TimedOut != 0 {
+			t.Errorf("stats %+v: want the waiter woken once, by the Java owner's last unlock", st)
+		}
+
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := mu.Lock(held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pttl, err := javaLock(); pttl <= 0 || err != nil {
+			t.Fatalf("Java lock while the Go owner holds twice = %d, %v; want its PTTL", pttl, err)
+		}
+		if err := mu.Unlock(again); err != nil {
+			t.Fatal(err)
+		}
+		if pttl, err := javaLock(); pttl <= 0 || err != nil {
+			t.Fatalf("Java lock after one of the Go owner's two unlocks = %d, %v; want its PTTL", pttl, err)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if pttl, err := javaLock(); pttl != 0 || err != nil {
+			t.Fatalf("Java lock after the Go owner's last unlock = %d, %v; want acquired", pttl, err)
+		}
+	})
+}
+
 func TestUnlockWithCancelledContext(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).Lock("cancelled")
