@@ -255,8 +255,13 @@ type harness struct {
 	kills    int
 	injected int
 	byFault  map[fault]int
-	deck     []fault // the rest of this round of faults
-	pauses   []pause
+	// landed counts, by fault, the injections that did what the fault is: a worker killed,
+	// stopped or cut off, a subscription connection killed, a held lock's key deleted. A
+	// fault drawn when no worker was left to take it, or no section would linger, landed
+	// nowhere, and the checks of its run had nothing of it to look at.
+	landed map[fault]int
+	deck   []fault // the rest of this round of faults
+	pauses []pause
 	// deletions are the faults that removed holds behind their holders' backs; cuts are
 	// the restarts (from the first blackholed proxy to the last reopened), which empty
 	// the fair queues.
@@ -436,6 +441,7 @@ func (h *harness) inject(f fault) {
 		h.semHolding(w)
 		w.killed = true
 		h.kills++
+		h.landed[f]++
 		_ = w.cmd.Process.Kill()
 		<-w.done
 		h.semKilled(w)
@@ -452,7 +458,7 @@ func (h *harness) inject(f fault) {
 		time.Sleep(pastLease)
 		_ = w.cmd.Process.Signal(syscall.SIGCONT)
 		p.cont = time.Now().UnixNano()
-		h.pauses = append(h.pauses, p)
+		h.pauses = append(h.pauses, p) // landed if it froze a held section (see run)
 	case faultBlackhole:
 		w := h.holder()
 		if w == nil {
@@ -461,12 +467,18 @@ func (h *harness) inject(f fault) {
 		w.proxy.Blackhole()
 		time.Sleep(pastLease)
 		w.proxy.Unblackhole()
+		h.landed[f]++
 	case faultPubSub:
-		h.lock.Do(t, "CLIENT", "KILL", "TYPE", "pubsub")
+		if n, err := h.lock.Do(t, "CLIENT", "KILL", "TYPE", "pubsub").AsInt64(); err == nil && n > 0 {
+			h.landed[f]++
+		}
 	case faultRestart:
 		h.restart()
+		h.landed[f]++
 	case faultSleep:
-		h.lock.Do(t, "DEBUG", "SLEEP", "2")
+		if err := h.lock.Do(t, "DEBUG", "SLEEP", "2").Error(); err == nil {
+			h.landed[f]++
+		}
 	case faultDelete:
 		h.deleteHeld()
 	}
@@ -496,6 +508,7 @@ func (h *harness) deleteHeld() {
 	to := time.Now().UnixNano()
 	if len(fields) > 0 {
 		h.deletions = append(h.deletions, deletion{win: Window{from, to}, fields: map[string]map[string]bool{note.Lock: set(fields)}})
+		h.landed[faultDelete]++
 	} else {
 		h.t.Logf("delete: the hold of %s's lingering section on %s was gone already", w.id, note.Lock)
 	}
@@ -654,7 +667,7 @@ func run(t *testing.T, cfg config) summary {
 		}
 		t.Logf("histories and worker output kept in %s", dir)
 	}
-	h := &harness{t: t, cfg: cfg, lock: redistest.StartServer(t), res: redistest.StartServer(t), dir: dir}
+	h := &harness{t: t, cfg: cfg, lock: redistest.StartServer(t), res: redistest.StartServer(t), dir: dir, landed: map[fault]int{}}
 	h.sem = newSemTracker(h)
 	h.semStart()
 	for range cfg.workers {
@@ -728,11 +741,20 @@ func run(t *testing.T, cfg config) summary {
 			}
 		}
 		t.Logf("SIGSTOP of %s for %v froze %d sections while held", p.worker, time.Duration(p.cont-p.stop).Round(time.Millisecond), n)
+		if n > 0 {
+			h.landed[faultStop]++
+		}
 	}
 	for _, r := range pausedLive(history, h.pauses) {
 		t.Errorf("section frozen by SIGSTOP past its lease found its context live after SIGCONT: %v", r)
 	}
-	t.Logf("%d faults %v, %d workers killed", h.injected, h.byFault, h.kills)
+	t.Logf("%d faults %v (landed %v), %d workers killed", h.injected, h.byFault, h.landed, h.kills)
+	// A run of one fault passes on what that fault did, so it must have done something.
+	// (The mixed run's faults are not all sure to land before its workers are done.)
+	if len(cfg.faults) == 1 && h.landed[cfg.faults[0]] == 0 {
+		f := cfg.faults[0]
+		t.Errorf("fault %s was drawn %d times and never landed: the run checked nothing of it", f, h.byFault[f])
+	}
 
 	for _, kind := range kinds {
 		k := s.kind(kind)
