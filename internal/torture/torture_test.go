@@ -424,6 +424,25 @@ func (h *harness) nextFault() fault {
 	return f
 }
 
+// wantsFault reports whether the run injects another fault: up to maxFaults, and in a run
+// of one fault beyond that while the fault has not landed yet, so that the run has
+// something of it to check (the workers' end and the deadline still bound the run). A
+// stop is taken for landed here once it stopped a holder; whether it froze a held
+// section is known from the history at the end.
+func (h *harness) wantsFault() bool {
+	if h.injected < h.cfg.maxFaults {
+		return true
+	}
+	if len(h.cfg.faults) != 1 {
+		return false
+	}
+	f := h.cfg.faults[0]
+	if f == faultStop {
+		return len(h.pauses) == 0
+	}
+	return h.landed[f] == 0
+}
+
 // inject runs one fault to its end.
 func (h *harness) inject(f fault) {
 	t := h.t
@@ -678,7 +697,7 @@ func run(t *testing.T, cfg config) summary {
 	nextFault := time.Now().Add(cfg.period)
 	nextRepair := time.Now().Add(semRepairPeriod)
 	for len(h.running()) > 0 && time.Now().Before(deadline) {
-		if len(cfg.faults) > 0 && h.injected < cfg.maxFaults && time.Now().After(nextFault) && h.connected() {
+		if len(cfg.faults) > 0 && h.wantsFault() && time.Now().After(nextFault) && h.connected() {
 			f := h.nextFault()
 			h.inject(f)
 			h.semRepair("after "+string(f), false)
