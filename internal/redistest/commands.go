@@ -26,6 +26,17 @@ func MustDo(t testing.TB, rc rueidis.Client, args ...string) {
 	}
 }
 
+// ExpireTime returns key's expiry in Unix milliseconds (PEXPIRETIME), or -1 (no expiry)
+// or -2 (no key) as Redis answers.
+func ExpireTime(t testing.TB, rc rueidis.Client, key string) int64 {
+	t.Helper()
+	ms, err := Do(t, rc, "PEXPIRETIME", key).AsInt64()
+	if err != nil {
+		t.Fatalf("PEXPIRETIME %s: %v", key, err)
+	}
+	return ms
+}
+
 // PTTL returns key's PTTL in milliseconds (-1: no expiry, -2: no such key), and fails
 // t if the command fails.
 func PTTL(t testing.TB, rc rueidis.Client, key string) int64 {

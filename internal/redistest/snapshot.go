@@ -63,24 +63,13 @@ const expiryDrift = 100
 // expires (Snapshot), or when it expires, beyond the drift the clock alone may show.
 func Unchanged(t testing.TB, rc rueidis.Client, key string, fn func()) {
 	t.Helper()
-	before, at := Snapshot(t, rc, key), expireTime(t, rc, key)
+	before, at := Snapshot(t, rc, key), ExpireTime(t, rc, key)
 	fn()
 	if after := Snapshot(t, rc, key); after != before {
 		t.Fatalf("key %q changed:\nbefore %s\nafter  %s", key, before, after)
 	}
-	if now := expireTime(t, rc, key); at > 0 && now > 0 && (now-at > expiryDrift || at-now > expiryDrift) {
+	if now := ExpireTime(t, rc, key); at > 0 && now > 0 && (now-at > expiryDrift || at-now > expiryDrift) {
 		t.Fatalf("key %q's expiry moved from %s to %s", key,
 			time.UnixMilli(at).UTC().Format(time.StampMilli), time.UnixMilli(now).UTC().Format(time.StampMilli))
 	}
-}
-
-// expireTime returns key's expiry in Unix milliseconds (PEXPIRETIME), or -1 (no expiry)
-// or -2 (no key) as Redis answers.
-func expireTime(t testing.TB, rc rueidis.Client, key string) int64 {
-	t.Helper()
-	ms, err := Do(t, rc, "PEXPIRETIME", key).AsInt64()
-	if err != nil {
-		t.Fatalf("PEXPIRETIME %s: %v", key, err)
-	}
-	return ms
 }
