@@ -392,7 +392,12 @@ func TestControlDeletedHoldNeverEndedFails(t *testing.T) {
 	atDeadline.Gone, atDeadline.LingerDone, atDeadline.LingerLost = ms(1400), ms(2400), true
 	otherCause := deletedHold()
 	otherCause.Gone, otherCause.LingerDone = ms(1400), ms(1401)
-	for name, r := range map[string]Record{"never ended": never, "ended at its deadline": atDeadline, "ended with another cause": otherCause} {
+	// The Lock call's bound ran out only after the local deadline (900+1500 ms), by which
+	// the client must have ended the hold's context as lost: it excuses nothing.
+	lateBound := deletedHold()
+	lateBound.Bound, lateBound.LingerDone = ms(2600), ms(2600)
+	for name, r := range map[string]Record{"never ended": never, "ended at its deadline": atDeadline, "ended with another cause": otherCause,
+		"ended by its call's bound after its deadline": lateBound} {
 		bad, _ := CheckDeletedHolds([]Record{r}, lease)
 		if len(bad) != 1 {
 			t.Errorf("%s: %d holds refused, want 1", name, len(bad))
@@ -413,7 +418,12 @@ func TestCheckDeletedHoldsPasses(t *testing.T) {
 	noReply.LingerDone, noReply.LingerLost = ms(2400), true
 	short := Record{Lock: "rlock", Worker: "w", Owner: "c:2", Call: ms(900), Acq: ms(950), Token: 2,
 		End: ms(1100), Rel: ms(1101), Lost: true, DelFrom: ms(1000), DelTo: ms(1001)}
-	bad, lost := CheckDeletedHolds([]Record{onRenewal, noReply, short}, lease)
+	// The Lock call's bound ran out before the client could have learned of the
+	// deletion (the hold's local deadline is 900+1500 ms): its context ended with
+	// DeadlineExceeded, which says nothing of the watchdog.
+	bounded := deletedHold()
+	bounded.Bound, bounded.LingerDone = ms(1200), ms(1200)
+	bad, lost := CheckDeletedHolds([]Record{onRenewal, noReply, short, bounded}, lease)
 	if len(bad) != 0 || lost != 3 {
 		t.Errorf("CheckDeletedHolds = %v, %d lost; want none refused, 3 lost", bad, lost)
 	}

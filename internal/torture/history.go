@@ -75,6 +75,10 @@ type Record struct {
 	LingerFrom int64 `json:"lingerFrom,omitempty"`
 	LingerDone int64 `json:"lingerDone,omitempty"`
 	LingerLost bool  `json:"lingerLost,omitempty"`
+	// Of a section that lingered: when the context of its Lock call, which the hold's
+	// derives from, reached its deadline (0: none), ending the hold's context with
+	// context.DeadlineExceeded if nothing ended it before.
+	Bound int64 `json:"bound,omitempty"`
 	// Of a section that lingered, as its client's renewals went: Basis is when the latest
 	// request that found the hold in Redis was sent (the acquiring one, or a renewal), so
 	// the hold's local deadline is Basis + lease; Gone is when the first renewal reply
@@ -544,7 +548,7 @@ const (
 
 // CheckDeletedHolds checks the deleted holds of history whose sections lingered (waited
 // for their context to end) across the deletion. Each one's context must end, with cause
-// ErrLeaseLost, and when a renewal told the client the hold was gone (Gone), because of
+// ErrLeaseLost unless the section's own bound ended it before its local deadline, and when a renewal told the client the hold was gone (Gone), because of
 // it: a context that lives on to its local deadline (Basis + lease) after such a reply
 // means the client ignored what Redis said. It returns the holds that fail, and how many
 // deleted holds (lingering or not) saw their context end with ErrLeaseLost.
@@ -564,6 +568,9 @@ func CheckDeletedHolds(history []Record, lease time.Duration) (bad []LostHold, l
 		case r.LingerDone == 0:
 			bad = append(bad, LostHold{r, fmt.Sprintf("its context was still live %v after the deletion",
 				time.Duration(r.End-r.DelTo).Round(time.Millisecond))})
+		case !r.LingerLost && r.Bound != 0 && r.LingerDone >= r.Bound && r.Bound < deadline+int64(lostSlack):
+			// The section's own bound came first, before the client could have found the
+			// hold gone (at the latest, its local deadline): nothing to check.
 		case !r.LingerLost:
 			bad = append(bad, LostHold{r, "its context ended with another cause than ErrLeaseLost"})
 		case r.Gone != 0 && r.Basis != 0 && r.Gone < deadline-int64(goneSlack) && r.LingerDone >= deadline-int64(lostSlack):

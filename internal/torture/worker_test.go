@@ -299,6 +299,9 @@ func section(lk locker, read bool, rrc rueidis.Client, id string, g, i int, env 
 	if env.linger.CompareAndSwap(true, false) {
 		r.Lingered = true
 		r.LingerFrom = time.Now().UnixNano()
+		if dl, ok := ctx.Deadline(); ok {
+			r.Bound = dl.UnixNano()
+		}
 		env.hist.add(Record{Linger: true, Worker: id, Lock: lk.kind, Mode: r.Mode, G: g, I: i, Owner: r.Owner, Acq: r.Acq})
 		t := time.NewTimer(lingerMax)
 		select {
