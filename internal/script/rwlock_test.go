@@ -31,3 +31,30 @@ func TestReaderGivesWayAtAFreeLock(t *testing.T) {
 		}
 	})
 }
+
+// All read holds of one owner share one expiry, the longest any of them was promised, and
+// the hash never expires before its longest live timeout key (lua/rwlock_read_acquire.lua):
+// a re-entry with a shorter lease cuts short neither the owner's earlier hold nor the
+// lock, and a reader with a short lease does not cut short another reader's longer one.
+func TestReadHoldsKeepTheLongestExpiry(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "read-expiries"
+		n := keys.Of(name)
+		for _, h := range []struct {
+			owner, lease string
+		}{{first, "60000"}, {first, "2000"}, {second, "2000"}} {
+			if v, err := readAcquireFor(t, rc, name, h.owner, h.lease, "0", "", ""); err != nil || v[0] != 1 {
+				t.Fatalf("%s takes a read hold for %sms: %v %v", h.owner, h.lease, v, err)
+			}
+		}
+		for _, key := range []string{n.ReadTimeout(first, 1), n.ReadTimeout(first, 2), n.Lock} {
+			if pttl := redistest.PTTL(t, rc, key); pttl < 50000 {
+				t.Errorf("%s: PTTL %dms after a read hold of 60s and shorter ones; want about 60000", key, pttl)
+			}
+		}
+		if pttl := redistest.PTTL(t, rc, n.ReadTimeout(second, 1)); pttl <= 0 || pttl > 2000 {
+			t.Errorf("the other reader's timeout key: PTTL %dms; want its own 2000 at most", pttl)
+		}
+	})
+}

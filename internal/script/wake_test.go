@@ -42,9 +42,15 @@ func writeAcquire(t *testing.T, rc rueidis.Client, name, owner, code, stay strin
 // waiting writers, as the engine sends it (engine.Read).
 func readAcquire(t *testing.T, rc rueidis.Client, name, owner, prefer, code, stay string) ([]int64, error) {
 	t.Helper()
+	return readAcquireFor(t, rc, name, owner, "30000", prefer, code, stay)
+}
+
+// readAcquireFor is readAcquire with a lease of its own, in milliseconds.
+func readAcquireFor(t *testing.T, rc rueidis.Client, name, owner, lease, prefer, code, stay string) ([]int64, error) {
+	t.Helper()
 	n := keys.Of(name)
 	return script.AcquireReply(nil, script.RWLockReadAcquire().Exec(context.Background(), rc, []string{n.Lock, n.ReadTimeouts(owner), n.Writers, n.Readers, n.Wake},
-		[]string{"30000", owner, keys.WriteField(owner), prefer, code, stay, n.RWChannel, "publish"}))
+		[]string{lease, owner, keys.WriteField(owner), prefer, code, stay, n.RWChannel, "publish"}))
 }
 
 // The wake registry (lua/wake.lua) keeps clients in the order they joined: a client that
