@@ -58,3 +58,40 @@ func TestReadHoldsKeepTheLongestExpiry(t *testing.T) {
 		}
 	})
 }
+
+// Under writer preference a new reader gives way to a waiting writer, but the writer that
+// holds the lock taking a read hold beside its own (a downgrade) never does: it would wait
+// for the waiting writer, which waits for it (lua/rwlock_read_acquire.lua).
+func TestWriterTakesAReadHoldPastWaitingWriters(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "downgrade-past-writers"
+		n := keys.Of(name)
+		if v, err := writeAcquire(t, rc, name, first, "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("the write hold: %v %v", v, err)
+		}
+		redistest.MustDo(t, rc, "ZADD", n.Writers, "99999999999999", second+":write") // live for ages
+		v, err := readAcquire(t, rc, name, first, "1", "1111", "")
+		if err != nil || len(v) < 3 || v[0] != 1 || v[2] != 1 {
+			t.Fatalf("the write holder takes a read hold while a writer waits (writer preference): %v %v; want [1 1 1], a read hold beside its write hold", v, err)
+		}
+	})
+}
+
+// A read field whose timeout keys all ran out is a hold that is gone: its owner asking for
+// the write lock, held by another live reader, waits like any writer, instead of being
+// answered "upgrade" (docs/design.md, the read-write lock).
+func TestLapsedReaderAskingToWriteWaits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "lapsed-upgrade"
+		n := keys.Of(name)
+		redistest.MustDo(t, rc, "HSET", n.Lock, "mode", "read", first, "1", second, "1")
+		redistest.MustDo(t, rc, "PEXPIRE", n.Lock, "30000")
+		redistest.MustDo(t, rc, "SET", n.ReadTimeout(second, 1), "1", "PX", "30000") // first's ran out
+		v, err := writeAcquire(t, rc, name, first, "", "")
+		if err != nil || len(v) != 2 || v[0] != 0 || v[1] <= 0 {
+			t.Fatalf("write attempt of a reader whose timeout key ran out, another reader live: %v %v; want [0 PTTL] (wait), not [2] (upgrade)", v, err)
+		}
+	})
+}
