@@ -95,3 +95,20 @@ func TestLapsedReaderAskingToWriteWaits(t *testing.T) {
 		}
 	})
 }
+
+// A write re-entry never moves the lock's expiry earlier (lua/rwlock_write_acquire.lua): a
+// re-entry with a shorter lease leaves the longer one.
+func TestWriteReentryKeepsTheLongerExpiry(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "write-reentry-expiry"
+		for _, lease := range []string{"60000", "2000"} {
+			if v, err := writeAcquireFor(t, rc, name, first, lease, "", ""); err != nil || v[0] != 1 {
+				t.Fatalf("write hold for %sms: %v %v", lease, v, err)
+			}
+		}
+		if pttl := redistest.PTTL(t, rc, keys.Of(name).Lock); pttl < 50000 {
+			t.Errorf("PTTL %dms after a write hold of 60s and a re-entry of 2s; want about 60000", pttl)
+		}
+	})
+}

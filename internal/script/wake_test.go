@@ -33,9 +33,15 @@ func acquire(t *testing.T, rc rueidis.Client, name, owner, code, stay string) ([
 // and no writer preference, as the engine sends it (engine.Write).
 func writeAcquire(t *testing.T, rc rueidis.Client, name, owner, code, stay string) ([]int64, error) {
 	t.Helper()
+	return writeAcquireFor(t, rc, name, owner, "30000", code, stay)
+}
+
+// writeAcquireFor is writeAcquire with a lease of its own, in milliseconds.
+func writeAcquireFor(t *testing.T, rc rueidis.Client, name, owner, lease, code, stay string) ([]int64, error) {
+	t.Helper()
 	n := keys.Of(name)
 	return script.AcquireReply(nil, script.RWLockWriteAcquire().Exec(context.Background(), rc, []string{n.Lock, n.Writers, n.ReadTimeouts(owner), n.Wake},
-		[]string{"30000", keys.WriteField(owner), owner, "0", "10000", code, stay, n.RWChannel, "publish"}))
+		[]string{lease, keys.WriteField(owner), owner, "0", "10000", code, stay, n.RWChannel, "publish"}))
 }
 
 // readAcquire is acquire for a read hold, with prefer "1" when new readers give way to
