@@ -1,10 +1,14 @@
 package script_test
 
 import (
+	"context"
 	"testing"
+
+	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/script"
 )
 
 // Under writer preference a new reader gives way to a live waiting writer also when the
@@ -109,6 +113,39 @@ func TestWriteReentryKeepsTheLongerExpiry(t *testing.T) {
 		}
 		if pttl := redistest.PTTL(t, rc, keys.Of(name).Lock); pttl < 50000 {
 			t.Errorf("PTTL %dms after a write hold of 60s and a re-entry of 2s; want about 60000", pttl)
+		}
+	})
+}
+
+// rwUnlock releases one of field's holds ("read" or "write" by side) of the read-write lock
+// name, which the client knows to number expected, as the engine sends it.
+func rwUnlock(t *testing.T, rc rueidis.Client, name, field, side, expected string) (int64, error) {
+	t.Helper()
+	n := keys.Of(name)
+	return script.RWLockUnlock().Exec(context.Background(), rc, []string{n.Lock, n.RWChannel, n.Tag, n.Writers, n.Wake, n.Readers},
+		[]string{field, side, expected, "publish"}).AsInt64()
+}
+
+// While a writer holds the lock, releasing one of its read holds beside it never shortens
+// the lock's expiry to the read holds' (lua/rwlock_unlock.lua): the write hold has no key
+// of its own and lives as long as the hash.
+func TestReadUnlockBesideTheWriteHoldKeepsItsExpiry(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "read-unlock-beside-write"
+		if v, err := writeAcquireFor(t, rc, name, first, "60000", "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("the write hold: %v %v", v, err)
+		}
+		for i := 0; i < 2; i++ {
+			if v, err := readAcquireFor(t, rc, name, first, "2000", "0", "", ""); err != nil || v[0] != 1 {
+				t.Fatalf("read hold %d beside the write hold: %v %v", i+1, v, err)
+			}
+		}
+		if r, err := rwUnlock(t, rc, name, first, "read", "2"); err != nil || r != 0 {
+			t.Fatalf("release of one of two read holds: %d %v; want 0 (still held)", r, err)
+		}
+		if pttl := redistest.PTTL(t, rc, keys.Of(name).Lock); pttl < 50000 {
+			t.Errorf("PTTL %dms after a read hold of 2s beside a write hold of 60s was released; want about 60000", pttl)
 		}
 	})
 }
