@@ -62,3 +62,25 @@ func TestRWLockRenewOfAReadHoldThatRanOut(t *testing.T) {
 		}
 	})
 }
+
+// A renewal never shortens an expiry (lua/rwlock_renew.lua): renewing a read hold of 60s
+// with a lease of 2s leaves its timeout key and the lock as they were.
+func TestRWLockRenewNeverShortens(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "renew-shorter"
+		n := keys.Of(name)
+		if v, err := readAcquireFor(t, rc, name, first, "60000", "0", "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("the read hold: %v %v", v, err)
+		}
+		v, err := script.RWLockRenew().Exec(context.Background(), rc, []string{n.Lock, n.Tag}, []string{"2000", first}).AsIntSlice()
+		if err != nil || !slices.Equal(v, []int64{1}) {
+			t.Fatalf("renewal of a live read hold = %v, %v; want [1]", v, err)
+		}
+		for _, key := range []string{n.ReadTimeout(first, 1), n.Lock} {
+			if pttl := redistest.PTTL(t, rc, key); pttl < 50000 {
+				t.Errorf("%s: PTTL %dms after a renewal of 2s of a 60s read hold; want about 60000", key, pttl)
+			}
+		}
+	})
+}
