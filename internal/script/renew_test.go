@@ -64,7 +64,8 @@ func TestRWLockRenewOfAReadHoldThatRanOut(t *testing.T) {
 }
 
 // A renewal never shortens an expiry (lua/rwlock_renew.lua): renewing a read hold of 60s
-// with a lease of 2s leaves its timeout key and the lock as they were.
+// with a lease of 2s leaves its timeout key and the lock as they were, and renewing a write
+// hold of 60s so leaves the lock as it was.
 func TestRWLockRenewNeverShortens(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
@@ -81,6 +82,18 @@ func TestRWLockRenewNeverShortens(t *testing.T) {
 			if pttl := redistest.PTTL(t, rc, key); pttl < 50000 {
 				t.Errorf("%s: PTTL %dms after a renewal of 2s of a 60s read hold; want about 60000", key, pttl)
 			}
+		}
+		const wname = "renew-shorter-write"
+		w := keys.Of(wname)
+		if v, err := writeAcquireFor(t, rc, wname, first, "60000", "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("the write hold: %v %v", v, err)
+		}
+		v, err = script.RWLockRenew().Exec(context.Background(), rc, []string{w.Lock, w.Tag}, []string{"2000", keys.WriteField(first)}).AsIntSlice()
+		if err != nil || !slices.Equal(v, []int64{1}) {
+			t.Fatalf("renewal of a live write hold = %v, %v; want [1]", v, err)
+		}
+		if pttl := redistest.PTTL(t, rc, w.Lock); pttl < 50000 {
+			t.Errorf("PTTL %dms after a renewal of 2s of a 60s write hold; want about 60000", pttl)
 		}
 	})
 }
