@@ -100,3 +100,24 @@ func TestFairQueueKeysExpireWithTheirEntries(t *testing.T) {
 		}
 	})
 }
+
+// A release that leaves nobody in line deletes the deadlines too, when entries whose
+// owners left the queue remain there (lua/fair_release.lua): no key of the queue outlives
+// its last waiter.
+func TestFairReleaseDropsDeadlinesOfNobody(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		n := keys.Of("fair-stray-deadline")
+		redistest.MustDo(t, rc, "HSET", n.Lock, holder, "1")
+		redistest.MustDo(t, rc, "PEXPIRE", n.Lock, "30000")
+		redistest.MustDo(t, rc, "ZADD", n.Deadlines, "99999999999999", second) // not in the queue
+		v, err := script.FairRelease().Exec(context.Background(), rc, []string{n.Lock, n.Queue, n.Deadlines},
+			[]string{"unlock", holder, "1", "publish", n.FairChannel, "0"}).AsInt64()
+		if err != nil || v != 1 {
+			t.Fatalf("release: %v %v; want 1", v, err)
+		}
+		if m := redistest.Members(t, rc, n.Deadlines); len(m) != 0 {
+			t.Errorf("deadlines %v after a release that left nobody in line; want the key gone", m)
+		}
+	})
+}
