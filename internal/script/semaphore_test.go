@@ -342,3 +342,29 @@ func TestSemaphoreAvailablePublishesPermitsPutBack(t *testing.T) {
 		}
 	})
 }
+
+// The client first in line that takes its permits leaves the queue, and the client now
+// first is told so on its own channel, with the permits left (at least 1): only the first
+// listens for releases on the semaphore's channel, so the next would otherwise sleep
+// until its own refresh (lua/semaphore_acquire.lua).
+func TestSemaphoreAcquireTellsTheNextInLine(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "sem-next-in-line"
+		k := keys.SemaphoreOf(name)
+		redistest.MustDo(t, rc, "SET", name, "3")
+		deadline := strconv.FormatInt(redistest.Millis(t, rc)+60000, 10)
+		redistest.MustDo(t, rc, "ZADD", k.Queue, "1", holder, "2", first)
+		redistest.MustDo(t, rc, "ZADD", k.Deadlines, deadline, holder, deadline, first)
+		nextL := b.Listen(t, k.Waiters+first)
+		if v, err := semAcquire(rc, name, 2, holder, "1", ""); err != nil || !slices.Equal(v, []int64{1, 1}) {
+			t.Fatalf("acquire of 2 of 3 by the client first in line = %v, %v; want [1 1]", v, err)
+		}
+		if q := redistest.Members(t, rc, k.Queue); !slices.Equal(q, []string{first}) {
+			t.Fatalf("queue %v after the first took its permits; want the next alone", q)
+		}
+		if got := heard(t, rc, nextL, k.Waiters+first); !slices.Equal(got, []string{"1"}) {
+			t.Fatalf("the client now first heard %q; want one message, the permits left, 1", got)
+		}
+	})
+}
