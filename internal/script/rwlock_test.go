@@ -149,3 +149,25 @@ func TestReadUnlockBesideTheWriteHoldKeepsItsExpiry(t *testing.T) {
 		}
 	})
 }
+
+// A preferred writer that must wait registers in the waiting writers' zset, which lives no
+// longer than the entry (lua/rwlock_write_acquire.lua): were the writer to die with nobody
+// taking the lock, the key runs out rather than stay for ever.
+func TestWaitingWritersKeyExpiresWithItsEntry(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "writers-life"
+		n := keys.Of(name)
+		if v, err := readAcquire(t, rc, name, first, "0", "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("the read hold: %v %v", v, err)
+		}
+		v, err := script.AcquireReply(nil, script.RWLockWriteAcquire().Exec(context.Background(), rc, []string{n.Lock, n.Writers, n.ReadTimeouts(second), n.Wake},
+			[]string{"30000", keys.WriteField(second), second, "1", "10000", "", "", n.RWChannel, "publish"}))
+		if err != nil || v[0] != 0 {
+			t.Fatalf("a preferred writer beside a reader: %v %v; want to wait", v, err)
+		}
+		if pttl := redistest.PTTL(t, rc, n.Writers); pttl <= 0 || pttl > 10000 {
+			t.Errorf("waiting writers' PTTL %dms with one entry that lives 10000ms; want (0, 10000]", pttl)
+		}
+	})
+}
