@@ -369,28 +369,6 @@ func TestSemaphoreAcquireTellsTheNextInLine(t *testing.T) {
 	})
 }
 
-// A release publishes the count now available, and nothing when none is: Redisson's
-// clients wake as many waiters as the message says (lua/semaphore_release.lua).
-func TestSemaphoreReleasePublishesOnlyAvailablePermits(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		rc := b.Client(t)
-		k := keys.SemaphoreOf("sem-release-messages")
-		l := b.Listen(t, k.Channel)
-		for _, c := range []struct {
-			n    string
-			want int64
-		}{{"2", 2}, {"-2", 0}, {"-1", -1}, {"1", 0}, {"1", 1}} {
-			v, err := script.SemaphoreRelease().Exec(context.Background(), rc, []string{k.Permits, k.Channel}, []string{c.n, "publish", "0"}).AsInt64()
-			if err != nil || v != c.want {
-				t.Fatalf("release of %s = %d, %v; want %d", c.n, v, err, c.want)
-			}
-		}
-		if got := heard(t, rc, l, k.Channel); !slices.Equal(got, []string{"2", "1"}) {
-			t.Fatalf("the channel heard %q after counts 2, 0, -1, 0, 1; want only \"2\" and \"1\"", got)
-		}
-	})
-}
-
 // The leased permits expire with the permits when those have an expiry, so that no ids
 // outlive their semaphore (lua/semaphore_acquire.lua); a drain keeps the permits' expiry,
 // as every relock write of the count does (lua/semaphore_drain.lua).
