@@ -271,6 +271,7 @@ func handoffRuns(t *testing.T, goroutines int) {
 			return count >= 10
 		})
 		done := make(chan error, 1)
+		called := time.Now()
 		go func() {
 			l := other.Lock("runs")
 			mu.Lock()
@@ -285,16 +286,25 @@ func handoffRuns(t *testing.T, goroutines int) {
 			}
 			done <- err
 		}()
+		// Until the waiter has parked (its first attempt failed: it is in line), the busy
+		// client takes the lock as often as that time allows, each hold lasting 5ms at
+		// least: on a loaded machine, the attempt may take a while to be sent.
+		redistest.Await(10*time.Second, func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return other.PubSubStats().Waiting > 0 || atOther >= 0
+		})
+		inFlight := int(time.Since(called) / (5 * time.Millisecond))
 		err := redistest.Recv(t, done, 50*time.Second, "the other client's waiter")
 		stop.Store(true)
 		wg.Wait()
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The busy client's acquisitions from the other's call to its getting the lock: one
-		// while its first attempt is on its way, the rest of the run under way, and at most
-		// one more run.
-		if n, limit := atOther-atCall, 2*(hub.HandRun+1)+1; n > limit {
+		// The busy client's acquisitions from the other's call to its getting the lock: those
+		// while its first attempt is on its way (one, on a quiet machine), the rest of the
+		// run under way, and at most one more run.
+		if n, limit := atOther-atCall, 2*(hub.HandRun+1)+max(1, inFlight); n > limit {
 			t.Errorf("the busy client took the lock %d times while the other client's waiter waited; want at most %d", n, limit)
 		} else {
 			t.Logf("the busy client took the lock %d times while the other client's waiter waited (at most %d)", n, limit)
