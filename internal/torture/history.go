@@ -91,6 +91,14 @@ type Record struct {
 	// restarted without persistence): the hold was in Redis at DelFrom and gone by DelTo.
 	DelFrom int64 `json:"-"`
 	DelTo   int64 `json:"-"`
+	// LostFrom and LostTo are set by the parent for a hold granted on a restarted server to
+	// a Lock call whose earlier grant, on the server before the restart, was lost with it
+	// before its reply came: that grant (the same hash field, Owner) was in Redis at
+	// LostFrom and gone by LostTo. The client never knew of it, found the owner holding
+	// nothing on the new server and asked again, rightly; the record's own hold, with its
+	// token, is the second grant, which the restart did not touch.
+	LostFrom int64 `json:"-"`
+	LostTo   int64 `json:"-"`
 
 	// Of a semaphore section (Lock == LockSemaphore): the permits it asks for. Its record
 	// has Call (Acquire called), Acq (Acquire returned), End (the section ended: Release
@@ -261,6 +269,14 @@ func Overlaps(history []Record) [][2]Record {
 //   - Release of a deleted hold: [DelFrom, DelTo], the deletion, whatever the section
 //     did after it.
 //
+// A hold granted again after a restart lost its Lock call's first grant (LostFrom) is two
+// holds of one owner: the record's own, as above, and the lost one, whose token nobody
+// learned: Acquire at [Call, LostFrom) (the grant ran before the restart cut the
+// connections and looked; the end is open, so that another hold found at the look, whose
+// release is at [LostFrom, LostTo] as a deleted one's, is a second holder at once),
+// legal only when nobody holds the lock and leaving the last token as it was, and Release
+// at [LostFrom, LostTo], the restart.
+//
 // A hold whose token is unknown (0) is left out. It is one whose Lock learned of its grant
 // only by asking after the reply was lost (the reply, with its token, never came), and
 // whose context had ended before the section asked for the token: its deadline, counted
@@ -273,6 +289,7 @@ func Overlaps(history []Record) [][2]Record {
 type lockInput struct {
 	Acquire bool
 	Owner   int
+	NoToken bool // an acquisition whose token nobody learned (a grant lost in a restart)
 }
 
 type lockState struct {
@@ -287,8 +304,11 @@ var LockModel = porcupine.Model{
 		s, in := state.(lockState), input.(lockInput)
 		if in.Acquire {
 			t := output.(int64)
-			if s.Holder != -1 || t <= s.Last {
+			if s.Holder != -1 || !in.NoToken && t <= s.Last {
 				return false, s
+			}
+			if in.NoToken {
+				t = s.Last
 			}
 			return true, lockState{Holder: in.Owner, Last: t}
 		}
@@ -299,6 +319,9 @@ var LockModel = porcupine.Model{
 	},
 	DescribeOperation: func(input, output interface{}) string {
 		in := input.(lockInput)
+		if in.Acquire && in.NoToken {
+			return fmt.Sprintf("acquire(%d) -> ?", in.Owner)
+		}
 		if in.Acquire {
 			return fmt.Sprintf("acquire(%d) -> %v", in.Owner, output)
 		}
@@ -309,10 +332,31 @@ var LockModel = porcupine.Model{
 // Operations turns the exclusive acquisitions of history, which must be one lock's, into
 // porcupine operations on LockModel; read holds are left out.
 func Operations(history []Record) []porcupine.Operation {
+	ops, _ := operations(history)
+	return ops
+}
+
+// opOf tells which record an operation of Operations stands for, and for which step.
+type opOf struct {
+	r    Record
+	what string // acquire, release, lost acquire, lost release
+}
+
+// operations returns Operations and, for each, what it stands for.
+func operations(history []Record) ([]porcupine.Operation, []opOf) {
 	hs := exclusive(history)
 	end := int64(math.MaxInt64 / 2)
 	var ops []porcupine.Operation
+	var of []opOf
 	for i, h := range hs {
+		if h.LostFrom != 0 {
+			// The lost grant: an owner of its own, numbered past the records'.
+			o := len(hs) + i
+			ops = append(ops,
+				porcupine.Operation{ClientId: o, Input: lockInput{Acquire: true, Owner: o, NoToken: true}, Call: h.Call, Output: int64(0), Return: max(h.Call, h.LostFrom-1)},
+				porcupine.Operation{ClientId: o, Input: lockInput{Owner: o}, Call: h.LostFrom, Return: h.LostTo})
+			of = append(of, opOf{h, "lost acquire"}, opOf{h, "lost release"})
+		}
 		client := i
 		ops = append(ops, porcupine.Operation{
 			ClientId: client, Input: lockInput{Acquire: true, Owner: i}, Call: h.Call, Output: h.Token, Return: h.Acq,
@@ -330,8 +374,9 @@ func Operations(history []Record) []porcupine.Operation {
 		ops = append(ops, porcupine.Operation{
 			ClientId: client, Input: lockInput{Owner: i}, Call: call, Return: ret,
 		})
+		of = append(of, opOf{h, "acquire"}, opOf{h, "release"})
 	}
-	return ops
+	return ops, of
 }
 
 // exclusive returns the exclusive holds of history that the model checks: those with a
@@ -702,8 +747,7 @@ func SemString(r Record) string {
 // not place after them, as records with their times, so that a failed run can be read
 // without its files.
 func ExplainIllegal(history []Record, timeout time.Duration) string {
-	ops := Operations(history)
-	hs := exclusive(history)
+	ops, of := operations(history)
 	_, info := porcupine.CheckOperationsVerbose(LockModel, ops, timeout)
 	var longest []int
 	for _, part := range info.PartialLinearizations() {
@@ -724,14 +768,10 @@ func ExplainIllegal(history []Record, timeout time.Duration) string {
 		return time.Unix(0, ns).Format("15:04:05.000000")
 	}
 	line := func(i int) string {
-		h, op := hs[i/2], ops[i]
-		what := "acquire"
-		if i%2 == 1 {
-			what = "release"
-		}
-		return fmt.Sprintf("  %s op [%s, %s] of %s call=%s check=%s rel=%s unlockOK=%v owner=%s deleted=[%s, %s] lost=%v\n",
-			what, stamp(op.Call), stamp(op.Return), h, stamp(h.Call), stamp(h.Check), stamp(h.Rel), h.UnlockOK, h.Owner,
-			stamp(h.DelFrom), stamp(h.DelTo), h.Lost)
+		h, op := of[i].r, ops[i]
+		return fmt.Sprintf("  %s op [%s, %s] of %s call=%s check=%s rel=%s unlockOK=%v owner=%s deleted=[%s, %s] lost-grant=[%s, %s] lost=%v\n",
+			of[i].what, stamp(op.Call), stamp(op.Return), h, stamp(h.Call), stamp(h.Check), stamp(h.Rel), h.UnlockOK, h.Owner,
+			stamp(h.DelFrom), stamp(h.DelTo), stamp(h.LostFrom), stamp(h.LostTo), h.Lost)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "longest linearizable prefix: %d of %d operations; its last ones:\n", len(longest), len(ops))

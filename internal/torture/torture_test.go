@@ -277,6 +277,10 @@ type deletion struct {
 	win     Window                     // the holds were in Redis at From and gone by To
 	open    int64                      // restart: when the clients could reach the new server
 	fields  map[string]map[string]bool // by kind of lock: the hash fields removed
+	// restart: by kind of lock, the fencing counter when the holds were looked at. The new
+	// server's counter starts above it, so a hold with a higher token was granted after the
+	// restart (see markDeleted).
+	tokens map[string]int64
 }
 
 // pause is one SIGSTOP of a worker, from just before the signal to just after SIGCONT.
@@ -580,17 +584,16 @@ func (h *harness) restart() {
 	// hold what their clients send until the new server is up.
 	time.Sleep(50 * time.Millisecond)
 	h.lock.Do(t, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
-	d := deletion{restart: true, fields: map[string]map[string]bool{}}
+	d := deletion{restart: true, fields: map[string]map[string]bool{}, tokens: map[string]int64{}}
 	d.win.From = time.Now().UnixNano()
-	toks := map[string]int64{}
 	for _, k := range kinds {
 		fields, _ := h.lock.Do(t, "HKEYS", lockKey(lockName, k)).AsStrSlice()
 		d.fields[k] = set(fields)
-		toks[k], _ = h.lock.Do(t, "GET", tokenCounter(k)).AsInt64()
+		d.tokens[k], _ = h.lock.Do(t, "GET", tokenCounter(k)).AsInt64()
 	}
 	h.lock.Restart(t)
 	for _, k := range kinds {
-		h.lock.Do(t, "SET", tokenCounter(k), strconv.FormatInt(toks[k]+1000, 10))
+		h.lock.Do(t, "SET", tokenCounter(k), strconv.FormatInt(d.tokens[k]+1000, 10))
 	}
 	h.semReset()
 	d.win.To = time.Now().UnixNano()
@@ -863,6 +866,15 @@ func run(t *testing.T, cfg config) summary {
 				}
 			}
 		}
+		regranted := 0
+		for _, r := range holds {
+			if r.LostFrom != 0 {
+				regranted++
+			}
+		}
+		if regranted > 0 {
+			t.Logf("%s: %d Lock calls granted again after a restart lost their first grant before its reply came", kind, regranted)
+		}
 		if k.deleted > 0 {
 			t.Logf("%s: %d holds deleted behind their holders' backs (%d lingering), %d seen lost by their holders%s",
 				kind, k.deleted, lingered, lostHolds, lossDelays(holds))
@@ -1044,6 +1056,14 @@ func scan(t *testing.T, s *redistest.Server) []string {
 // markDeleted marks the holds that a deletion removed: their fields were in the hash
 // when it was deleted (owners are fresh for every Lock call, so a field names one hold).
 //
+// A field names one Lock call, which a restart can see granted twice: its request ran on
+// the old server and the reply was lost (the restart cut the connections), and the
+// client, which asks before sending again (engine's attempt.ran), found the owner holding
+// nothing on the new server and was granted there. The record's hold is then the second
+// grant, which the restart did not touch, and its token, above the counter the restart
+// looked at, tells so: the first grant is marked lost (LostFrom) and the record's hold
+// is not deleted. Marking it deleted would end the second grant before it was made.
+//
 // A hold handed to a waiter by an unlock of its own process (rlock_hand.lua) has no field
 // in its record: the waiter sent no acquire script of its own for the spy to see. A
 // field of an exclusive lock's hash that no record names is then that hold's: the one
@@ -1062,10 +1082,15 @@ func markDeleted(history []Record, ds []deletion) {
 		}
 		named[r.Lock][r.Owner] = true
 		for _, d := range ds {
-			if d.fields[r.Lock][r.Owner] {
-				r.DelFrom, r.DelTo = d.win.From, d.win.To
-				break
+			if !d.fields[r.Lock][r.Owner] {
+				continue
 			}
+			if d.restart && r.Token > d.tokens[r.Lock] {
+				r.LostFrom, r.LostTo = d.win.From, d.win.To
+				continue
+			}
+			r.DelFrom, r.DelTo = d.win.From, d.win.To
+			break
 		}
 	}
 	for _, d := range ds {
@@ -1083,7 +1108,7 @@ func markDeleted(history []Record, ds []deletion) {
 			for i := range history {
 				r := &history[i]
 				if r.Held() && r.Lock == kind && !r.Read() && r.Owner == "" && !r.Deleted() &&
-					r.Call < d.win.From && !r.UnlockOK {
+					r.Call < d.win.From && !r.UnlockOK && (!d.restart || r.Token <= d.tokens[kind]) {
 					held = append(held, r)
 				}
 			}
