@@ -168,8 +168,8 @@ func (s summary) String() string {
 func TestTorture(t *testing.T) {
 	// Short mode (CI, with -race): about two minutes, three on a loaded machine. The mixed
 	// run is longer, so that each fault lands at least once before the workers are done:
-	// one round of the seven faults, with their periods, takes some 20 seconds, and the
-	// run fails when one never landed.
+	// one round of the seven faults, with their periods, takes some 20 seconds (without
+	// -race, the workers may be done sooner: see run).
 	cfg := config{workers: 3, goroutines: 3, iters: 60, period: time.Second, maxFaults: 3, deadline: 90 * time.Second}
 	mixed := cfg
 	mixed.iters, mixed.maxFaults = 240, 2*len(allFaults)
@@ -779,10 +779,16 @@ func run(t *testing.T, cfg config) summary {
 		t.Errorf("section frozen by SIGSTOP past its lease found its context live after SIGCONT: %v", r)
 	}
 	t.Logf("%d faults %v (landed %v), %d workers killed", h.injected, h.byFault, h.landed, h.kills)
-	// A run passes on what its faults did, so each must have done something.
+	// A run of one fault passes on what that fault did, so it must have done something. The
+	// mixed run draws the faults not landed yet as long as its workers run, but a fast
+	// machine may finish them first: a fault it missed is said, and checked by its own run.
 	for _, f := range cfg.faults {
-		if h.landed[f] == 0 {
+		switch {
+		case h.landed[f] > 0:
+		case len(cfg.faults) == 1:
 			t.Errorf("fault %s was drawn %d times and never landed: the run checked nothing of it", f, h.byFault[f])
+		default:
+			t.Logf("fault %s was drawn %d times and never landed in this run; its own run checks it", f, h.byFault[f])
 		}
 	}
 
