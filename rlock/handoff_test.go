@@ -13,6 +13,7 @@ import (
 	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -364,6 +365,95 @@ func handoffReplyLost(t *testing.T, behind bool) {
 		}
 		unlockBoth(t, mu, w, next)
 		if n, _ := redistest.Do(t, side, "EXISTS", "hand-lost").AsInt64(); n != 0 {
+			t.Error("the lock is still there after the waiter's one unlock: its hold was counted twice")
+		}
+	})
+}
+
+// A hand call whose reply is lost may reach Redis after the claimed waiter has looked and
+// found nothing: rueidis closes a connection at a call's deadline, and what the client sends
+// next goes out on a new one. The waiter then tries on its own, and Redis, which has handed
+// it the lock meanwhile, counts its attempt as a re-entry. Its Lock still takes the lock
+// once: its owner's field counts one hold, the hold has the counter's token (the one the
+// handoff took), and its one Unlock frees the lock.
+func TestHandoffRunsLate(t *testing.T) {
+	for _, behind := range []bool{false, true} {
+		t.Run(waitersBehind(behind), func(t *testing.T) { handoffRunsLate(t, behind) })
+	}
+}
+
+// handoffRunsLate is TestHandoffRunsLate, with a second waiter parked behind the one handed
+// the lock when behind is set (it sends the hand call itself).
+func handoffRunsLate(t *testing.T, behind bool) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "hand-late"
+		late := redistest.NewLateRequests(b.Client(t))
+		// The holder's lease (the watchdog's, 3s) bounds the waiter's sleep before it tries
+		// again, and must outlast the late hand call: its release is never renewed.
+		c, err := relock.New(late, relock.WithTimeout(300*time.Millisecond), relock.WithWatchdogTimeout(3*time.Second))
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		side := b.Client(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		mu := c.Lock(name, rlock.WithFencing())
+		// A first handoff loads the script, so that the late request is the handoff itself.
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := parkWaiter(t, c, mu, ctx)
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if held = redistest.Recv(t, got, 10*time.Second, "the first waiter's Lock"); held == nil {
+			t.FailNow()
+		}
+		holder := mustOwner(t, side, name)
+
+		got = parkWaiter(t, c, mu, ctx)
+		next := parkBehind(t, behind, c, mu, ctx)
+		arrived, send := late.Hold(script.RLockHand().SHA1, name)
+		defer send()
+		err = mu.Unlock(held)
+		select {
+		case <-arrived:
+		default:
+			t.Fatalf("Unlock sent no hand call (%v): the test proved nothing", err)
+		}
+		t.Logf("Unlock whose hand call went unanswered: %v", err)
+		// The waiter found nothing handed, tried, and was told to wait for the holder's
+		// lease; now the hand call reaches Redis.
+		waiting := 1
+		if behind {
+			waiting = 2
+		}
+		redistest.Eventually(t, 10*time.Second, "the waiter never parked again", func() bool { return c.PubSubStats().Waiting == waiting })
+		send()
+		if owner := mustOwner(t, side, name); owner == holder {
+			t.Fatal("the late hand call handed nothing (the holder's hold ran out first?): the test proved nothing")
+		}
+
+		// The waiter tries again when the holder's lease would have run out; with a
+		// waiter behind it, that one may be woken instead, and the waiter gets the lock
+		// once its handed hold, unknown to the client, has run out in turn: then with a
+		// token of its own.
+		w := redistest.Recv(t, got, 10*time.Second, "the waiter's Lock")
+		if w == nil {
+			t.FailNow()
+		}
+		token, _ := redistest.Do(t, side, "GET", "redisson_lock_token:{"+name+"}").AsInt64()
+		owner := mustOwner(t, side, name)
+		if n, _ := redistest.Do(t, side, "HGET", name, owner).AsInt64(); n != 1 {
+			t.Errorf("the waiter's owner counts %d holds; want 1 (its Lock took the lock once)", n)
+		}
+		if tok, ok := mu.Token(w); !ok || tok != token {
+			t.Errorf("the waiter's token %d (%v); want the counter's, %d", tok, ok, token)
+		}
+		unlockBoth(t, mu, w, next)
+		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
 			t.Error("the lock is still there after the waiter's one unlock: its hold was counted twice")
 		}
 	})

@@ -132,10 +132,11 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 			if err != nil {
 				return retry.Final(failed) // still unknown: report the failure, never send blindly
 			}
-			if known = count; ran {
+			if ran {
 				ttl = 0
 				return nil
 			}
+			known = count
 		}
 		sent = time.Now()
 		var v []int64
@@ -159,7 +160,43 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	if err != nil || ttl > 0 {
 		return ttl, err
 	}
+	if a.count > known+1 {
+		if err := a.shed(dctx, known+1); err != nil {
+			return 0, err
+		}
+	}
 	return 0, a.keep()
+}
+
+// shed gives back the holds that Redis counts for the owner beyond the one this
+// acquisition took (want: the count the client knew before it, plus one), and reads the
+// token of a first-level hold. Redis counts more when a request made for this acquisition
+// whose reply was lost ran after the client had asked about it: a hand call to this waiter
+// (handoff.go), or an earlier send of its attempt. rueidis closes a connection at a call's
+// deadline, and what the client sends next goes out on a new one, which can reach Redis
+// first. The attempt then re-entered a hold it did not know of: kept, the surplus would
+// outlast the owner's one Unlock (the lock held, and renewed, for as long as the process
+// lives), and a re-entry's reply carries no token. The unlock script, which compares the
+// count, releases the surplus; the token is the counter's, as in ran.
+func (a *attempt) shed(ctx context.Context, want int64) error {
+	for a.count > want {
+		left, _, err := a.l.release(ctx, a.owner, a.count, a.sent.Add(a.lease), nil)
+		if err == nil && left != 0 {
+			err = lockerr.ErrNotHeld // the owner's holds are gone: not what Redis counted
+		}
+		if err != nil {
+			return err
+		}
+		a.count--
+	}
+	if a.fenced && a.count == 1 {
+		token, err := a.l.c.Redis.Do(ctx, a.l.c.Redis.B().Get().Key(a.l.n.Token).Build()).AsInt64()
+		if err != nil {
+			return err
+		}
+		a.third = token
+	}
+	return nil
 }
 
 // execSynced runs the acquire script and WAIT in one round trip (in a cluster WAIT goes to

@@ -58,9 +58,15 @@ func (a *attempt) take(h *handoff) (bool, error) {
 	if h.sure {
 		a.granted(1, h.token, h.sent)
 	} else {
-		ran, _, err := a.ran(a.l.c.Detached(a.ctx), 0, h.sent)
+		dctx := a.l.c.Detached(a.ctx)
+		ran, _, err := a.ran(dctx, 0, h.sent)
 		if err != nil || !ran {
 			return false, err
+		}
+		if a.count > 1 {
+			if err := a.shed(dctx, 1); err != nil {
+				return false, err
+			}
 		}
 	}
 	return true, a.keep()

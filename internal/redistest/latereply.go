@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -31,4 +32,70 @@ func (r *lateReply) Do(ctx context.Context, cmd rueidis.Completed) rueidis.Redis
 		r.once.Do(func() { time.Sleep(r.d) })
 	}
 	return res
+}
+
+// LateRequests is a client that can hold a request back and send it late (see Hold).
+type LateRequests struct {
+	rueidis.Client
+	mu    sync.Mutex
+	holds []*lateRequest
+}
+
+type lateRequest struct {
+	held
+	cmd  rueidis.Completed
+	done chan rueidis.RedisResult
+}
+
+// NewLateRequests returns a client on rc whose requests go through as they are until Hold
+// arms a fault.
+func NewLateRequests(rc rueidis.Client) *LateRequests { return &LateRequests{Client: rc} }
+
+// Hold arms a one-shot fault: the next command whose arguments contain every marker is not
+// sent; its caller hears nothing until its context ends, as when the reply is lost. send
+// sends it then, behind whatever the client sent meanwhile, and returns once Redis has
+// answered: a request that reached Redis late, as one written on a connection that rueidis
+// closed at the call's deadline does when the client's next requests go out on a new one.
+// arrived is closed when the command is called. send is idempotent, and does nothing if the
+// command never came.
+func (r *LateRequests) Hold(markers ...string) (arrived <-chan struct{}, send func()) {
+	l := &lateRequest{held: held{arrived: make(chan struct{}), release: make(chan struct{})}, done: make(chan rueidis.RedisResult, 1)}
+	for _, m := range markers {
+		l.markers = append(l.markers, []byte(m))
+	}
+	r.mu.Lock()
+	r.holds = append(r.holds, l)
+	r.mu.Unlock()
+	return l.arrived, func() {
+		l.once.Do(func() {
+			r.mu.Lock()
+			fired := l.fired
+			r.mu.Unlock()
+			if fired {
+				l.done <- r.Client.Do(context.Background(), l.cmd)
+			}
+		})
+	}
+}
+
+func (r *LateRequests) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	r.mu.Lock()
+	var l *lateRequest
+	if i := slices.IndexFunc(r.holds, func(l *lateRequest) bool {
+		return !l.fired && containsAll([]byte(strings.Join(cmd.Commands(), "\x00")), l.markers)
+	}); i >= 0 {
+		l = r.holds[i]
+		l.fired, l.cmd = true, cmd
+	}
+	r.mu.Unlock()
+	if l == nil {
+		return r.Client.Do(ctx, cmd)
+	}
+	close(l.arrived)
+	select {
+	case <-ctx.Done():
+		return rueidis.NewErrorResult(ctx.Err())
+	case res := <-l.done:
+		return res
+	}
 }
