@@ -740,3 +740,59 @@ func TestQueries(t *testing.T) {
 		}
 	})
 }
+
+// Goroutines that share an owner (one context passed to each) and lock at once take one
+// hold each, as a re-entry does: the owner counts as many holds as Locks returned, each
+// Unlock releases one, the last frees the lock, and no hold's context ends before it.
+// Guards against an acquisition that takes a count above what the client knew for a
+// request of its own that ran late, and gives the others' holds back.
+func TestOwnerSharedByGoroutinesLockingAtOnce(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		mu := c.Lock("shared-owner", rlock.WithFencing())
+		const goroutines = 4
+		for round := range 20 {
+			owner := relock.NewOwner(redistest.Context(t, 30*time.Second))
+			start := make(chan struct{})
+			helds := make(chan context.Context, goroutines)
+			var wg sync.WaitGroup
+			for range goroutines {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					<-start
+					held, err := mu.Lock(owner)
+					if err != nil {
+						t.Errorf("round %d: Lock: %v", round, err)
+						return
+					}
+					helds <- held
+				}()
+			}
+			close(start)
+			wg.Wait()
+			close(helds)
+			var all []context.Context
+			for h := range helds {
+				all = append(all, h)
+			}
+			if n, err := mu.HoldCount(owner); n != len(all) || err != nil {
+				t.Fatalf("round %d: HoldCount = %d, %v after %d Locks returned", round, n, err, len(all))
+			}
+			for i, h := range all {
+				if err := h.Err(); err != nil {
+					t.Fatalf("round %d: a hold's context ended before its Unlock: %v", round, context.Cause(h))
+				}
+				if err := mu.Unlock(h); err != nil {
+					t.Fatalf("round %d: Unlock %d of %d: %v", round, i+1, len(all), err)
+				}
+			}
+			if n := redistest.Do(t, side, "EXISTS", "shared-owner"); n.Error() != nil {
+				t.Fatal(n.Error())
+			} else if v, _ := n.AsInt64(); v != 0 {
+				t.Fatalf("round %d: the lock is still there after every Unlock", round)
+			}
+		}
+	})
+}

@@ -49,10 +49,11 @@ type Watchdog struct {
 
 	mu      sync.Mutex
 	holds   map[holdKey]*Hold
-	byOwner map[string]int // holds per owner, so that an owner gone with none costs a lookup
-	closing bool           // Closing was called: a new hold is refused
-	flight  chan struct{}  // closed when the renewal in flight is done; nil when none is
-	wakeAt  time.Time      // when run looks at the holds next
+	byOwner map[string]int         // holds per owner, so that an owner gone with none costs a lookup
+	firsts  map[holdKey]*firstTurn // the turns of owners of which the table has no hold (Begin)
+	closing bool                   // Closing was called: a new hold is refused
+	flight  chan struct{}          // closed when the renewal in flight is done; nil when none is
+	wakeAt  time.Time              // when run looks at the holds next
 	// unwatched are the holds whose owner's anchor is not watched yet (see watchLater).
 	unwatched []*Hold
 	watchSoon chan struct{} // unwatched was empty and is not: run watches it after watchDelay
@@ -139,6 +140,7 @@ func newWatchdog(rc rueidis.Client, lease time.Duration, cluster bool, owners *o
 		watchSoon: make(chan struct{}, 1),
 		done:      make(chan struct{}),
 		holds:     make(map[holdKey]*Hold),
+		firsts:    make(map[holdKey]*firstTurn),
 	}
 	w.wakeAt = time.Now().Add(w.period)
 	w.log.Store(discard)
@@ -779,9 +781,10 @@ func (w *Watchdog) Check() {
 // with Begin and given back with End. It says how the call ended the hold (Released,
 // Unlocked, Lost, ReleasedAtClose) without looking the hold up again.
 type Turn struct {
-	w *Watchdog
-	k holdKey
-	h *Hold
+	w     *Watchdog
+	k     holdKey
+	h     *Hold
+	first *firstTurn // the turn of an owner of which the table had no hold
 	// Count is the owner's hold count as this client knows it (0: it knows of no hold),
 	// which stays true for the turn, since nothing else in the client may change it.
 	Count int64
@@ -797,20 +800,41 @@ type Turn struct {
 // it expected and tell whether it already ran (see expect.lua). Owners are this client's
 // alone, so nothing outside the client changes the count but expiry and ForceUnlock.
 //
-// A first-level acquisition, of which the client knows no hold, has no hold to wait on
-// and begins at once. The caller must call End.
+// A first-level acquisition, of which the client knows no hold, takes a turn of its own
+// (firstTurn): goroutines that share an owner and lock at once take their holds one after
+// the other, the later ones as re-entries of the hold the first registered. The caller
+// must call End.
 func (w *Watchdog) Begin(name, owner string) Turn {
 	t := Turn{w: w, k: holdKey{name, owner}}
 	for {
 		w.mu.Lock()
 		h := w.holds[t.k]
+		if h == nil {
+			f := w.firsts[t.k]
+			if f == nil {
+				f = &firstTurn{}
+				w.firsts[t.k] = f
+			}
+			f.refs++
+			w.mu.Unlock()
+			f.mu.Lock()
+			t.first = f
+			// The turn before this one may have left a hold: then the turn is that hold's.
+			w.mu.Lock()
+			again := w.holds[t.k] != nil
+			w.mu.Unlock()
+			if !again {
+				return t
+			}
+			t.endFirst()
+			t.first = nil
+			continue
+		}
 		// The common case, nobody else in the owner's turn, takes one look at the table.
 		// TryLock never waits, so taking it under w.mu cannot deadlock with a turn's
 		// holder, which takes w.mu to say how its call went.
-		if h == nil || h.op.TryLock() {
-			if h != nil {
-				t.h, t.Count, t.Deadline = h, h.count, h.deadline
-			}
+		if h.op.TryLock() {
+			t.h, t.Count, t.Deadline = h, h.count, h.deadline
 			w.mu.Unlock()
 			return t
 		}
@@ -887,6 +911,29 @@ func (t Turn) End() {
 		t.h.releasing.Store(false)
 		t.h.op.Unlock()
 	}
+	if t.first != nil {
+		t.endFirst()
+	}
+}
+
+// firstTurn is the turn of an owner on a lock of which the client knows no hold: a
+// first-level acquisition's (or a release's of a hold the client does not know). refs
+// counts the calls in it or waiting for it, guarded by Watchdog.mu; the last one takes it
+// out of the table.
+type firstTurn struct {
+	mu   sync.Mutex
+	refs int
+}
+
+// endFirst gives back the turn's firstTurn.
+func (t Turn) endFirst() {
+	f := t.first
+	t.w.mu.Lock()
+	if f.refs--; f.refs == 0 {
+		delete(t.w.firsts, t.k)
+	}
+	t.w.mu.Unlock()
+	f.mu.Unlock()
 }
 
 // Releasing says that the call in this turn is about to release the hold's last count.
