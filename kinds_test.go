@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -426,6 +427,66 @@ func TestFencingTokensCountFromOne(t *testing.T) {
 					}
 					if err := k.unlock(c, held, n); err != nil {
 						t.Fatalf("%s: unlock: %v", s.name, err)
+					}
+				}
+			})
+		}
+	})
+}
+
+// Goroutines that share an owner (one context passed to each) and lock at once take one
+// hold each, as a re-entry does: the owner counts as many holds as Locks returned, each
+// Unlock releases one, the last frees the lock, and no hold's context ends before it. For
+// every kind. Guards against first-level acquisitions of one owner that each take the
+// count from nothing (a Lock failed as not held, an Unlock found nothing, a hold's context
+// ended as lost), and against an acquisition that takes the others' holds for requests of
+// its own that ran late and gives them back.
+func TestOwnerSharedByGoroutinesLockingAtOnce(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		for _, k := range []holdKind{kindRLock, kindSpin, kindFair, kindWrite, kindRead} {
+			t.Run(k.name, func(t *testing.T) {
+				name := "shared-owner:" + k.name
+				const goroutines = 4
+				for round := range 10 {
+					owner := relock.NewOwner(redistest.Context(t, 30*time.Second))
+					start := make(chan struct{})
+					helds := make(chan context.Context, goroutines)
+					var wg sync.WaitGroup
+					for range goroutines {
+						wg.Add(1)
+						go func() {
+							defer wg.Done()
+							<-start
+							held, err := k.lock(c, owner, name, 0)
+							if err != nil {
+								t.Errorf("round %d: Lock: %v", round, err)
+								return
+							}
+							helds <- held
+						}()
+					}
+					close(start)
+					wg.Wait()
+					close(helds)
+					var all []context.Context
+					for h := range helds {
+						all = append(all, h)
+					}
+					if n, err := k.count(c, owner, name); n != len(all) || err != nil {
+						t.Fatalf("round %d: hold count %d, %v after %d Locks returned", round, n, err, len(all))
+					}
+					for i, h := range all {
+						if h.Err() != nil {
+							t.Fatalf("round %d: a hold's context ended before its Unlock: %v", round, context.Cause(h))
+						}
+						if err := k.unlock(c, h, name); err != nil {
+							t.Fatalf("round %d: Unlock %d of %d: %v", round, i+1, len(all), err)
+						}
+					}
+					if n, err := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 || err != nil {
+						t.Fatalf("round %d: EXISTS %s after every Unlock = %d, %v; want 0", round, name, n, err)
 					}
 				}
 			})
