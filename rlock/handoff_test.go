@@ -36,6 +36,24 @@ func parkWaiter(t *testing.T, c *relock.Client, mu *rlock.Mutex, ctx context.Con
 	return got
 }
 
+// handedOnce locks mu, hands it to a waiter parked on it, and returns that waiter's hold:
+// the hand script is loaded then, and a fault set up afterwards hits a handoff itself.
+func handedOnce(t *testing.T, c *relock.Client, mu *rlock.Mutex, ctx context.Context) context.Context {
+	t.Helper()
+	held, err := mu.Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := parkWaiter(t, c, mu, ctx)
+	if err := mu.Unlock(held); err != nil {
+		t.Fatal(err)
+	}
+	if held = redistest.Recv(t, got, 10*time.Second, "the first waiter's Lock"); held == nil {
+		t.FailNow()
+	}
+	return held
+}
+
 // An unlock that frees the lock while a waiter of its own client is parked on it hands the
 // lock to that waiter in the same call: the waiter holds it without an attempt of its own,
 // no other client is woken (nothing is published: the lock was never free), and the hold
@@ -334,19 +352,9 @@ func handoffReplyLost(t *testing.T, behind bool) {
 		mu := c.Lock("hand-lost")
 		// A first handoff loads the script, so that the fault hits the handoff itself, not
 		// a NOSCRIPT.
-		held, err := mu.Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := parkWaiter(t, c, mu, ctx)
-		if err := mu.Unlock(held); err != nil {
-			t.Fatal(err)
-		}
-		if held = redistest.Recv(t, got, 10*time.Second, "the first waiter's Lock"); held == nil {
-			t.FailNow()
-		}
+		held := handedOnce(t, c, mu, ctx)
 
-		got = parkWaiter(t, c, mu, ctx)
+		got := parkWaiter(t, c, mu, ctx)
 		next := parkBehind(t, behind, c, mu, ctx)
 		proxy.LoseReplyTo(unlockMarker("hand-lost"))
 		if err := mu.Unlock(held); err != nil {
@@ -400,20 +408,10 @@ func handoffRunsLate(t *testing.T, behind bool) {
 		defer cancel()
 		mu := c.Lock(name, rlock.WithFencing())
 		// A first handoff loads the script, so that the late request is the handoff itself.
-		held, err := mu.Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		got := parkWaiter(t, c, mu, ctx)
-		if err := mu.Unlock(held); err != nil {
-			t.Fatal(err)
-		}
-		if held = redistest.Recv(t, got, 10*time.Second, "the first waiter's Lock"); held == nil {
-			t.FailNow()
-		}
+		held := handedOnce(t, c, mu, ctx)
 		holder := mustOwner(t, side, name)
 
-		got = parkWaiter(t, c, mu, ctx)
+		got := parkWaiter(t, c, mu, ctx)
 		next := parkBehind(t, behind, c, mu, ctx)
 		arrived, send := late.Hold(script.RLockHand().SHA1, name)
 		defer send()
