@@ -59,6 +59,10 @@ type attempt struct {
 	// that tries again asks first (see try), lest it count a hold twice. nil: none (a
 	// pointer, as it is rare: the attempt is allocated at every Lock).
 	lost *lostRequest
+	// late counts the requests made for this acquisition that Redis had not run when the
+	// client asked about them (a send whose reply was lost, a hand call to this waiter
+	// whose reply was lost): each may still run, after a later request (see shed).
+	late int64
 }
 
 // lostRequest is a request whose outcome is unknown: when it was sent, the owner's hold
@@ -137,6 +141,7 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 				return nil
 			}
 			known = count
+			a.late++
 		}
 		sent = time.Now()
 		var v []int64
@@ -160,25 +165,29 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	if err != nil || ttl > 0 {
 		return ttl, err
 	}
-	if a.count > known+1 {
-		if err := a.shed(dctx, known+1); err != nil {
-			return 0, err
-		}
+	if err := a.shed(dctx, known+1); err != nil {
+		return 0, err
 	}
 	return 0, a.keep()
 }
 
-// shed gives back the holds that Redis counts for the owner beyond the one this
-// acquisition took (want: the count the client knew before it, plus one), and reads the
-// token of a first-level hold. Redis counts more when a request made for this acquisition
-// whose reply was lost ran after the client had asked about it: a hand call to this waiter
-// (handoff.go), or an earlier send of its attempt. rueidis closes a connection at a call's
-// deadline, and what the client sends next goes out on a new one, which can reach Redis
-// first. The attempt then re-entered a hold it did not know of: kept, the surplus would
-// outlast the owner's one Unlock (the lock held, and renewed, for as long as the process
-// lives), and a re-entry's reply carries no token. The unlock script, which compares the
-// count, releases the surplus; the token is the counter's, as in ran.
+// shed gives back the holds that Redis counts for the owner beyond the want this
+// acquisition took (the count the client knew before it, plus one), as many as requests
+// of it may have run late (late), and reads the token of a first-level hold. Redis counts
+// more when such a request ran after the client had asked about it: a hand call to this
+// waiter (handoff.go), or an earlier send of its attempt. rueidis closes a connection at a
+// call's deadline, and what the client sends next goes out on a new one, which can reach
+// Redis first. The attempt then re-entered a hold it did not know of: kept, the surplus
+// would outlast the owner's one Unlock (the lock held, and renewed, for as long as the
+// process lives), and a re-entry's reply carries no token. The unlock script, which
+// compares the count, releases the surplus; the token is the counter's, as in ran. A
+// surplus that no late request explains is the owner's own (a hold the client stopped
+// renewing that Redis still has): it stays.
 func (a *attempt) shed(ctx context.Context, want int64) error {
+	if a.count <= want || a.late == 0 {
+		return nil
+	}
+	want = max(want, a.count-a.late)
 	for a.count > want {
 		left, _, err := a.l.release(ctx, a.owner, a.count, a.sent.Add(a.lease), nil)
 		if err == nil && left != 0 {

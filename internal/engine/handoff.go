@@ -60,13 +60,15 @@ func (a *attempt) take(h *handoff) (bool, error) {
 	} else {
 		dctx := a.l.c.Detached(a.ctx)
 		ran, _, err := a.ran(dctx, 0, h.sent)
-		if err != nil || !ran {
+		if err != nil {
 			return false, err
 		}
-		if a.count > 1 {
-			if err := a.shed(dctx, 1); err != nil {
-				return false, err
-			}
+		if !ran {
+			a.late++ // the hand call may still run
+			return false, nil
+		}
+		if err := a.shed(dctx, 1); err != nil {
+			return false, err
 		}
 	}
 	return true, a.keep()
