@@ -493,3 +493,39 @@ func TestOwnerSharedByGoroutinesLockingAtOnce(t *testing.T) {
 		}
 	})
 }
+
+// A re-entry with a fixed lease into a hold that the watchdog renews leaves it renewed: a
+// hold that any of its acquisitions took without WithLease is renewed until it is fully
+// released (rlock.WithLease). Past the watchdog's lease, and the re-entry's, both contexts
+// are live and Redis still has both holds.
+func TestFixedReentryKeepsRenewal(t *testing.T) {
+	const watchdog = time.Second
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(watchdog))
+		for _, k := range []holdKind{kindRLock, kindFair, kindWrite, kindSpin} {
+			t.Run(k.name, func(t *testing.T) {
+				n := "fixed-reentry:" + k.name
+				held, err := k.lock(c, redistest.Context(t, time.Minute), n, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				again, err := k.lock(c, held, n, 100*time.Millisecond)
+				if err != nil {
+					t.Fatalf("re-entry: %v", err)
+				}
+				time.Sleep(3 * watchdog) // three watchdog leases
+				if err := again.Err(); err != nil {
+					t.Fatalf("the hold's context ended %v after a fixed-lease re-entry (cause %v); want it renewed", 3*watchdog, context.Cause(again))
+				}
+				if got, err := k.count(c, again, n); got != 2 || err != nil {
+					t.Fatalf("hold count %v after the re-entry = %d, %v; want 2", 3*watchdog, got, err)
+				}
+				for range 2 {
+					if err := k.unlock(c, again, n); err != nil {
+						t.Fatalf("unlock: %v", err)
+					}
+				}
+			})
+		}
+	})
+}

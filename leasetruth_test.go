@@ -746,3 +746,41 @@ func TestLateRenewalReplyCountsFromTheSend(t *testing.T) {
 		}
 	})
 }
+
+// A check of every hold (the subscriber connection came back, and Redis may have restarted)
+// looks at a fixed-lease hold without extending it: a WithLease hold is not renewed, so the
+// lock still expires at its own lease, and its context ends then.
+func TestCheckLeavesAFixedLease(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b) // 30s watchdog: a renewal would carry the key far past its lease
+		side := b.Client(t)
+		const lease = 3 * time.Second
+		held, err := c.Lock("truth:check-fixed").Lock(context.Background(), rlock.WithLease(lease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Cut every connection of the client: the subscriber's comes back, and the watchdog
+		// checks every hold then, the fixed one alone among them (a check round is a tick).
+		redistest.MustDo(t, side, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+		redistest.Eventually(t, 10*time.Second, "no check round after the reconnect", func() bool {
+			return c.WatchdogStats().Ticks > 0
+		})
+		if p := redistest.PTTL(t, side, "truth:check-fixed"); p > lease.Milliseconds() {
+			t.Fatalf("PTTL %dms after the check; want at most the fixed lease's %v", p, lease)
+		}
+		select {
+		case <-held.Done():
+			if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+				t.Errorf("cause %v; want ErrLeaseLost", context.Cause(held))
+			}
+		case <-time.After(lease + 5*time.Second):
+			t.Fatalf("the fixed lease's context is live %v after a %v lease", lease+5*time.Second, lease)
+		}
+		// The context ends at the lease counted from the acquisition's send; Redis counts
+		// from when it ran, a moment later.
+		redistest.Eventually(t, 2*time.Second, "the key outlived the fixed lease", func() bool {
+			n, _ := redistest.Do(t, side, "EXISTS", "truth:check-fixed").AsInt64()
+			return n == 0
+		})
+	})
+}

@@ -107,3 +107,54 @@ func TestExtendAfterTheLeaseRanOut(t *testing.T) {
 		}
 	})
 }
+
+// Extend of a hold that Redis no longer has, though the client has not noticed yet (its key
+// was deleted, as by another client's ForceUnlock), is ErrNotHeld, and the hold's context
+// ends then, with ErrLeaseLost, as Extend promises: it is not left live until the next
+// renewal round.
+func TestExtendOfAHoldGoneEndsItsContext(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b) // a 30s watchdog: the next renewal round is 10s off
+		mu := c.Lock("extend:gone")
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		redistest.MustDo(t, b.Client(t), "DEL", "extend:gone")
+		if err := mu.Extend(held, time.Minute); !errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("Extend of a hold Redis no longer has: %v; want ErrNotHeld", err)
+		}
+		if held.Err() == nil {
+			t.Fatal("the hold's context is live after Extend found the hold gone; want it ended")
+		}
+		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Errorf("the hold's context ended with cause %v; want ErrLeaseLost", cause)
+		}
+	})
+}
+
+// An Extend shorter than what the hold was promised shortens nothing, in the hold's context
+// as in Redis: past the shorter lease the context is live and the owner holds the lock.
+func TestShorterExtendKeepsTheContext(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		mu := c.Lock("extend:shorter", rlock.WithLease(time.Minute))
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Extend(held, 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond) // past the shorter lease, well within the minute
+		if err := held.Err(); err != nil {
+			t.Fatalf("the hold's context ended after an Extend shorter than its lease (cause %v); want it live for the minute Redis keeps", context.Cause(held))
+		}
+		if ok, err := mu.IsHeld(held); err != nil || !ok {
+			t.Fatalf("IsHeld: %v %v; want held", ok, err)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

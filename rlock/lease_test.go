@@ -593,3 +593,20 @@ func TestWaitTimeout(t *testing.T) {
 		}
 	})
 }
+
+// A WithLease hold's context ends when its lease runs out, for a holder that watches Done
+// as for one that asks Err, even when the watchdog's own rounds are far apart (the default
+// 30s lease renews every 10s).
+func TestFixedLeaseDoneOnTime(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		held, err := c.Lock("fixed-done").Lock(redistest.Context(t, time.Minute), rlock.WithLease(500*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitDone(t, held, 5*time.Second, "a 500ms fixed lease")
+		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Errorf("cause %v; want ErrLeaseLost", cause)
+		}
+	})
+}

@@ -390,3 +390,70 @@ func TestLockContextEndsInFlight(t *testing.T) {
 		_ = other.Lock(name).Unlock(h)
 	})
 }
+
+// An attempt on a lock that another owner holds, whose reply is lost, took nothing: the
+// hold count Redis has is the one the owner had before it, so the attempt did not run or
+// failed, and TryLock answers ErrLocked. Taking it for run would have two owners hold the
+// lock.
+func TestFailedAttemptReplyLost(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, proxy := throughProxy(t, b)
+		other := relocktest.New(t, b) // not through the proxy
+		held, err := other.Lock("lost-busy").Lock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mu := c.Lock("lost-busy")
+		proxy.LoseReplyTo("lost-busy")
+		got, err := mu.TryLock(redistest.Context(t, time.Minute))
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		if !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("TryLock of a held lock with its reply lost: %v (context live: %v); want ErrLocked", err, got.Err() == nil)
+		}
+		if n, err := mu.HoldCount(got); err != nil || n != 0 {
+			t.Errorf("HoldCount after the failed TryLock: %d %v; want 0", n, err)
+		}
+		if err := other.Lock("lost-busy").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A first-level acquisition WithFencing whose reply is lost after Redis ran it keeps the
+// token it took: Token answers the counter's value, the next token after the previous
+// holder's.
+func TestFencedAcquireReplyLost(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, proxy := throughProxy(t, b)
+		side := b.Client(t)
+		mu := c.Lock("lost-fenced")
+		ctx := redistest.Context(t, time.Minute)
+		first, err := mu.Lock(ctx, rlock.WithFencing())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(first); err != nil {
+			t.Fatal(err)
+		}
+		proxy.LoseReplyTo("lost-fenced")
+		held, err := mu.Lock(ctx, rlock.WithFencing())
+		if err != nil {
+			t.Fatalf("Lock WithFencing with its reply lost: %v", err)
+		}
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		counter, err := redistest.Do(t, side, "GET", "redisson_lock_token:{lost-fenced}").AsInt64()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tok, ok := mu.Token(held); !ok || tok != counter || tok != 2 {
+			t.Errorf("Token of the hold whose reply was lost: %d %v; want the counter's %d, the second token", tok, ok, counter)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

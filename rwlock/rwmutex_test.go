@@ -617,3 +617,33 @@ func TestReadUnlockKeepsTheLongestReadHold(t *testing.T) {
 		}
 	})
 }
+
+// Under writer preference, new readers wait while a writer is waiting; a writer that only
+// tries (TryLock) does not wait, so its failed attempt holds no reader back and leaves no
+// entry in the writers' zset.
+func TestTryLockWriterHoldsNoReaderBack(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		mu := c.RWLock("try-writer", rwlock.WithWriterPreference())
+		ctx := redistest.Context(t, time.Minute)
+		r1, err := mu.RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mu.TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("writer's TryLock while a reader holds: %v; want ErrLocked", err)
+		}
+		if n, err := redistest.Do(t, b.Client(t), "ZCARD", "relock_rwlock_writers:{try-writer}").AsInt64(); err != nil || n != 0 {
+			t.Errorf("writers registered after a failed TryLock: %d %v; want none", n, err)
+		}
+		r2, err := mu.TryRLock(ctx)
+		if err != nil {
+			t.Fatalf("another reader's TryRLock after a writer's failed TryLock: %v; want it in beside the first", err)
+		}
+		for _, r := range []context.Context{r2, r1} {
+			if err := mu.RUnlock(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

@@ -202,3 +202,46 @@ func TestFirstAttemptAnnouncesItsLease(t *testing.T) {
 		})
 	}
 }
+
+// Readers of one client parked behind a write hold that is never released (its fixed lease
+// runs out: a crashed writer) all get in when it ends, not one per lease: the channel's
+// timer wakes one of them, and a reader that gets the lock wakes the next parked one,
+// which may share it (hub.Sub.Took).
+func TestReadersFollowEachOtherInWhenAWriteLeaseRunsOut(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const readers = 3
+		holder := relocktest.New(t, b)
+		if _, err := holder.RWLock("lapsed-writer").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Second)); err != nil {
+			t.Fatal(err)
+		}
+		c := relocktest.New(t, b) // 30s watchdog: a reader left to the next lease misses the bound below
+		in := make(chan struct{}, readers)
+		allIn := make(chan struct{})
+		done := make(chan error, readers)
+		for range readers {
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				h, err := c.RWLock("lapsed-writer").RLock(ctx)
+				if err == nil {
+					in <- struct{}{}
+					select { // they share it: hold it until every reader holds it
+					case <-allIn:
+					case <-ctx.Done():
+					}
+					err = c.RWLock("lapsed-writer").RUnlock(h)
+				}
+				done <- err
+			}()
+		}
+		for range readers {
+			redistest.Recv(t, in, 15*time.Second, "every reader in: one was left to the first reader's lease")
+		}
+		close(allIn)
+		for range readers {
+			if err := redistest.Recv(t, done, 15*time.Second, "the readers' end"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
