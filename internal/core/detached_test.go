@@ -48,3 +48,22 @@ func TestDeadlinesEndAtTheTimeout(t *testing.T) {
 		t.Errorf("a call after a deadline ended got one %v after it (err %v), want at least the timeout %v", at.Sub(start), next.Err(), timeout)
 	}
 }
+
+// A deadline is shared only by calls it still leaves the whole timeout: a call made when a
+// shard's current deadline has run half its time gets one of its own, at least the timeout
+// from the call, not what is left of the shared one.
+func TestSharedDeadlineLeavesTheTimeout(t *testing.T) {
+	const timeout = 300 * time.Millisecond
+	ds := newDeadlines(timeout)
+	for range deadlineShards { // a current deadline in every shard
+		ds.next()
+	}
+	time.Sleep(timeout / 2)
+	for range 2 * deadlineShards {
+		start := time.Now()
+		at, _ := ds.next().Deadline()
+		if left := at.Sub(start); left < timeout {
+			t.Fatalf("a call got a deadline %v after it, want at least the timeout %v", left, timeout)
+		}
+	}
+}

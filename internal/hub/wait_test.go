@@ -368,3 +368,31 @@ func TestTimerMarginIsCapped(t *testing.T) {
 		}
 	}
 }
+
+// A process woken with no waiter left passes the wake-up on (package pubsub): the last
+// subscriber of a channel whose waiters register, leaving with a wake-up it never acted
+// on (a permit: the wake-up came between its attempt and its wait), has another process's
+// waiter woken.
+func TestLastSubscriberPassesItsWakeUpOn(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		leaving, rc := newHub(t, b)
+		other, _ := newHub(t, b)
+		s, err := leaving.Subscribe("passing", hub.LockMessages, nil, hub.Registry{Wake: "wake:{passing}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Release)
+		if err := s.Ready(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		publish(t, rc, "passing", hub.WakeOne)
+		eventually(t, "message not received", func() bool { return leaving.Stats().Messages == 1 })
+		// Subscribed after that wake-up, the other process's waiter did not hear it.
+		woken := wait(subscribe(t, other, "passing"), time.Hour)
+		eventually(t, "the other process's waiter not parked", func() bool { return other.Stats().Waiting == 1 })
+		s.Release()
+		if err := redistest.Recv(t, woken, 10*time.Second, "the wake-up passed on by the process that left"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
