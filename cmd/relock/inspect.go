@@ -506,7 +506,6 @@ func sortedKeys(m map[string]string) []string {
 	return ks
 }
 
-// print writes the report as text, or as one JSON object.
 // foreign says what a key that is not a lock holds: "a list", "a hash of 2 fields that
 // is not a lock's".
 func (r *Report) foreign() string {
@@ -519,6 +518,7 @@ func (r *Report) foreign() string {
 	return fmt.Sprintf("a hash of %d fields that is not a lock's", len(r.Fields))
 }
 
+// print writes the report as text, or as one JSON object.
 func (r *Report) print(w io.Writer, asJSON bool) error {
 	if asJSON {
 		enc := json.NewEncoder(w)

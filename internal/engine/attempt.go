@@ -199,13 +199,20 @@ func (a *attempt) shed(ctx context.Context, want int64) error {
 		a.count--
 	}
 	if a.fenced && a.count == 1 {
-		token, err := a.l.c.Redis.Do(ctx, a.l.c.Redis.B().Get().Key(a.l.n.Token).Build()).AsInt64()
+		token, err := a.l.counter(ctx)
 		if err != nil {
 			return err
 		}
 		a.third = token
 	}
 	return nil
+}
+
+// counter reads the lock's fencing counter: the token of a first-level hold whose grant
+// carried none (its reply was lost, or it re-entered a hold it did not know of), since
+// nobody else can have taken the lock since.
+func (l *Lock) counter(ctx context.Context) (int64, error) {
+	return l.c.Redis.Do(ctx, l.c.Redis.B().Get().Key(l.n.Token).Build()).AsInt64()
 }
 
 // execSynced runs the acquire script and WAIT in one round trip (in a cluster WAIT goes to
@@ -265,7 +272,7 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 	var token int64
 	if a.fenced && st.count == 1 {
 		var err error
-		if token, err = l.c.Redis.Do(ctx, l.c.Redis.B().Get().Key(l.n.Token).Build()).AsInt64(); err != nil {
+		if token, err = l.counter(ctx); err != nil {
 			return false, known, err
 		}
 	}

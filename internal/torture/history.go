@@ -593,9 +593,10 @@ const (
 
 // CheckDeletedHolds checks the deleted holds of history whose sections lingered (waited
 // for their context to end) across the deletion. Each one's context must end, with cause
-// ErrLeaseLost unless the section's own bound ended it before its local deadline, and when a renewal told the client the hold was gone (Gone), because of
-// it: a context that lives on to its local deadline (Basis + lease) after such a reply
-// means the client ignored what Redis said. It returns the holds that fail, and how many
+// ErrLeaseLost unless the section's own bound ended it before its local deadline; and
+// when a renewal told the client the hold was gone (Gone), because of it: a context that
+// lives on to its local deadline (Basis + lease) after such a reply means the client
+// ignored what Redis said. It returns the holds that fail, and how many
 // deleted holds (lingering or not) saw their context end with ErrLeaseLost.
 func CheckDeletedHolds(history []Record, lease time.Duration) (bad []LostHold, lost int) {
 	for _, r := range Holds(history) {
