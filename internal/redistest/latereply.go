@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -43,8 +44,9 @@ type LateRequests struct {
 
 type lateRequest struct {
 	held
-	cmd  rueidis.Completed
-	done chan rueidis.RedisResult
+	broken bool // its caller hears at once that the connection broke
+	cmd    rueidis.Completed
+	done   chan rueidis.RedisResult
 }
 
 // NewLateRequests returns a client on rc whose requests go through as they are until Hold
@@ -59,7 +61,19 @@ func NewLateRequests(rc rueidis.Client) *LateRequests { return &LateRequests{Cli
 // arrived is closed when the command is called. send is idempotent, and does nothing if the
 // command never came.
 func (r *LateRequests) Hold(markers ...string) (arrived <-chan struct{}, send func()) {
-	l := &lateRequest{held: held{arrived: make(chan struct{}), release: make(chan struct{})}, done: make(chan rueidis.RedisResult, 1)}
+	return r.hold(false, markers)
+}
+
+// HoldBroken is Hold, except that the caller hears at once that the connection broke
+// (io.ErrUnexpectedEOF), as when a connection fails after the request was written: the
+// client may ask Redis and send again within its call's time, before send delivers the
+// first request.
+func (r *LateRequests) HoldBroken(markers ...string) (arrived <-chan struct{}, send func()) {
+	return r.hold(true, markers)
+}
+
+func (r *LateRequests) hold(broken bool, markers []string) (arrived <-chan struct{}, send func()) {
+	l := &lateRequest{held: held{arrived: make(chan struct{}), release: make(chan struct{})}, broken: broken, done: make(chan rueidis.RedisResult, 1)}
 	for _, m := range markers {
 		l.markers = append(l.markers, []byte(m))
 	}
@@ -92,6 +106,9 @@ func (r *LateRequests) Do(ctx context.Context, cmd rueidis.Completed) rueidis.Re
 		return r.Client.Do(ctx, cmd)
 	}
 	close(l.arrived)
+	if l.broken {
+		return rueidis.NewErrorResult(io.ErrUnexpectedEOF)
+	}
 	select {
 	case <-ctx.Done():
 		return rueidis.NewErrorResult(ctx.Err())
