@@ -165,7 +165,7 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 	if err != nil || ttl > 0 {
 		return ttl, err
 	}
-	if err := a.shed(dctx, known+1); err != nil {
+	if err := a.shed(dctx, known+1, a.late+turn.Late); err != nil {
 		return 0, err
 	}
 	return 0, a.keep()
@@ -173,30 +173,28 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 
 // shed gives back the holds that Redis counts for the owner beyond the want this
 // acquisition took (the count the client knew before it, plus one), as many as requests
-// of it may have run late (late), and reads the token of a first-level hold. Redis counts
-// more when such a request ran after the client had asked about it: a hand call to this
-// waiter (handoff.go), or an earlier send of its attempt. rueidis closes a connection at a
-// call's deadline, and what the client sends next goes out on a new one, which can reach
-// Redis first. The attempt then re-entered a hold it did not know of: kept, the surplus
-// would outlast the owner's one Unlock (the lock held, and renewed, for as long as the
-// process lives), and a re-entry's reply carries no token. The unlock script, which
-// compares the count, releases the surplus; the token is the counter's, as in ran. A
-// surplus that no late request explains is the owner's own (a hold the client stopped
-// renewing that Redis still has): it stays.
-func (a *attempt) shed(ctx context.Context, want int64) error {
-	if a.count <= want || a.late == 0 {
+// may have run late (late: this attempt's, and its hold's: see leases.Grant.Late), and
+// reads the token of a first-level hold. Redis counts more when such a request ran after
+// the client had asked about it: a hand call to this waiter (handoff.go), or an earlier
+// send of an acquisition. rueidis closes a connection at a call's deadline, and what the
+// client sends next goes out on a new one, which can reach Redis first. The acquisition
+// then re-entered a hold it did not know of: kept, the surplus would outlast the owner's
+// unlocks (the lock held, and renewed, for as long as the process lives), and a
+// re-entry's reply carries no token. The unlock script, which compares the count,
+// releases the surplus; the token is the counter's, as in ran. A surplus that no late
+// request explains is the owner's own (a hold the client stopped renewing that Redis
+// still has): it stays. The late requests whose surplus has not been seen stay with the
+// hold (a.late), since they may run yet: its unlocks give back what they add (explain).
+func (a *attempt) shed(ctx context.Context, want, late int64) error {
+	a.late = late
+	if a.count <= want || late == 0 {
 		return nil
 	}
-	want = max(want, a.count-a.late)
-	for a.count > want {
-		left, _, err := a.l.release(ctx, a.owner, a.count, a.sent.Add(a.lease), nil)
-		if err == nil && left != 0 {
-			err = lockerr.ErrNotHeld // the owner's holds are gone: not what Redis counted
-		}
-		if err != nil {
-			return err
-		}
-		a.count--
+	left, err := a.l.giveBack(ctx, a.owner, a.count, want, late, a.sent.Add(a.lease))
+	a.late -= a.count - left
+	a.count = left
+	if err != nil {
+		return err
 	}
 	if a.fenced && a.count == 1 {
 		token, err := a.l.counter(ctx)
@@ -206,6 +204,46 @@ func (a *attempt) shed(ctx context.Context, want int64) error {
 		a.third = token
 	}
 	return nil
+}
+
+// explain gives back, before a release in turn, the holds that the hold's late requests
+// (turn.Late) took since the client last looked: Redis counts them beyond turn.Count, and
+// the release compares the count. Holds without late requests, nearly all, cost nothing.
+func (l *Lock) explain(ctx context.Context, field string, turn *leases.Turn) error {
+	if turn.Late == 0 || turn.Count == 0 {
+		return nil
+	}
+	var st state
+	if err := retry.Do(ctx, func() (err error) {
+		st, err = l.read(ctx, field)
+		return err
+	}); err != nil {
+		return err
+	}
+	if st.count <= turn.Count {
+		return nil
+	}
+	left, err := l.giveBack(ctx, field, st.count, turn.Count, turn.Late, turn.Deadline)
+	turn.Explained(st.count - left)
+	return err
+}
+
+// giveBack releases, one at a time with the unlock script that compares the count, the
+// holds that Redis counts for field (count) beyond want, up to late of them: the surplus
+// that late requests explain. It returns the count left in Redis.
+func (l *Lock) giveBack(ctx context.Context, field string, count, want, late int64, until time.Time) (int64, error) {
+	want = max(want, count-late)
+	for count > want {
+		left, _, err := l.release(ctx, field, count, until, nil)
+		if err == nil && left != 0 {
+			err = lockerr.ErrNotHeld // the owner's holds are gone: not what Redis counted
+		}
+		if err != nil {
+			return count, err
+		}
+		count--
+	}
+	return count, nil
 }
 
 // counter reads the lock's fencing counter: the token of a first-level hold whose grant
@@ -290,7 +328,7 @@ func (a *attempt) grant() leases.Grant {
 	l := a.l
 	g := leases.Grant{Name: l.n.Lock, Owner: a.owner, Count: a.count, Fenced: a.fenced,
 		Sent: a.sent, Lease: a.lease, Renew: a.renew, Who: a.who, Kind: l.kind.name, Carried: a.carried, Fresh: a.fresh, Lock: l,
-		Renewal: l.kind.hash.renewal}
+		Renewal: l.kind.hash.renewal, Late: a.late}
 	if l.kind.hash.tagged {
 		g.Extra = l.n.Tag
 	}

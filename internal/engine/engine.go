@@ -189,6 +189,11 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if turn.Foreign(l.kind.hash.renewal) {
 		return l.fail("unlock", errOtherKind)
 	}
+	dctx := l.c.Detached(ctx)
+	if err := l.explain(dctx, owner, &turn); err != nil {
+		turn.Lost()
+		return l.fail("unlock", err)
+	}
 	var to *hub.Claim // a waiter of this client to hand the lock to (handoff.go)
 	if turn.Count == 1 {
 		turn.Releasing()
@@ -196,7 +201,6 @@ func (l *Lock) Unlock(ctx context.Context) error {
 			to = l.c.Hub.Claim(l.kind.channel(l, owner), l.kind)
 		}
 	}
-	dctx := l.c.Detached(ctx)
 	var err error
 	if to != nil && to.Behind() {
 		err = l.pass(dctx, owner, turn, to)
@@ -273,6 +277,10 @@ func (l *Lock) ReleaseAll(ctx context.Context, field string) error {
 	}
 	turn := l.c.Watchdog.Begin(l.n.Lock, field)
 	defer turn.End()
+	if err := l.explain(ctx, field, &turn); err != nil {
+		turn.Lost()
+		return l.fail("close", err)
+	}
 	for count := turn.Count; count > 0; count-- {
 		if count == 1 {
 			turn.Releasing()

@@ -67,7 +67,7 @@ func (a *attempt) take(h *handoff) (bool, error) {
 			a.late++ // the hand call may still run
 			return false, nil
 		}
-		if err := a.shed(dctx, 1); err != nil {
+		if err := a.shed(dctx, 1, a.late); err != nil {
 			return false, err
 		}
 	}

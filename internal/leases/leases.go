@@ -83,6 +83,7 @@ type Hold struct {
 	anchor   *Context
 	extra    string // the second key of the hold in a renewal call; "": none
 	count    int64  // the hold count as this client last learned it from Redis
+	late     int64  // requests that may still re-enter the hold: see Grant.Late
 	token    int64
 	fenced   bool
 	deadline time.Time
@@ -211,6 +212,10 @@ type Grant struct {
 	Anchor bool
 	// Lock is the lock the hold is of, which releases it when the client closes.
 	Lock Releaser
+	// Late counts the requests of the hold's acquisitions that Redis had not run when the
+	// client asked about them, and whose re-entry of the hold the client has not seen: each
+	// may still run, and count the hold once more than the client knows (see Turn.Late).
+	Late int64
 }
 
 // Releaser is a lock as the watchdog knows it: what can release a hold of it.
@@ -265,7 +270,7 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 			// A re-entry: the scripts never move the expiry earlier, so neither does the
 			// hold's deadline; and a hold that one acquisition asked to be renewed stays
 			// renewed until it is released.
-			old.count = g.Count
+			old.count, old.late = g.Count, g.Late
 			old.renew = old.renew || g.Renew
 			w.setDeadline(old, later(old.deadline, g.Sent.Add(g.Lease)))
 			if g.KeepsWrite {
@@ -358,7 +363,7 @@ func (w *Watchdog) watchPending() {
 // newHold returns the hold that the grant g starts, not yet in the table.
 func newHold(w *Watchdog, k holdKey, g *Grant) *Hold {
 	h := &Hold{key: k, renew: g.Renew, renewal: g.Renewal, extra: g.Extra, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1,
-		who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock}
+		late: g.Late, who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock}
 	w.setDeadline(h, g.Sent.Add(g.Lease))
 	return h
 }
@@ -791,6 +796,9 @@ type Turn struct {
 	// Deadline is the hold's local deadline when the turn began: Redis keeps the hold at
 	// least until then.
 	Deadline time.Time
+	// Late is the hold's Grant.Late when the turn began: when it is above 0, Redis may count
+	// up to as many holds more than Count, which the call gives back first (see Explained).
+	Late int64
 }
 
 // Begin waits until no other call of this client is changing the owner's hold count of
@@ -834,7 +842,7 @@ func (w *Watchdog) Begin(name, owner string) Turn {
 		// TryLock never waits, so taking it under w.mu cannot deadlock with a turn's
 		// holder, which takes w.mu to say how its call went.
 		if h.op.TryLock() {
-			t.h, t.Count, t.Deadline = h, h.count, h.deadline
+			t.h, t.Count, t.Deadline, t.Late = h, h.count, h.deadline, h.late
 			w.mu.Unlock()
 			return t
 		}
@@ -842,7 +850,7 @@ func (w *Watchdog) Begin(name, owner string) Turn {
 		h.op.Lock()
 		w.mu.Lock()
 		if h.ended.Load() == nil { // still in the table: see drop
-			t.h, t.Count, t.Deadline = h, h.count, h.deadline
+			t.h, t.Count, t.Deadline, t.Late = h, h.count, h.deadline, h.late
 			w.mu.Unlock()
 			return t
 		}
@@ -886,6 +894,17 @@ func (t Turn) Record(last bool, err error) {
 	default:
 		t.Unlocked()
 	}
+}
+
+// Explained records that n of the hold's late requests have run: the call in this turn
+// saw the holds they took, and gave them back.
+func (t *Turn) Explained(n int64) {
+	t.w.mu.Lock()
+	defer t.w.mu.Unlock()
+	if h := t.hold(); h != nil {
+		h.late = max(h.late-n, 0)
+	}
+	t.Late = max(t.Late-n, 0)
 }
 
 // Unlocked records that the call in this turn released one of several holds: the owner
