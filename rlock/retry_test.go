@@ -464,16 +464,22 @@ func TestFencedAcquireReplyLost(t *testing.T) {
 // first request reaches Redis after all, behind the second, it re-enters the owner's hold
 // a second time. That surplus is the client's own doing: the owner's unlocks, one per Lock,
 // still release the lock, none of them failing, and nothing is left of it in Redis; so too
-// when the owner re-enters once more before it unlocks. Run for a first-level acquisition
-// and for a re-entry.
+// when the owner re-enters once more before it unlocks, and when the client closes instead
+// (which releases the holds it knows). Run for a first-level acquisition and for a
+// re-entry.
 func TestAcquireRunsLate(t *testing.T) {
-	for _, tc := range []struct{ reentry, again bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+	for _, tc := range []struct{ reentry, again, close bool }{
+		{false, false, false}, {true, false, false}, {false, true, false}, {true, true, false}, {true, false, true},
+	} {
 		what := "first level"
 		if tc.reentry {
 			what = "re-entry"
 		}
 		if tc.again {
 			what += " then re-entry"
+		}
+		if tc.close {
+			what += " then Close"
 		}
 		t.Run(what, func(t *testing.T) {
 			reentry := tc.reentry
@@ -535,7 +541,12 @@ func TestAcquireRunsLate(t *testing.T) {
 					}
 					holds = append(holds, h)
 				}
-				for i := len(holds) - 1; i >= 0; i-- {
+				if tc.close {
+					if err := c.Close(); err != nil {
+						t.Errorf("Close: %v", err)
+					}
+				}
+				for i := len(holds) - 1; i >= 0 && !tc.close; i-- {
 					if err := mu.Unlock(holds[i]); err != nil {
 						t.Errorf("Unlock %d of %d: %v", len(holds)-i, len(holds), err)
 					}
