@@ -11,6 +11,7 @@ import (
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 )
@@ -526,6 +527,71 @@ func TestFixedReentryKeepsRenewal(t *testing.T) {
 					}
 				}
 			})
+		}
+	})
+}
+
+// An acquisition whose connection breaks with its request held up on the way is sent again
+// and counted once; when the first request then reaches Redis behind the second, it counts
+// the owner's hold once more than the owner took. The owner's unlocks, one per Lock, still
+// release the lock, and nothing is left of it: for every kind whose holds an owner counts
+// (rlock.TestAcquireRunsLate has the plain lock, with its token and Close).
+func TestAcquireRunsLateEveryKind(t *testing.T) {
+	kinds := []struct {
+		holdKind
+		acquire *script.Script
+	}{{kindSpin, script.RLockAcquire()}, {kindFair, script.FairAcquire()}, {kindWrite, script.RWLockWriteAcquire()}, {kindRead, script.RWLockReadAcquire()}}
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		for _, k := range kinds {
+			for _, reentry := range []bool{false, true} {
+				t.Run(k.name+map[bool]string{false: "/first level", true: "/re-entry"}[reentry], func(t *testing.T) {
+					name := "late-" + k.name
+					late := redistest.NewLateRequests(b.Client(t))
+					c, err := relock.New(late, relock.WithTimeout(300*time.Millisecond))
+					if err != nil {
+						t.Fatalf("relock.New: %v", err)
+					}
+					t.Cleanup(func() { _ = c.Close() })
+					side := b.Client(t)
+					ctx := redistest.Context(t, 30*time.Second)
+					// A first hold loads the script, so that the late request is the
+					// acquisition itself; it is kept for the re-entry.
+					var holds []context.Context
+					first, err := k.lock(c, ctx, name, 0)
+					if err != nil {
+						t.Fatalf("Lock: %v", err)
+					}
+					if reentry {
+						holds, ctx = append(holds, first), first
+					} else if err := k.unlock(c, first, name); err != nil {
+						t.Fatalf("Unlock: %v", err)
+					}
+					arrived, send := late.HoldBroken(k.acquire.SHA1, name)
+					defer send()
+					held, err := k.lock(c, ctx, name, 0)
+					select {
+					case <-arrived:
+					default:
+						t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
+					}
+					if err != nil {
+						t.Fatalf("Lock whose first request was held up: %v", err)
+					}
+					holds = append(holds, held)
+					send()
+					if n, err := k.count(c, held, name); err != nil || n != len(holds)+1 {
+						t.Fatalf("the late request left %d holds (%v); want %d: the test proved nothing", n, err, len(holds)+1)
+					}
+					for i := len(holds) - 1; i >= 0; i-- {
+						if err := k.unlock(c, holds[i], name); err != nil {
+							t.Errorf("Unlock %d of %d: %v", len(holds)-i, len(holds), err)
+						}
+					}
+					if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+						t.Errorf("the lock is still there after the owner's unlocks (PTTL %dms)", redistest.PTTL(t, side, name))
+					}
+				})
+			}
 		}
 	})
 }
