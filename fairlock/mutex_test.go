@@ -797,3 +797,116 @@ func TestLongestRefreshPeriod(t *testing.T) {
 		}
 	})
 }
+
+// The fair lock answers Redisson's RLock questions as its own tests ask them
+// (RedissonFairLockTest: getHoldCount, isHeldByCurrentThread and isLocked, seen by the owner
+// and by another, re-entry through tryLock refused to another owner, unlock by a non-owner,
+// a fixed lease that runs out under its holder), and the holder re-enters through TryLock
+// also while another client's waiter is queued, where a first TryLock of anyone else fails.
+// A fixed lease that ran out makes the holder's Unlock fail with ErrNotHeld, as the
+// migration guide says (Redisson's fair unlock returns quietly).
+//
+// Guards against a fair TryLock that looks at the queue before the owner's own hold (the
+// holder's re-entry refused while somebody waits), and against answers that differ from
+// rlock's.
+func TestFairAnswersLikeRLock(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "fair:like-rlock"
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
+		side := b.Client(t)
+		mu := c1.FairLock(name, fairlock.WithRefreshPeriod(time.Minute))
+		other := c2.FairLock(name, fairlock.WithRefreshPeriod(time.Minute))
+		ctx := redistest.Context(t, time.Minute)
+		owner, stranger := relock.NewOwner(ctx), relock.NewOwner(ctx)
+		state := func(what string, count int, locked bool) {
+			t.Helper()
+			if n, err := mu.HoldCount(owner); n != count || err != nil {
+				t.Errorf("%s: HoldCount = %d, %v; want %d", what, n, err, count)
+			}
+			if ok, err := mu.IsHeld(owner); ok != (count > 0) || err != nil {
+				t.Errorf("%s: IsHeld = %v, %v; want %v", what, ok, err, count > 0)
+			}
+			if ok, err := other.IsHeld(stranger); ok || err != nil {
+				t.Errorf("%s: IsHeld by another owner = %v, %v; want false", what, ok, err)
+			}
+			if ok, err := other.IsLocked(ctx); ok != locked || err != nil {
+				t.Errorf("%s: IsLocked seen by another client = %v, %v; want %v", what, ok, err, locked)
+			}
+		}
+
+		state("free", 0, false)
+		held, err := mu.Lock(owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		state("held", 1, true)
+		again, err := mu.TryLock(held)
+		if err != nil {
+			t.Fatalf("re-entry by TryLock: %v", err)
+		}
+		state("re-entered", 2, true)
+		if _, err := other.TryLock(stranger); !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("TryLock by another owner: %v; want ErrLocked", err)
+		}
+		if err := other.Unlock(stranger); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock by another owner: %v; want ErrNotHeld", err)
+		}
+		state("after a stranger's unlock", 2, true)
+
+		// Another client's waiter queues; the holder still re-enters by TryLock.
+		wctx, cancel := context.WithCancel(stranger)
+		defer cancel()
+		waited := make(chan error, 1)
+		go func() {
+			h, err := other.Lock(wctx)
+			if err == nil {
+				err = other.Unlock(h)
+			}
+			waited <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter did not queue", func() bool { return len(redistest.FairQueue(t, side, name)) == 1 })
+		third, err := mu.TryLock(again)
+		if err != nil {
+			t.Fatalf("re-entry by TryLock while another owner waits: %v", err)
+		}
+		state("re-entered with a waiter", 3, true)
+		if _, err := mu.TryLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("a first TryLock of a third owner: %v; want ErrLocked", err)
+		}
+		for i, h := range []context.Context{third, again, held} {
+			if err := mu.Unlock(h); err != nil {
+				t.Fatalf("unlock %d: %v", i+1, err)
+			}
+		}
+		if err := redistest.Recv(t, waited, 15*time.Second, "the queued waiter after the last unlock"); err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+		state("unlocked", 0, false)
+		if err := mu.Unlock(owner); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock of a free lock: %v; want ErrNotHeld", err)
+		}
+
+		// A fixed lease runs out under its holder: another client's waiter gets the lock,
+		// and the holder's unlock is refused without touching the new hold.
+		const lease = time.Second
+		held, err = mu.Lock(owner, rlock.WithLease(lease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lctx, lcancel := context.WithTimeout(stranger, 20*time.Second)
+		defer lcancel()
+		theirs, err := other.Lock(lctx)
+		if err != nil {
+			t.Fatalf("a waiter behind a %v lease that runs out: %v", lease, err)
+		}
+		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock after the lease ran out: %v; want ErrNotHeld", err)
+		}
+		if n, err := other.HoldCount(theirs); n != 1 || err != nil {
+			t.Errorf("the new holder's HoldCount after the old holder's Unlock = %d, %v; want 1", n, err)
+		}
+		if err := other.Unlock(theirs); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
@@ -488,6 +490,137 @@ func TestMultiLockMemberOwnWaitBound(t *testing.T) {
 		}
 		if err := ml.Unlock(held); err != nil {
 			t.Fatalf("Unlock: %v", err)
+		}
+	})
+}
+
+// Ten owners try the same MultiLock at once, each with a fixed lease
+// (RedissonMultiLockTest's testWaitAndLeaseTimeouts): exactly one gets it, every other
+// fails with ErrLocked, and the winner holds every member while the losers hold none.
+//
+// Guards against a TryLock whose rollback releases a member the winner holds (a loser
+// that took nothing must release nothing), and against two owners both taking the whole.
+func TestMultiTryLockOneOfManyWins(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := redistest.Context(t, time.Minute)
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
+		type result struct {
+			held context.Context
+			c    *relock.Client
+			err  error
+		}
+		results := make(chan result, 10)
+		start := make(chan struct{})
+		for g := range 10 {
+			c := []*relock.Client{c1, c2}[g%2]
+			go func() {
+				<-start
+				held, err := c.MultiLock(members(c)...).TryLock(relock.NewOwner(ctx), rlock.WithLease(time.Minute))
+				results <- result{held, c, err}
+			}()
+		}
+		close(start)
+		var won []result
+		for range 10 {
+			r := redistest.Recv(t, results, 30*time.Second, "a TryLock")
+			switch {
+			case r.err == nil:
+				won = append(won, r)
+			case !errors.Is(r.err, relock.ErrLocked):
+				t.Errorf("a losing TryLock: %v; want ErrLocked", r.err)
+			}
+		}
+		if len(won) != 1 {
+			t.Fatalf("%d owners got the MultiLock; want exactly one", len(won))
+		}
+		w := won[0]
+		if ok, err := w.c.Lock(memberNames[0]).IsHeld(w.held); !ok || err != nil {
+			t.Errorf("the winner's IsHeld of %s = %v, %v; want true", memberNames[0], ok, err)
+		}
+		if ok, err := w.c.FairLock(memberNames[1]).IsHeld(w.held); !ok || err != nil {
+			t.Errorf("the winner's IsHeld of %s = %v, %v; want true", memberNames[1], ok, err)
+		}
+		if n, err := w.c.RWLock(memberNames[2]).HoldCount(w.held); n != 1 || err != nil {
+			t.Errorf("the winner's HoldCount of %s = %d, %v; want 1", memberNames[2], n, err)
+		}
+		if err := w.c.MultiLock(members(w.c)...).Unlock(w.held); err != nil {
+			t.Fatal(err)
+		}
+		if got := locked(t, ctx, c1); got[0] || got[1] || got[2] {
+			t.Errorf("after the winner's Unlock, locked = %v; want none", got)
+		}
+	})
+}
+
+// A MultiLock's members may live on separate Redis deployments, one client each
+// (RedissonMultiLockTest's test, on three servers): one owner takes all three, another
+// owner's TryLock fails with ErrLocked twice and leaves the holder's three holds in place,
+// and once the holder unlocks, every server is free and the other owner takes the whole.
+//
+// Guards against a MultiLock that sends a member's calls through another member's client
+// (the lock would be taken on the wrong server), and a failed TryLock that releases holds
+// it did not take.
+func TestMultiLockAcrossServers(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, _ *redistest.Backend) {
+		ctx := redistest.Context(t, time.Minute)
+		names := []string{"ml:srv1", "ml:srv2", "ml:srv3"}
+		var (
+			clients []*relock.Client
+			sides   []rueidis.Client
+		)
+		for range names {
+			s := redistest.StartServer(t)
+			clients = append(clients, relocktest.New(t, s))
+			sides = append(sides, s.Client(t))
+		}
+		ml := func() *multilock.MultiLock {
+			var ms []multilock.Member
+			for i, n := range names {
+				ms = append(ms, relock.Member(clients[i].Lock(n)))
+			}
+			return clients[0].MultiLock(ms...)
+		}
+		present := func(what string, want bool) {
+			t.Helper()
+			for i, n := range names {
+				if got, _ := redistest.Do(t, sides[i], "EXISTS", n).AsInt64(); (got == 1) != want {
+					t.Errorf("%s: %s on server %d exists = %v; want %v", what, n, i+1, got == 1, want)
+				}
+				for j, other := range sides {
+					if j != i {
+						if got, _ := redistest.Do(t, other, "EXISTS", n).AsInt64(); got != 0 {
+							t.Errorf("%s: %s exists on server %d, not its own", what, n, j+1)
+						}
+					}
+				}
+			}
+		}
+		held, err := ml().Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		present("held", true)
+		for i := range 2 {
+			if _, err := ml().TryLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
+				t.Errorf("another owner's TryLock %d: %v; want ErrLocked", i+1, err)
+			}
+		}
+		present("after the failed TryLocks", true)
+		for i, n := range names {
+			if ok, err := clients[i].Lock(n).IsHeld(held); !ok || err != nil {
+				t.Errorf("IsHeld of %s after the failed TryLocks = %v, %v; want true", n, ok, err)
+			}
+		}
+		if err := ml().Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		present("unlocked", false)
+		next, err := ml().TryLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatalf("TryLock of the freed MultiLock: %v", err)
+		}
+		if err := ml().Unlock(next); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

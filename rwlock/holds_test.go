@@ -784,3 +784,99 @@ func TestLongestRefreshPeriod(t *testing.T) {
 		}
 	})
 }
+
+// A write hold whose fixed lease runs out under its holder (RedissonReadWriteLockTest's
+// testExpireWrite): another client's writer gets the lock when the lease ends, the first
+// holder's context ends with ErrLeaseLost, and its Unlock fails with ErrNotHeld without
+// touching the new writer's hold.
+//
+// Guards against a write unlock that releases whatever write hold it finds, and a write
+// acquisition that takes the watchdog's lease in place of the one asked for.
+func TestWriteLeaseRunsOutUnderItsHolder(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name, lease = "rw:expire-write", time.Second
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b) // the watchdog's lease: the default 30s
+		ctx := redistest.Context(t, time.Minute)
+		mu, other := c1.RWLock(name), c2.RWLock(name)
+		held, err := mu.Lock(relock.NewOwner(ctx), rlock.WithLease(lease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, cancel := context.WithTimeout(relock.NewOwner(ctx), 20*time.Second)
+		defer cancel()
+		theirs, err := other.Lock(wctx)
+		if err != nil {
+			t.Fatalf("a writer behind a %v write lease that runs out: %v", lease, err)
+		}
+		select {
+		case <-held.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the first writer's context is live while another writer holds the lock")
+		}
+		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+			t.Errorf("the first writer's context: %v; want ErrLeaseLost", context.Cause(held))
+		}
+		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock after the lease ran out: %v; want ErrNotHeld", err)
+		}
+		if n, err := other.HoldCount(theirs); n != 1 || err != nil {
+			t.Errorf("the new writer's HoldCount after the old one's Unlock = %d, %v; want 1", n, err)
+		}
+		if err := other.Unlock(theirs); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A name with a hash tag of its own ("{rw-tag}:abc:key", RedissonReadWriteLockTest's
+// testName) is used as it is, as Redisson does: a read hold's timeout key is the name, the
+// owner and ":rwlock_timeout:<k>", in the name's slot; readers of ten goroutines in two
+// clients take and release it ten times each, and no key is left.
+//
+// Guards against wrapping such a name in a tag again ("{{rw-tag}:abc:key}:…"), whose tag
+// is "{rw-tag" (another slot on a cluster, another key than Redisson's everywhere).
+func TestTaggedNameReaders(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "{rw-tag}:abc:key"
+		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		r, err := c1.RWLock(name).RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := onlyReader(t, side, name)
+		key := name + ":" + owner + ":rwlock_timeout:1"
+		if n, _ := redistest.Do(t, side, "EXISTS", key).AsInt64(); n != 1 {
+			t.Errorf("the read hold's timeout key %q does not exist", key)
+		}
+		if err := c1.RWLock(name).RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		errs := make(chan error, 10)
+		for g := range 10 {
+			mu := []*relock.Client{c1, c2}[g%2].RWLock(name)
+			go func() {
+				for range 10 {
+					h, err := mu.RLock(relock.NewOwner(ctx))
+					if err == nil {
+						err = mu.RUnlock(h)
+					}
+					if err != nil {
+						errs <- err
+						return
+					}
+				}
+				errs <- nil
+			}()
+		}
+		for range 10 {
+			if err := redistest.Recv(t, errs, 30*time.Second, "a reader goroutine"); err != nil {
+				t.Errorf("reader: %v", err)
+			}
+		}
+		if keys := b.Keys(t, side, "*rw-tag*"); len(keys) != 0 {
+			t.Errorf("keys left: %v", keys)
+		}
+	})
+}
