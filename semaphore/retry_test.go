@@ -10,6 +10,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/semaphore"
 )
 
 // While the server refuses commands unrun until it is ready (LOADING after a restart,
@@ -144,5 +145,77 @@ func TestLostFirstAttemptLeavesTheQueue(t *testing.T) {
 			t.Fatalf("other client: %v", err)
 		}
 		wantValue(t, side, name, "0")
+	})
+}
+
+// A lease call whose reply is lost may have taken the permits under ids that its caller
+// never learns: nobody would renew them, and nobody could give them back. What the call
+// reports must agree with Redis: an error, with nothing leased and the count as it was, or
+// a lease whose permits Redis holds under the ids it carries. The client's watchdog
+// timeout is a minute, so that the permits' lease running out cannot stand in.
+//
+// Guards against a lease call that returns the connection's error and leaves the permits
+// its lost request took leased until their lease runs out.
+func TestLeaseReplyLost(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		proxy := redistest.StartProxy(t, b.Addr)
+		c := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()}, relock.WithWatchdogTimeout(time.Minute))
+		ctx := redistest.Context(t, time.Minute)
+		for _, tc := range []struct {
+			call string
+			take func(s *semaphore.Weighted) (context.Context, error)
+		}{
+			{"AcquireLease", func(s *semaphore.Weighted) (context.Context, error) { return s.AcquireLease(ctx, 2) }},
+			{"TryAcquireLease", func(s *semaphore.Weighted) (context.Context, error) {
+				held, ok, err := s.TryAcquireLease(ctx, 2)
+				if err == nil && !ok {
+					err = errors.New("not taken, with 3 permits free")
+				}
+				return held, err
+			}},
+		} {
+			t.Run(tc.call, func(t *testing.T) {
+				name := "lease-lost:" + tc.call
+				s := c.Semaphore(name)
+				mustSet(t, s, 3)
+				// The scripts loaded first, so that the fault hits the call itself.
+				warm, err := s.AcquireLease(ctx, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := s.ReleaseLease(warm); err != nil {
+					t.Fatal(err)
+				}
+
+				proxy.LoseReplyTo(name)
+				held, err := tc.take(s)
+				if proxy.Armed() != 0 {
+					t.Fatal("the fault never fired: the test proved nothing")
+				}
+				zs := leased(t, side, name)
+				if err != nil {
+					if len(zs) != 0 || value(t, side, name) != "3" {
+						t.Fatalf("%s(2) whose reply was lost returned %v, and Redis holds %d leased permits, count %s; want none leased and 3",
+							tc.call, err, len(zs), value(t, side, name))
+					}
+					return
+				}
+				ids := s.PermitIDs(held)
+				for _, id := range ids {
+					if _, ok := zs[id]; !ok {
+						t.Errorf("the lease's permit %s is not leased in Redis", id)
+					}
+				}
+				if len(ids) != 2 || len(zs) != 2 {
+					t.Fatalf("%s(2) whose reply was lost returned a lease of %d permits, and Redis holds %d; want 2 and 2", tc.call, len(ids), len(zs))
+				}
+				wantValue(t, side, name, "1")
+				if err := s.ReleaseLease(held); err != nil {
+					t.Fatal(err)
+				}
+				wantValue(t, side, name, "3")
+			})
+		}
 	})
 }
