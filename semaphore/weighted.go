@@ -147,7 +147,10 @@ func (s *Weighted) Drain(ctx context.Context) (int64, error) { return s.s().Drai
 // lease whose context became unreachable is abandoned, and runs out within a watchdog
 // timeout. When ctx ends first, AcquireLease takes nothing and returns ctx and an error for
 // which errors.Is(err, ctx.Err()) holds. To bound the wait without ending the lease's
-// context with it, use WithWaitTimeout rather than a deadline on ctx.
+// context with it, use WithWaitTimeout rather than a deadline on ctx. An attempt whose
+// reply was lost is not sent again: AcquireLease returns the connection's error, and gives
+// back whatever permits the lost request took under the lease's ids, so that none stay
+// leased behind an error (plain permits cannot be told apart: see Release).
 //
 // The context answers for the owner of ctx, so that a lock taken with it re-enters a lock
 // held through ctx.

@@ -173,7 +173,7 @@ func (s *Semaphore) take(ctx context.Context, n int64, ids string) (time.Time, e
 	idle := len(g.queue) == 0
 	s.gates.mu.Unlock()
 	if idle {
-		a, err := s.attempt(ctx, s.acquire(n, true, ids))
+		a, err := s.attempt(ctx, s.acquire(n, true, ids), ids)
 		if err != nil {
 			s.leave(ctx)
 			return time.Time{}, err
@@ -268,7 +268,7 @@ func (s *Semaphore) wait(ctx context.Context, n int64, ids string, tried *attemp
 	refresh := c.Lease / 3
 	call := s.acquire(n, true, ids)
 	if tried == nil {
-		a, err := s.attempt(ctx, call)
+		a, err := s.attempt(ctx, call, ids)
 		if err != nil || a.ok {
 			return a.sent, err
 		}
@@ -321,7 +321,7 @@ func (s *Semaphore) wait(ctx context.Context, n int64, ids string, tried *attemp
 				return fail(err)
 			}
 		}
-		a, err := s.attempt(ctx, call)
+		a, err := s.attempt(ctx, call, ids)
 		if err != nil {
 			return fail(err)
 		}
@@ -353,8 +353,17 @@ func (s *Semaphore) acquire(n int64, queue bool, ids string) func(context.Contex
 
 // attempt makes one attempt. It is finished whatever happens to ctx (bounded by the
 // client's timeout), so that permits it took are never left unknown to the caller: an
-// attempt that took them reports it, even if ctx ended meanwhile.
-func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) rueidis.RedisResult) (attempted, error) {
+// attempt that took them reports it, even if ctx ended meanwhile. ids are the ids of the
+// permits it leases ("": plain permits).
+//
+// An attempt whose reply was lost may have taken the permits. Plain permits cannot be
+// told from anyone else's, and stay taken. Leased ones can: their ids are this attempt's
+// alone, so it gives back whichever of them Redis holds (the return script takes only
+// ids it finds, and is safe whether or not the attempt ran), and the caller's error then
+// agrees with Redis, instead of the permits staying leased, renewed by nobody, for a
+// lease. (A request that runs later still, after the give-back, leaves its permits to run
+// out within a lease, as an abandoned lease does.)
+func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) rueidis.RedisResult, ids string) (attempted, error) {
 	// A closed client takes nothing: nobody could give it back. (A waiter queued in
 	// memory comes first when the one ahead of it returns ErrClosed.)
 	if s.c.Closed() {
@@ -372,6 +381,10 @@ func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) ruei
 	})
 	switch {
 	case err != nil:
+		if ids != "" && retry.Lost(err) {
+			// A context of its own: the attempt's may have run out waiting for the reply.
+			_, _, _ = s.giveBack(s.c.Detached(ctx), ids)
+		}
 		return a, err
 	case len(reply) < 2 || reply[0] == 0 && len(reply) < 4:
 		return a, fmt.Errorf("relock: unexpected reply %v from the semaphore script", reply)
@@ -420,7 +433,7 @@ func (s *Semaphore) tryTake(ctx context.Context, n int64, ids string) (attempted
 	if waiting {
 		return attempted{}, nil
 	}
-	a, err := s.attempt(ctx, s.acquire(n, false, ids))
+	a, err := s.attempt(ctx, s.acquire(n, false, ids), ids)
 	if err == nil && a.ok && ids == "" {
 		s.gates.hold(g, n)
 	}
