@@ -219,3 +219,54 @@ func TestLeaseReplyLost(t *testing.T) {
 		}
 	})
 }
+
+// A ReleaseLease whose reply is lost after Redis gave the permits back reports what Redis
+// did: the lease released, its context ended with context.Canceled and no cause, the count
+// whole again. Giving back a lease's permits is safe to send again (the return script takes
+// only the ids it finds, and ids are the lease's alone), and a resend that finds none of
+// them, after a first send that went out while the lease was live, finds the first send's
+// work (as a lost unlock's resend does).
+//
+// Guards against a ReleaseLease that returns the connection's error and ends the lease's
+// context as lost, while Redis released it.
+func TestReleaseLeaseReplyLost(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-release-lost"
+		side := b.Client(t)
+		proxy := redistest.StartProxy(t, b.Addr)
+		c := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()}, relock.WithWatchdogTimeout(time.Minute))
+		ctx := redistest.Context(t, time.Minute)
+		s := c.Semaphore(name)
+		mustSet(t, s, 3)
+		// The scripts loaded first, so that the fault hits the call itself.
+		warm, err := s.AcquireLease(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ReleaseLease(warm); err != nil {
+			t.Fatal(err)
+		}
+		held, err := s.AcquireLease(ctx, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantValue(t, side, name, "1")
+
+		// The channel is in the return script's keys and in no renewal's.
+		proxy.LoseReplyTo("redisson_sc:{" + name + "}")
+		err = s.ReleaseLease(held)
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		wantValue(t, side, name, "3")
+		if zs := leased(t, side, name); len(zs) != 0 {
+			t.Fatalf("%d permits still leased after ReleaseLease", len(zs))
+		}
+		if err != nil {
+			t.Errorf("ReleaseLease whose reply was lost, Redis having given the permits back: %v; want nil", err)
+		}
+		if held.Err() == nil || context.Cause(held) != context.Canceled {
+			t.Errorf("the released lease's context: %v (cause %v); want context.Canceled with no cause of its own", held.Err(), context.Cause(held))
+		}
+	})
+}
