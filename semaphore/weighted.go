@@ -176,7 +176,11 @@ func (s *Weighted) TryAcquireLease(ctx context.Context, n int64) (context.Contex
 // waiters; the lease's context ends with context.Canceled and no cause. It returns
 // ErrNotHeld when held carries no lease of this semaphore, and when the lease was lost
 // (its permits that were still there are given back all the same). It works when held
-// has ended: its call is bounded by the client's timeout.
+// has ended: its call is bounded by the client's timeout. Unlike the other calls that give
+// back permits, one whose reply was lost is sent again, within that timeout: it gives
+// back only the lease's own ids, so it cannot give back twice, and a resend that finds
+// none of them left, after a first send made while the lease was live, reports the
+// release that first send made.
 func (s *Weighted) ReleaseLease(held context.Context) error { return s.s().ReleaseLease(held) }
 
 // PermitIDs returns the ids of the lease's permits that held carries, as Redisson's

@@ -194,8 +194,12 @@ func (s *Semaphore) end(ctx context.Context, ids string, cause error) error {
 	turn := w.Begin(s.n.Permits, ids)
 	defer turn.End()
 	turn.Releasing()
-	back, live, err := s.giveBack(ctx, ids)
-	switch n := int64(len(ids) / idLen); {
+	back, live, sent, err := s.returnIDs(ctx, ids)
+	n := int64(len(ids) / idLen)
+	if err != nil && retry.Lost(err) && turn.Count > 0 {
+		back, live, err = s.giveBackAgain(ctx, ids, n, sent, turn.Deadline, err)
+	}
+	switch {
 	case err != nil:
 		// Unknown: the permits may still be leased. They are not renewed any more, so they
 		// run out within a lease.
@@ -217,8 +221,15 @@ func (s *Semaphore) end(ctx context.Context, ids string, cause error) error {
 // giveBack runs the return script for ids: how many permits it gave back, and how many of
 // them were still leased.
 func (s *Semaphore) giveBack(ctx context.Context, ids string) (back, live int64, err error) {
+	back, live, _, err = s.returnIDs(ctx, ids)
+	return back, live, err
+}
+
+// returnIDs is giveBack, which also returns when its last request was sent.
+func (s *Semaphore) returnIDs(ctx context.Context, ids string) (back, live int64, sent time.Time, err error) {
 	var reply []int64
 	err = retry.Refusals(ctx, func() (err error) {
+		sent = time.Now()
 		reply, err = script.SemaphoreReturn().Exec(ctx, s.c.Redis, []string{s.n.Permits, s.n.Leases, s.n.Channel},
 			[]string{ids, s.c.Publish}).AsIntSlice()
 		return err
@@ -227,9 +238,36 @@ func (s *Semaphore) giveBack(ctx context.Context, ids string) (back, live int64,
 		err = fmt.Errorf("relock: unexpected reply %v from the return script", reply)
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, sent, err
 	}
-	return reply[0], reply[1], nil
+	return reply[0], reply[1], sent, nil
+}
+
+// giveBackAgain sends the return of the n permits ids again after the reply of a send made
+// at sent was lost (failed), for a lease that the client knew live until deadline. The
+// return is safe to send again: it takes only the ids it finds, and they are this lease's
+// alone. A resend that gives permits back finds the lost send unrun (the script is one
+// step), and its answer is the release's. One that finds none of them finds the lost send's
+// work, as a lost unlock's resend does, when that send went out before the lease's
+// deadline, while Redis kept every permit of it: the lease was released whole. Sent later,
+// it may have found them run out, and the lease counts as lost. When the resend gets no
+// answer either, the outcome stays unknown, and failed is returned.
+func (s *Semaphore) giveBackAgain(ctx context.Context, ids string, n int64, sent, deadline time.Time, failed error) (back, live int64, err error) {
+	// A context of its own: the lost send's may have run out waiting for its reply.
+	dctx := s.c.Detached(ctx)
+	err = retry.Do(dctx, func() (err error) {
+		back, live, _, err = s.returnIDs(dctx, ids)
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, 0, failed
+	case back > 0:
+		return back, live, nil
+	case sent.Before(deadline):
+		return n, n, nil
+	}
+	return 0, 0, nil
 }
 
 // PermitIDs returns the ids of the permits of the lease held carries, as Redisson's
