@@ -9,6 +9,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
+	"errors"
 	"math/big"
 	"net"
 	"os"
@@ -16,6 +17,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -345,4 +347,70 @@ func TestInspectBackends(t *testing.T) {
 		}
 		await(t, "the waiter", waiter)
 	})
+}
+
+// silentServer listens on loopback and accepts connections that it never answers, as a
+// plain server answers a TLS client's hello (it waits for the end of a command line that
+// never comes). It returns its address, and how many connections it has accepted.
+func silentServer(t *testing.T) (string, func() int) {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns []net.Conn
+	var mu sync.Mutex
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return l.Addr().String(), func() int { mu.Lock(); defer mu.Unlock(); return len(conns) }
+}
+
+// --tls against a server that does not speak TLS gets no answer to its handshake: the
+// error says so, rather than only that a deadline passed.
+func TestTLSAgainstPlainServer(t *testing.T) {
+	s := redistest.StartServer(t)
+	var out syncBuffer
+	err := run(redistest.Context(t, time.Minute), []string{"inspect", "--tls", "--redis", s.Addr(), "orders"}, func(string) string { return "" }, nil, &out, &out)
+	if err == nil || !strings.Contains(err.Error(), "does the server speak TLS") {
+		t.Errorf("relock inspect --tls against a plain server: %v; want the error to ask whether the server speaks TLS", err)
+	}
+}
+
+// Ctrl-C while the connection is being made ends the command then, with the signal as its
+// cause: it does not wait for the dial to give up.
+func TestInterruptWhileConnecting(t *testing.T) {
+	addr, accepted := silentServer(t)
+	ctx, interrupt := context.WithCancelCause(context.Background())
+	defer interrupt(nil)
+	var out syncBuffer
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"inspect", "--redis", addr, "orders"}, func(string) string { return "" }, nil, &out, &out)
+	}()
+	// The command is connecting (the server accepted, and answers nothing) when the signal
+	// comes.
+	redistest.Eventually(t, 30*time.Second, "a connection to the silent server", func() bool { return accepted() > 0 })
+	interrupt(signalled{os.Interrupt})
+	err := redistest.Recv(t, done, 30*time.Second, "relock inspect interrupted while connecting")
+	var sig signalled
+	if !errors.As(err, &sig) {
+		t.Errorf("relock inspect interrupted while connecting: %v; want the signal as the error", err)
+	}
 }

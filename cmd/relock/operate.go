@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -40,8 +41,9 @@ func (c *connFlags) register(fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) { c.names[f.Name] = true })
 }
 
-// connect makes the rueidis client: from REDIS_URL when set, else from the flags.
-func (c *connFlags) connect(getenv func(string) string) (rueidis.Client, error) {
+// connect makes the rueidis client: from REDIS_URL when set, else from the flags. It
+// returns when ctx ends (Ctrl-C) with ctx's cause, rather than when the dial gives up.
+func (c *connFlags) connect(ctx context.Context, getenv func(string) string) (rueidis.Client, error) {
 	var opt rueidis.ClientOption
 	if u := getenv("REDIS_URL"); u != "" {
 		var err error
@@ -64,11 +66,40 @@ func (c *connFlags) connect(getenv func(string) string) (rueidis.Client, error) 
 	}
 	opt.DisableCache = true
 	opt.Dialer.Timeout = 5 * time.Second
-	rc, err := rueidis.NewClient(opt)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", strings.Join(opt.InitAddress, ","), err)
+	type made struct {
+		rc  rueidis.Client
+		err error
 	}
-	return rc, nil
+	// rueidis.NewClient takes no context: it is left to finish, and its client closed.
+	ch := make(chan made, 1)
+	go func() {
+		rc, err := rueidis.NewClient(opt)
+		ch <- made{rc, err}
+	}()
+	select {
+	case <-ctx.Done():
+		go func() {
+			if m := <-ch; m.rc != nil {
+				m.rc.Close()
+			}
+		}()
+		return nil, context.Cause(ctx)
+	case m := <-ch:
+		if m.err != nil {
+			return nil, fmt.Errorf("connecting to %s: %w%s", strings.Join(opt.InitAddress, ","), m.err, tlsHint(opt, m.err))
+		}
+		return m.rc, nil
+	}
+}
+
+// tlsHint explains a connection whose TLS handshake got no answer in time: a server that
+// does not speak TLS reads the client's hello as the start of a command, and waits for
+// the rest of it.
+func tlsHint(opt rueidis.ClientOption, err error) string {
+	if opt.TLSConfig == nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, os.ErrDeadlineExceeded) {
+		return ""
+	}
+	return " (no answer to the TLS handshake: does the server speak TLS?)"
 }
 
 // clearScreen clears the terminal and moves the cursor home, so that each of watch's views
@@ -135,7 +166,7 @@ func (o *operator) require(ok func() bool, problem string) {
 
 // start parses args into the flags and one lock name, checks the flags, and connects.
 // The caller closes rc.
-func (o *operator) start(args []string, env func(string) string, stdout, stderr io.Writer) (name string, rc rueidis.Client, err error) {
+func (o *operator) start(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) (name string, rc rueidis.Client, err error) {
 	if name, err = lockArgs(o.fs, args, stdout, stderr); err != nil {
 		return "", nil, err
 	}
@@ -160,7 +191,7 @@ func (o *operator) start(args []string, env func(string) string, stdout, stderr 
 			return "", nil, errUsage
 		}
 	}
-	if rc, err = o.conn.connect(env); err != nil {
+	if rc, err = o.conn.connect(ctx, env); err != nil {
 		return "", nil, err
 	}
 	return name, rc, nil
@@ -168,7 +199,7 @@ func (o *operator) start(args []string, env func(string) string, stdout, stderr 
 
 // inspect is start followed by a first look at the lock. The caller closes rc.
 func (o *operator) inspect(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) (*Report, rueidis.Client, error) {
-	name, rc, err := o.start(args, env, stdout, stderr)
+	name, rc, err := o.start(ctx, args, env, stdout, stderr)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -209,7 +240,7 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 	count := op.fs.Int("count", 0, "stop after this many views (0: until interrupted)")
 	op.require(func() bool { return *every >= 10*time.Millisecond && *count >= 0 },
 		"--interval must be at least 10ms and --count at least 0")
-	name, rc, err := op.start(args, env, stdout, stderr)
+	name, rc, err := op.start(ctx, args, env, stdout, stderr)
 	if err != nil {
 		return err
 	}
