@@ -533,18 +533,37 @@ func TestFixedReentryKeepsRenewal(t *testing.T) {
 
 // An acquisition whose connection breaks with its request held up on the way is sent again
 // and counted once; when the first request then reaches Redis behind the second, it counts
-// the owner's hold once more than the owner took. The owner's unlocks, one per Lock, still
-// release the lock, and nothing is left of it: for every kind whose holds an owner counts
-// (rlock.TestAcquireRunsLate has the plain lock, with its token and Close).
-func TestAcquireRunsLateEveryKind(t *testing.T) {
+// the owner's hold once more than the owner took. That surplus is the client's own doing:
+// the owner's unlocks, one per Lock, still release the lock, none failing, and nothing is
+// left of it; so too when the owner re-enters once more first, and when the client closes
+// instead (which releases the holds it knows). For every kind whose holds an owner counts,
+// after a first-level acquisition and after a re-entry.
+func TestAcquireRunsLate(t *testing.T) {
 	kinds := []struct {
 		holdKind
 		acquire *script.Script
-	}{{kindSpin, script.RLockAcquire()}, {kindFair, script.FairAcquire()}, {kindWrite, script.RWLockWriteAcquire()}, {kindRead, script.RWLockReadAcquire()}}
+	}{
+		{kindRLock, script.RLockAcquire()}, {kindSpin, script.RLockAcquire()}, {kindFair, script.FairAcquire()},
+		{kindWrite, script.RWLockWriteAcquire()}, {kindRead, script.RWLockReadAcquire()},
+	}
+	type then int
+	const (
+		unlock then = iota
+		reenter
+		closeClient
+	)
+	cases := []struct {
+		what    string
+		reentry bool
+		then    then
+	}{
+		{"first level", false, unlock}, {"re-entry", true, unlock},
+		{"first level then re-entry", false, reenter}, {"re-entry then Close", true, closeClient},
+	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		for _, k := range kinds {
-			for _, reentry := range []bool{false, true} {
-				t.Run(k.name+map[bool]string{false: "/first level", true: "/re-entry"}[reentry], func(t *testing.T) {
+			for _, tc := range cases {
+				t.Run(k.name+"/"+tc.what, func(t *testing.T) {
 					name := "late-" + k.name
 					late := redistest.NewLateRequests(b.Client(t))
 					c, err := relock.New(late, relock.WithTimeout(300*time.Millisecond))
@@ -561,7 +580,7 @@ func TestAcquireRunsLateEveryKind(t *testing.T) {
 					if err != nil {
 						t.Fatalf("Lock: %v", err)
 					}
-					if reentry {
+					if tc.reentry {
 						holds, ctx = append(holds, first), first
 					} else if err := k.unlock(c, first, name); err != nil {
 						t.Fatalf("Unlock: %v", err)
@@ -578,9 +597,25 @@ func TestAcquireRunsLateEveryKind(t *testing.T) {
 						t.Fatalf("Lock whose first request was held up: %v", err)
 					}
 					holds = append(holds, held)
+					if n, err := k.count(c, held, name); err != nil || n != len(holds) {
+						t.Fatalf("Redis counts %d holds (%v) before the late request ran; want %d", n, err, len(holds))
+					}
 					send()
 					if n, err := k.count(c, held, name); err != nil || n != len(holds)+1 {
 						t.Fatalf("the late request left %d holds (%v); want %d: the test proved nothing", n, err, len(holds)+1)
+					}
+					switch tc.then {
+					case reenter:
+						h, err := k.lock(c, held, name, 0)
+						if err != nil {
+							t.Fatalf("a re-entry after the late request ran: %v", err)
+						}
+						holds = append(holds, h)
+					case closeClient:
+						if err := c.Close(); err != nil {
+							t.Errorf("Close: %v", err)
+						}
+						holds = nil
 					}
 					for i := len(holds) - 1; i >= 0; i-- {
 						if err := k.unlock(c, holds[i], name); err != nil {

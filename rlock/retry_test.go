@@ -13,7 +13,6 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
-	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -457,105 +456,4 @@ func TestFencedAcquireReplyLost(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-}
-
-// An acquisition whose connection breaks with its request held up on the way (Redis, asked,
-// has not run it) is sent again and counted once; when the
-// first request reaches Redis after all, behind the second, it re-enters the owner's hold
-// a second time. That surplus is the client's own doing: the owner's unlocks, one per Lock,
-// still release the lock, none of them failing, and nothing is left of it in Redis; so too
-// when the owner re-enters once more before it unlocks, and when the client closes instead
-// (which releases the holds it knows). Run for a first-level acquisition and for a
-// re-entry.
-func TestAcquireRunsLate(t *testing.T) {
-	for _, tc := range []struct{ reentry, again, close bool }{
-		{false, false, false}, {true, false, false}, {false, true, false}, {true, true, false}, {true, false, true},
-	} {
-		what := "first level"
-		if tc.reentry {
-			what = "re-entry"
-		}
-		if tc.again {
-			what += " then re-entry"
-		}
-		if tc.close {
-			what += " then Close"
-		}
-		t.Run(what, func(t *testing.T) {
-			reentry := tc.reentry
-			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-				name := "acquire-late"
-				late := redistest.NewLateRequests(b.Client(t))
-				c, err := relock.New(late, relock.WithTimeout(300*time.Millisecond))
-				if err != nil {
-					t.Fatalf("relock.New: %v", err)
-				}
-				t.Cleanup(func() { _ = c.Close() })
-				side := b.Client(t)
-				ctx := redistest.Context(t, 30*time.Second)
-				mu := c.Lock(name, rlock.WithFencing())
-				// A first hold loads the script, so that the late request is the
-				// acquisition itself; it is kept for the re-entry.
-				var holds []context.Context
-				first, err := mu.Lock(ctx)
-				if err != nil {
-					t.Fatalf("Lock: %v", err)
-				}
-				if reentry {
-					holds = append(holds, first)
-					ctx = first
-				} else if err := mu.Unlock(first); err != nil {
-					t.Fatalf("Unlock: %v", err)
-				}
-				arrived, send := late.HoldBroken(script.RLockAcquire().SHA1, name)
-				defer send()
-				held, err := mu.Lock(ctx)
-				select {
-				case <-arrived:
-				default:
-					t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
-				}
-				if err != nil {
-					t.Fatalf("Lock whose first request was held up: %v", err)
-				}
-				holds = append(holds, held)
-				owner := mustOwner(t, side, name)
-				want := int64(len(holds))
-				if n, _ := redistest.Do(t, side, "HGET", name, owner).AsInt64(); n != want {
-					t.Fatalf("Redis counts %d holds before the late request ran; want %d", n, want)
-				}
-				send()
-				if n, _ := redistest.Do(t, side, "HGET", name, owner).AsInt64(); n != want+1 {
-					t.Fatalf("the late request left %d holds; want %d: the test proved nothing", n, want+1)
-				}
-				// A re-entry keeps the first hold's token; a first-level hold has the
-				// counter's second, the first hold having had the first.
-				tok, ok := mu.Token(held)
-				if want := 3 - want; !ok || tok != want {
-					t.Errorf("the hold's token %d (%v); want %d", tok, ok, want)
-				}
-				if tc.again {
-					h, err := mu.Lock(held)
-					if err != nil {
-						t.Fatalf("a re-entry after the late request ran: %v", err)
-					}
-					holds = append(holds, h)
-				}
-				if tc.close {
-					if err := c.Close(); err != nil {
-						t.Errorf("Close: %v", err)
-					}
-				}
-				for i := len(holds) - 1; i >= 0 && !tc.close; i-- {
-					if err := mu.Unlock(holds[i]); err != nil {
-						t.Errorf("Unlock %d of %d: %v", len(holds)-i, len(holds), err)
-					}
-				}
-				if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
-					n, _ := redistest.Do(t, side, "HGET", name, owner).AsInt64()
-					t.Errorf("the lock is still there after the owner's unlocks (hold count %d, PTTL %dms)", n, redistest.PTTL(t, side, name))
-				}
-			})
-		})
-	}
 }
