@@ -743,3 +743,76 @@ func TestClusterShardedSlotsRefused(t *testing.T) {
 			after.Woken-before.Woken, after.TimedOut-before.TimedOut)
 	}
 }
+
+// A slot moved to another master (CLUSTER SETSLOT ... MIGRATING/IMPORTING, MIGRATE, SETSLOT
+// ... NODE, as a reshard does it) while a lock of it is held and waited for under sharded
+// pub/sub: the hold is renewed throughout, its context stays live, the waiter's channel is
+// subscribed again on the new master, and the holder's Unlock there wakes the waiter by its
+// message. (Classic pub/sub reaches every node whoever owns the slot.)
+func TestClusterSlotMove(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	const lease = 3 * time.Second // the renewed hold's; the renewals come every second
+	opts := []relock.Option{relock.WithShardedPubSub(true), relock.WithTimeout(10 * time.Second),
+		relock.WithWatchdogTimeout(lease)}
+	holder := relocktest.New(t, cl, opts...)
+	waiter := relocktest.New(t, cl, opts...)
+	side := cl.Client(t)
+	name := cl.NamesOnEveryMaster(t, "moved-")[0]
+	renewed := "{" + name + "}:renewed" // the same slot
+	slot := cl.Slot(name)
+	from := cl.MasterOf(slot)
+	to := cl.Masters()[0]
+	if to == from {
+		to = cl.Masters()[1]
+	}
+	channel := "redisson_lock__channel:{" + name + "}"
+
+	// The waited-for hold has a fixed lease of a minute, so the waiter's waits end only
+	// by a message (or a lost subscription's wake-up); the other is the watchdog's.
+	held, acquired := parkWaiter(t, holder, waiter, name, onShardMaster(t, from, name))
+	kept, err := holder.Lock(renewed).Lock(redistest.Context(t, 2*time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := func(stage string) {
+		t.Helper()
+		if kept.Err() != nil || held.Err() != nil {
+			t.Fatalf("%s: a hold's context ended (%v, %v); Redis still has both", stage,
+				context.Cause(kept), context.Cause(held))
+		}
+	}
+
+	move := cl.StartSlotMove(t, slot, to)
+	time.Sleep(lease) // renewals meet the open slot on the old master
+	live("slot open")
+	move.MigrateKeys(t)
+	time.Sleep(lease) // renewals are redirected (ASK) to the new master
+	live("keys migrated")
+	move.Finish(t)
+	// Three leases have passed since the watchdog's hold was taken: only its renewals,
+	// on both masters, kept it.
+	if p := redistest.PTTL(t, side, renewed); p <= 0 {
+		t.Fatalf("the renewed hold's key: PTTL %d after the move; want it renewed", p)
+	}
+	live("slot moved")
+
+	redistest.Eventually(t, 15*time.Second, "the channel was not subscribed again on the new master", func() bool {
+		return to.Subscribers(t, "SHARDNUMSUB", channel) == 1 && waiter.PubSubStats().Waiting == 1
+	})
+	st := waiter.PubSubStats()
+	took := unlockForWaiter(t, holder, name, held, acquired)
+	now := waiter.PubSubStats()
+	if now.TimedOut != st.TimedOut || now.Messages == st.Messages || now.Woken == st.Woken {
+		t.Errorf("the waiter was not woken by the unlock's message after the move (woken +%d, timed out +%d, messages +%d)",
+			now.Woken-st.Woken, now.TimedOut-st.TimedOut, now.Messages-st.Messages)
+	}
+	if took > 30*time.Second {
+		t.Errorf("the waiter acquired %v after the unlock; want it woken by the unlock message", took)
+	}
+	if err := holder.Lock(renewed).Unlock(kept); err != nil {
+		t.Fatalf("Unlock after the move: %v", err)
+	}
+	if n, err := redistest.Do(t, side, "EXISTS", name, renewed).AsInt64(); err != nil || n != 0 {
+		t.Fatalf("lock keys left after both unlocks: EXISTS = %d, %v", n, err)
+	}
+}
