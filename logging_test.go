@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
@@ -106,6 +108,56 @@ func TestLogging(t *testing.T) {
 		redistest.Recv(t, held.Done(), 10*time.Second, "the end of the lost hold's context")
 		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
 			t.Errorf("the lost hold's context ended with %v; want ErrLeaseLost", cause)
+		}
+	})
+}
+
+// A user that may not SUBSCRIBE: the client cannot hear unlocks, and says why. Its
+// waiters wait on the lock's lease and take it once it is free (no hang), and the WARN of
+// the subscriber's trouble carries Redis's refusal, the reason an operator needs (it said
+// only that the connection was down, once a second, with no cause).
+func TestLoggingSubscribeRefused(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		redistest.MustDo(t, b.Client(t), "ACL", "SETUSER", "nosub", "on", ">nosub-pass", "~*", "&*", "+@all", "-subscribe")
+		user := b.ClientWith(t, func(o *rueidis.ClientOption) { o.Username, o.Password = "nosub", "nosub-pass" })
+		logs := &records{}
+		defer func() {
+			if t.Failed() {
+				t.Logf("records:\n%s", logs)
+			}
+		}()
+		const lease = 2 * time.Second
+		holder := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
+		waiter, err := relock.New(user, relock.WithWatchdogTimeout(lease), relock.WithLogger(slog.New(logs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer waiter.Close()
+		held, err := holder.Lock("nosub").Lock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		acquired := make(chan error, 1)
+		go func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*lease)
+			defer cancel()
+			h, err := waiter.Lock("nosub").Lock(ctx)
+			if err == nil {
+				err = waiter.Lock("nosub").Unlock(h)
+			}
+			acquired <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "no subscriber trouble logged", func() bool {
+			return logs.index("WARN relock: subscriber connection down") >= 0
+		})
+		if err := holder.Lock("nosub").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, acquired, 12*lease, "the waiter's Lock"); err != nil {
+			t.Fatalf("the waiter: %v", err)
+		}
+		if logs.index("NOPERM") < 0 {
+			t.Errorf("the subscriber's WARN does not carry Redis's refusal:\n%s", logs)
 		}
 	})
 }
