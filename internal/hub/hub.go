@@ -740,7 +740,7 @@ func (h *Hub) run() {
 			OnMessage:      h.onMessage,
 			OnSubscription: h.onSubscription,
 		})
-		h.serve(dc, lost, h.reconnects.Load() > 0)
+		cause := h.serve(dc, lost, h.reconnects.Load() > 0)
 		// Close rather than release: a connection still subscribed must not go back to
 		// the pool. The hooks are done once lost is closed.
 		dc.Close()
@@ -750,18 +750,26 @@ func (h *Hub) run() {
 		if h.ctx.Err() != nil {
 			return
 		}
-		delay = h.backOff(h.ctx, start, delay)
+		delay = h.backOff(h.ctx, start, delay, cause)
 	}
 }
 
 // backOff counts a lost connection or subscription that had been made at start, waits
 // delay before the next attempt (unless ctx ends), and returns the delay after that one:
 // doubled, up to maxBackoff, and back to minBackoff after a connection that lived longer.
-func (h *Hub) backOff(ctx context.Context, start time.Time, delay time.Duration) time.Duration {
+// cause is what ended it, logged with the WARN that opens an episode: a refusal such as an
+// ACL's NOPERM on SUBSCRIBE looks like a connection that keeps dropping, and only its
+// error says why.
+func (h *Hub) backOff(ctx context.Context, start time.Time, delay time.Duration, cause error) time.Duration {
 	h.reconnects.Add(1)
 	if h.down.CompareAndSwap(false, true) {
 		h.downSince.Store(time.Now().UnixNano())
-		h.log.Load().Warn("relock: subscriber connection down; reconnecting (waiters wait on their leases meanwhile)")
+		const msg = "relock: subscriber connection down; reconnecting (waiters wait on their leases meanwhile)"
+		if cause != nil {
+			h.log.Load().Warn(msg, "err", cause)
+		} else {
+			h.log.Load().Warn(msg)
+		}
 	}
 	if time.Since(start) > maxBackoff {
 		delay = minBackoff
@@ -792,9 +800,9 @@ func (h *Hub) subscriber() rueidis.Client {
 // It first makes sure the connection is made and Redis answers, even when no channel is
 // wanted: the connection's loss is how the client learns that Redis went away, and its
 // return, on a connection made after one was lost (again), is told to the hub's owner.
-func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) {
-	if dc.Do(h.ctx, dc.B().Ping().Build()).Error() != nil {
-		return
+func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) error {
+	if err := dc.Do(h.ctx, dc.B().Ping().Build()).Error(); err != nil {
+		return err
 	}
 	if h.name != "" {
 		// Best effort: a server that refuses it (an ACL) still serves the subscriptions.
@@ -809,7 +817,7 @@ func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) {
 		h.passOn()
 		next, err := h.sync(dc)
 		if err != nil {
-			return
+			return err
 		}
 		var linger <-chan time.Time
 		if !next.IsZero() {
@@ -819,10 +827,10 @@ func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) {
 		select {
 		case <-h.kick:
 		case <-linger:
-		case <-lost:
-			return
+		case err := <-lost:
+			return err
 		case <-h.ctx.Done():
-			return
+			return nil
 		}
 	}
 }

@@ -147,7 +147,7 @@ func (h *Hub) receive(ctx context.Context, name string, c *channel, r *router) {
 	delay := minBackoff
 	for ctx.Err() == nil {
 		start := time.Now()
-		gen := h.subscribeOnce(ctx, name, c, r)
+		gen, cause := h.subscribeOnce(ctx, name, c, r)
 		if ctx.Err() != nil {
 			break
 		}
@@ -158,7 +158,7 @@ func (h *Hub) receive(ctx context.Context, name string, c *channel, r *router) {
 		// The subscription ended while wanted: the shard may have moved, so the next
 		// attempt asks the cluster where it lives now.
 		r.forget(gen)
-		delay = h.backOff(ctx, start, delay)
+		delay = h.backOff(ctx, start, delay, cause)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -183,11 +183,12 @@ func (h *Hub) receive(ctx context.Context, name string, c *channel, r *router) {
 // would be lost and its waiters would sleep until the lock's TTL ran out. Hence also the
 // ROLE check before the subscription counts as confirmed.
 //
-// It returns the generation of the slot map it routed by, for router.forget.
-func (h *Hub) subscribeOnce(ctx context.Context, name string, c *channel, r *router) uint64 {
+// It returns the generation of the slot map it routed by, for router.forget, and what
+// ended the subscription when it knows.
+func (h *Hub) subscribeOnce(ctx context.Context, name string, c *channel, r *router) (uint64, error) {
 	node, checked, gen := r.route(ctx, name)
 	if node == nil {
-		return gen // the shard's master is not known yet: look again after a pause
+		return gen, nil // the shard's master is not known yet: look again after a pause
 	}
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -239,9 +240,12 @@ func (h *Hub) subscribeOnce(ctx context.Context, name string, c *channel, r *rou
 		}
 		return err
 	})
-	_ = node.Receive(rctx, node.B().Ssubscribe().Channel(name).Build(), h.onMessage)
+	err := node.Receive(rctx, node.B().Ssubscribe().Channel(name).Build(), h.onMessage)
 	cancel()
-	return gen
+	if errors.Is(err, context.Canceled) {
+		err = nil // ended here (the node was no master, or the bound ran out), not by Redis
+	}
+	return gen, err
 }
 
 // check confirms a subscription unless node answers ROLE as anything but a master. Asked
