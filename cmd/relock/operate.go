@@ -242,6 +242,9 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 		"--interval must be at least 10ms and --count at least 0")
 	name, rc, err := op.start(ctx, args, env, stdout, stderr)
 	if err != nil {
+		if ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+			return nil // interrupted while connecting: as quiet as while reading
+		}
 		return err
 	}
 	defer rc.Close()
