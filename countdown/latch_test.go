@@ -703,7 +703,7 @@ func TestBadInput(t *testing.T) {
 		})
 
 		t.Run("name", func(t *testing.T) {
-			for _, name := range []string{"", "a{b}c", "{x}", "a{b", "a}b", "{}", "x{}"} {
+			for _, name := range []string{"", "a{b}c", "{a}b", "{x}", "a{b", "a}b", "{}", "x{}"} {
 				for _, op := range latchOps {
 					err := op.call(redistest.Context(t, 10*time.Second), c, name)
 					if err == nil {

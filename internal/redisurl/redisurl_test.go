@@ -15,6 +15,10 @@ func TestParseNeverShowsSecrets(t *testing.T) {
 		"redis://:s3cret-pw@127.0.0.1:6379/notadb",
 		"rediss://s3cret-pw@[::1:6379",
 		"redis://127.0.0.1:6379/0?password=s3cret-pw&dial_timeout=zz",
+		// A password may hold '@': the user info runs to the last '@' of the authority.
+		"redis://alice:s3cret@s3cret-pw@127.0.0.1:notaport",
+		// A password parameter is one whatever its case.
+		"redis://127.0.0.1:6379/0?Password=s3cret-pw&dial_timeout=zz",
 		"nonsense://alice:s3cret-pw@host",
 	} {
 		_, err := redisurl.Parse(raw)
