@@ -486,13 +486,21 @@ const redissonForever = 922337203685477
 // available.
 func (r *redissonLeases) tryAcquire(t testing.TB, lease time.Duration) string {
 	t.Helper()
-	id := make([]byte, 16)
-	_, _ = rand.Read(id)
 	now := time.Now().UnixMilli()
 	until := int64(redissonForever)
 	if lease > 0 {
 		until = now + lease.Milliseconds()
 	}
+	return r.leaseUntil(t, now, until)
+}
+
+// leaseUntil leases one permit until the Unix time until (ms), as acquire(leaseTime) does
+// at the time now (ms), and returns its id in hex, or "" when none was available: a lease
+// longer than a Duration holds, which tryAcquire cannot ask for.
+func (r *redissonLeases) leaseUntil(t testing.TB, now, until int64) string {
+	t.Helper()
+	id := make([]byte, 16)
+	_, _ = rand.Read(id)
 	v, err := r.acquire.Exec(context.Background(), r.rc, []string{r.name, leasesKey(r.name), channel(r.name)},
 		[]string{"1", strconv.FormatInt(until, 10), strconv.FormatInt(now, 10), strconv.FormatInt(redissonForever, 10), r.publish, string(id)}).ToString()
 	if rueidis.IsRedisNil(err) || err == nil && strings.HasPrefix(v, ":") {
@@ -683,6 +691,55 @@ func TestRedissonPermitWithoutLeaseTime(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantValue(t, side, name, "1")
+	})
+}
+
+// A Java service's permit leased for longer than a time.Duration holds (over 292 years)
+// runs out never for relock, as a permit leased without a lease time does: a relock waiter
+// first in line behind it waits for a release, looking again on its own only at its
+// refresh, 20s away. The lease here runs out 2^64ns and 3s from now: in milliseconds it
+// is a whole number well within the script's reply.
+//
+// Guards against taking such a wait in milliseconds as a Duration without bounding it
+// first: 2^64ns more than 3s wraps to 3s, and the waiter would look again then (and
+// again, without pause, as that wait runs down), where it must send nothing.
+func TestLeaseLongerThanADuration(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-centuries"
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		r := &redissonLeases{rc: side, name: name, publish: "publish",
+			acquire: rueidis.NewLuaScript(redissonLeaseAcquire), release: rueidis.NewLuaScript(redissonLeaseRelease)}
+		s := c.Semaphore(name)
+		mustSet(t, s, 1)
+		const wrap = (1<<64 + 999_999) / 1_000_000 // 2^64ns in ms, rounded up
+		now := time.Now().UnixMilli()
+		java := r.leaseUntil(t, now, now+wrap+3000)
+		if java == "" {
+			t.Fatal("Redisson acquire of the one permit failed")
+		}
+
+		done := acquireAsync(redistest.Context(t, 40*time.Second), s, 1)
+		redistest.Eventually(t, 10*time.Second, "the relock waiter never queued", func() bool {
+			return len(redistest.Members(t, side, queueKey(name))) == 1
+		})
+		parked(t, c, 1, "the relock waiter behind Java's permit")
+		before := c.PubSubStats()
+		stillWaiting(t, done, 6*time.Second, "Acquire(1) behind a permit leased for centuries")
+		if after := c.PubSubStats(); after.TimedOut != before.TimedOut {
+			t.Fatalf("the waiter's waits ended by their time bound %d times in 6s (its refresh is 20s away): it took a lease of centuries for one about to run out",
+				after.TimedOut-before.TimedOut)
+		}
+		if zs := leased(t, side, name); len(zs) != 1 || zs[java] == 0 {
+			t.Fatalf("leased permits %v; want only Java's %s", zs, java)
+		}
+
+		if !r.releaseID(t, java) {
+			t.Fatal("Redisson release of its permit failed")
+		}
+		if err := redistest.Recv(t, done, 15*time.Second, "the relock waiter after Java released its permit"); err != nil {
+			t.Fatalf("relock waiter: %v", err)
+		}
 	})
 }
 
