@@ -16,6 +16,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/javaside"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
 
@@ -38,42 +39,10 @@ func latchNames(t *testing.T, b *redistest.Backend, prefix string) []string {
 	return []string{prefix + "0"}
 }
 
-// publishCommand is the command Redisson's scripts publish with on b: SPUBLISH with
-// sharded pub/sub, which relock uses on a Redis 7 cluster, else PUBLISH.
-func publishCommand(b *redistest.Backend) string {
-	if b.Cluster != nil {
-		return "spublish"
-	}
-	return "publish"
-}
-
-// Redisson's RCountDownLatch scripts (RedissonCountDownLatch.java), as a Java service
-// sends them: KEYS[1] is the latch, KEYS[2] its channel; the last ARGV is the publish
-// command (PUBLISH, or SPUBLISH with sharded pub/sub).
-const (
-	// trySetCount: ARGV[1] = "1" (NEW_COUNT_MESSAGE), ARGV[2] = the count.
-	redissonTrySetCount = `if redis.call('exists', KEYS[1]) == 0 then
-redis.call('set', KEYS[1], ARGV[2]);
-redis.call(ARGV[3], KEYS[2], ARGV[1]);
-return 1
-else
-return 0
-end`
-	// countDown: ARGV[1] = "0" (ZERO_COUNT_MESSAGE).
-	redissonCountDown = `local v = redis.call('decr', KEYS[1]);
-if v <= 0 then redis.call('del', KEYS[1]) end;
-if v == 0 then redis.call(ARGV[2], KEYS[2], ARGV[1]) end;`
-)
-
-// redisson runs one of Redisson's latch scripts on the latch name through rc, a raw
-// client, and returns its reply.
-func redisson(t *testing.T, b *redistest.Backend, rc rueidis.Client, script, name string, args ...string) rueidis.RedisResult {
-	t.Helper()
-	args = append(args, publishCommand(b))
-	cmd := rc.B().Eval().Script(script).Numkeys(2).Key(name, channelOf(name)).Arg(args...).Build()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	return rc.Do(ctx, cmd)
+// javaOn is a Java service's Redisson client on rc, publishing as relock does on b:
+// SPUBLISH with sharded pub/sub, which relock uses on a Redis 7 cluster, else PUBLISH.
+func javaOn(b *redistest.Backend, rc rueidis.Client) *javaside.Java {
+	return javaside.New(rc, b.Cluster != nil)
 }
 
 // state is the latch key as Redis holds it: "string <count> -1" for a latch with a count
@@ -353,8 +322,8 @@ func TestDataLayout(t *testing.T) {
 
 		t.Run("written by Redisson", func(t *testing.T) {
 			const name = "latch:java"
-			if n, err := redisson(t, b, side, redissonTrySetCount, name, "1", "7").AsInt64(); n != 1 || err != nil {
-				t.Fatalf("Redisson's trySetCount = %d, %v; want 1", n, err)
+			if ok, err := javaOn(b, side).TrySetCount(ctx, name, 7); !ok || err != nil {
+				t.Fatalf("Redisson's trySetCount = %v, %v; want true", ok, err)
 			}
 			mustCount(t, name, 7)
 			if ok, err := c.CountDownLatch(name).TrySetCount(ctx, 2); ok || err != nil {
@@ -363,8 +332,8 @@ func TestDataLayout(t *testing.T) {
 			mustCountDown(t, name)
 			mustState(t, name, counted(6), "a count down of Redisson's latch")
 			// And Redisson reads relock's count: its count down goes on from there.
-			if err := redisson(t, b, side, redissonCountDown, name, "0").Error(); err != nil && !rueidis.IsRedisNil(err) {
-				t.Fatalf("Redisson's countDown: %v", err)
+			if left, err := javaOn(b, side).CountDown(ctx, name); left != 5 || err != nil {
+				t.Fatalf("Redisson's countDown = %d, %v; want 5 left", left, err)
 			}
 			mustCount(t, name, 5)
 		})
@@ -744,11 +713,12 @@ func TestRedissonCountDownWakesRelockWaiters(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		opt := relock.WithWatchdogTimeout(time.Minute)
 		waiters := []*relock.Client{relocktest.New(t, b, opt), relocktest.New(t, b, opt)}
-		java := b.Client(t)
+		java := javaOn(b, b.Client(t))
+		ctx := context.Background()
 		for _, name := range latchNames(t, b, "latch:from-java:") {
 			t.Run(name, func(t *testing.T) {
-				if n, err := redisson(t, b, java, redissonTrySetCount, name, "1", "2").AsInt64(); n != 1 || err != nil {
-					t.Fatalf("Redisson's trySetCount = %d, %v; want 1", n, err)
+				if ok, err := java.TrySetCount(ctx, name, 2); !ok || err != nil {
+					t.Fatalf("Redisson's trySetCount = %v, %v; want true", ok, err)
 				}
 				done := make(chan error, 4)
 				for _, w := range waiters {
@@ -757,12 +727,12 @@ func TestRedissonCountDownWakesRelockWaiters(t *testing.T) {
 					}
 				}
 				parked(t, done, 2, func() bool { return relocktest.Waiting(waiters...) == 4 })
-				if err := redisson(t, b, java, redissonCountDown, name, "0").Error(); err != nil && !rueidis.IsRedisNil(err) {
-					t.Fatalf("Redisson's countDown: %v", err)
+				if left, err := java.CountDown(ctx, name); left != 1 || err != nil {
+					t.Fatalf("Redisson's countDown = %d, %v; want 1 left", left, err)
 				}
 				stillWaiting(t, done, "after Redisson's count down left a count of 1")
-				if err := redisson(t, b, java, redissonCountDown, name, "0").Error(); err != nil && !rueidis.IsRedisNil(err) {
-					t.Fatalf("Redisson's countDown: %v", err)
+				if left, err := java.CountDown(ctx, name); left != 0 || err != nil {
+					t.Fatalf("Redisson's countDown = %d, %v; want 0 left", left, err)
 				}
 				for range 4 {
 					if err := redistest.Recv(t, done, 15*time.Second, "a relock waiter's wake-up by Redisson's count down to zero"); err != nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/javaside"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
 )
@@ -314,17 +315,6 @@ func TestLostWakeupConnectionCut(t *testing.T) {
 	})
 }
 
-// redissonAcquire and redissonUnlock are what a Redisson client sends for RLock: this test
-// plays a Java service sharing the lock.
-const (
-	redissonAcquire = `if (redis.call('exists', KEYS[1]) == 0) or (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then ` +
-		`redis.call('hincrby', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end; ` +
-		`return redis.call('pttl', KEYS[1]);`
-	redissonUnlock = `if (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil; end; ` +
-		`if (redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0) then return 0; end; ` +
-		`redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); return 1;`
-)
-
 func TestRedissonLayout(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
@@ -332,16 +322,12 @@ func TestRedissonLayout(t *testing.T) {
 		ctx := context.Background()
 		javaOwner := "5df8512c-e096-4359-bc82-07efb0bc9d8e:1"
 		channel := "redisson_lock__channel:{shared}"
-		unlockScript := redissonUnlock
-		if b.Cluster != nil {
-			// On a cluster of Redis 7 Redisson, like relock, sends wake-ups by sharded pub/sub.
-			unlockScript = strings.Replace(unlockScript, "'publish'", "'spublish'", 1)
-		}
-		acquire, unlock := rueidis.NewLuaScript(redissonAcquire), rueidis.NewLuaScript(unlockScript)
+		// On a cluster of Redis 7 Redisson, like relock, sends wake-ups by sharded pub/sub.
+		java := javaside.New(side, b.Cluster != nil)
 
 		// A Java holder makes the Go waiter wait; its unlock wakes the waiter.
-		if err := acquire.Exec(ctx, side, []string{"shared"}, []string{"30000", javaOwner}).Error(); !rueidis.IsRedisNil(err) {
-			t.Fatalf("redisson acquire: %v", err)
+		if ok, _, err := java.Lock(ctx, "shared", javaOwner, 30*time.Second); !ok || err != nil {
+			t.Fatalf("Java lock = %v, %v; want acquired", ok, err)
 		}
 		acquired := make(chan error, 1)
 		var held context.Context
@@ -353,8 +339,8 @@ func TestRedissonLayout(t *testing.T) {
 			acquired <- err
 		}()
 		redistest.Eventually(t, 5*time.Second, "Go waiter never parked behind the Java holder", func() bool { return c.PubSubStats().Waiting == 1 })
-		if n, err := unlock.Exec(ctx, side, []string{"shared", channel}, []string{"0", javaOwner}).AsInt64(); err != nil || n != 1 {
-			t.Fatalf("redisson unlock = %d, %v", n, err)
+		if u, err := java.Unlock(ctx, "shared", javaOwner); err != nil || u != javaside.Released {
+			t.Fatalf("Java unlock = %v, %v; want released", u, err)
 		}
 		if err := redistest.Recv(t, acquired, 30*time.Second, "the Go waiter's Lock"); err != nil {
 			t.Fatalf("Go waiter: %v", err)
@@ -382,9 +368,9 @@ func TestRedissonLayout(t *testing.T) {
 		if pttl, _ := redistest.Do(t, side, "PTTL", "shared").AsInt64(); pttl <= 0 || pttl > relock.DefaultWatchdogTimeout.Milliseconds() {
 			t.Errorf("PTTL = %d; want a lease of at most the watchdog timeout", pttl)
 		}
-		// The Java side sees the Go owner as another owner: its acquire returns the PTTL.
-		if pttl, err := acquire.Exec(ctx, side, []string{"shared"}, []string{"30000", javaOwner}).AsInt64(); err != nil || pttl <= 0 {
-			t.Errorf("redisson acquire while Go holds = %d, %v; want the PTTL", pttl, err)
+		// The Java side sees the Go owner as another owner: its lock reports the PTTL.
+		if ok, pttl, err := java.Lock(ctx, "shared", javaOwner, 30*time.Second); ok || err != nil || pttl <= 0 {
+			t.Errorf("Java lock while Go holds = %v, %v, %v; want refused, with the PTTL", ok, pttl, err)
 		}
 		// Redisson's unlock by the Go owner's name proves the field is what Redisson reads.
 		if n, err := redistest.Do(t, side, "HGET", "shared", goOwner).AsInt64(); n != 1 || err != nil {
@@ -414,12 +400,11 @@ func TestRedissonReentryShared(t *testing.T) {
 		ctx := context.Background()
 		const name = "reentered"
 		javaOwner := "5df8512c-e096-4359-bc82-07efb0bc9d8e:7"
-		keys := []string{name, "redisson_lock__channel:{" + name + "}"}
-		acquire, unlock := rueidis.NewLuaScript(redissonAcquire), rueidis.NewLuaScript(redissonUnlock)
-		javaLock := func() (int64, error) {
-			pttl, err := acquire.Exec(ctx, side, keys[:1], []string{"30000", javaOwner}).AsInt64()
-			if rueidis.IsRedisNil(err) {
-				return 0, nil // acquired
+		java := javaside.New(side, false)
+		javaLock := func() (time.Duration, error) {
+			ok, pttl, err := java.Lock(ctx, name, javaOwner, 30*time.Second)
+			if ok {
+				return 0, err // acquired
 			}
 			return pttl, err
 		}
@@ -427,7 +412,7 @@ func TestRedissonReentryShared(t *testing.T) {
 
 		for i := 0; i < 2; i++ {
 			if pttl, err := javaLock(); pttl != 0 || err != nil {
-				t.Fatalf("Java lock #%d = %d, %v; want acquired", i+1, pttl, err)
+				t.Fatalf("Java lock #%d = %v, %v; want acquired", i+1, pttl, err)
 			}
 		}
 		if _, err := mu.TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
@@ -435,8 +420,8 @@ func TestRedissonReentryShared(t *testing.T) {
 		}
 		acquired := lockInBackground(mu, 30*time.Second)
 		redistest.Eventually(t, 5*time.Second, "Go waiter never parked behind the Java holder", func() bool { return c.PubSubStats().Waiting == 1 })
-		if n, err := unlock.Exec(ctx, side, keys, []string{"0", javaOwner}).AsInt64(); err != nil || n != 0 {
-			t.Fatalf("first Java unlock = %d, %v; want 0 (still held)", n, err)
+		if u, err := java.Unlock(ctx, name, javaOwner); err != nil || u != javaside.StillHeld {
+			t.Fatalf("first Java unlock = %v, %v; want still held", u, err)
 		}
 		if _, err := mu.TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
 			t.Fatalf("TryLock after one of the Java owner's two unlocks: %v; want ErrLocked", err)
@@ -446,8 +431,8 @@ func TestRedissonReentryShared(t *testing.T) {
 			t.Fatalf("the Go waiter's Lock returned (%v) while the Java owner still held the lock", err)
 		default:
 		}
-		if n, err := unlock.Exec(ctx, side, keys, []string{"0", javaOwner}).AsInt64(); err != nil || n != 1 {
-			t.Fatalf("second Java unlock = %d, %v; want 1 (released)", n, err)
+		if u, err := java.Unlock(ctx, name, javaOwner); err != nil || u != javaside.Released {
+			t.Fatalf("second Java unlock = %v, %v; want released", u, err)
 		}
 		if err := redistest.Recv(t, acquired, 30*time.Second, "the Go waiter's Lock"); err != nil {
 			t.Fatalf("Go waiter: %v", err)
@@ -465,19 +450,19 @@ func TestRedissonReentryShared(t *testing.T) {
 			t.Fatal(err)
 		}
 		if pttl, err := javaLock(); pttl <= 0 || err != nil {
-			t.Fatalf("Java lock while the Go owner holds twice = %d, %v; want its PTTL", pttl, err)
+			t.Fatalf("Java lock while the Go owner holds twice = %v, %v; want its PTTL", pttl, err)
 		}
 		if err := mu.Unlock(again); err != nil {
 			t.Fatal(err)
 		}
 		if pttl, err := javaLock(); pttl <= 0 || err != nil {
-			t.Fatalf("Java lock after one of the Go owner's two unlocks = %d, %v; want its PTTL", pttl, err)
+			t.Fatalf("Java lock after one of the Go owner's two unlocks = %v, %v; want its PTTL", pttl, err)
 		}
 		if err := mu.Unlock(held); err != nil {
 			t.Fatal(err)
 		}
 		if pttl, err := javaLock(); pttl != 0 || err != nil {
-			t.Fatalf("Java lock after the Go owner's last unlock = %d, %v; want acquired", pttl, err)
+			t.Fatalf("Java lock after the Go owner's last unlock = %v, %v; want acquired", pttl, err)
 		}
 	})
 }

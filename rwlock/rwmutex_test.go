@@ -15,6 +15,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/javaside"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rwlock"
 )
@@ -274,27 +275,6 @@ func TestReaderLeaseLost(t *testing.T) {
 	})
 }
 
-// What Redisson sends for RReadWriteLock's read and write locks, in brief: this test plays
-// a Java service sharing the lock.
-const (
-	redissonReadLock = `local mode = redis.call('hget', KEYS[1], 'mode');
-if (mode == false) then redis.call('hset', KEYS[1], 'mode', 'read'); redis.call('hset', KEYS[1], ARGV[2], 1);
- redis.call('set', KEYS[2] .. ':1', 1); redis.call('pexpire', KEYS[2] .. ':1', ARGV[1]); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end;
-if (mode == 'read') or (mode == 'write' and redis.call('hexists', KEYS[1], ARGV[3]) == 1) then
- local ind = redis.call('hincrby', KEYS[1], ARGV[2], 1); local key = KEYS[2] .. ':' .. ind;
- redis.call('set', key, 1); redis.call('pexpire', key, ARGV[1]);
- redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), ARGV[1])); return nil; end;
-return redis.call('pttl', KEYS[1]);`
-	redissonWriteLock = `local mode = redis.call('hget', KEYS[1], 'mode');
-if (mode == false) then redis.call('hset', KEYS[1], 'mode', 'write'); redis.call('hset', KEYS[1], ARGV[2], 1); redis.call('pexpire', KEYS[1], ARGV[1]); return nil; end;
-if (mode == 'write') and (redis.call('hexists', KEYS[1], ARGV[2]) == 1) then redis.call('hincrby', KEYS[1], ARGV[2], 1); return nil; end;
-return redis.call('pttl', KEYS[1]);`
-	redissonWriteUnlock = `if (redis.call('hget', KEYS[1], 'mode') ~= 'write') or (redis.call('hexists', KEYS[1], ARGV[2]) == 0) then return nil; end;
-if (redis.call('hincrby', KEYS[1], ARGV[2], -1) > 0) then return 0; end;
-redis.call('hdel', KEYS[1], ARGV[2]);
-if (redis.call('hlen', KEYS[1]) == 1) then redis.call('del', KEYS[1]); redis.call('publish', KEYS[2], ARGV[1]); else redis.call('hset', KEYS[1], 'mode', 'read'); end; return 1;`
-)
-
 func TestRedissonLayout(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
@@ -302,14 +282,8 @@ func TestRedissonLayout(t *testing.T) {
 		ctx := redistest.Context(t, time.Minute)
 		const java = "5df8512c-e096-4359-bc82-07efb0bc9d8e:7"
 		channel := "redisson_rwlock:{layout}"
-		readLock := rueidis.NewLuaScript(redissonReadLock)
-		writeLock := rueidis.NewLuaScript(redissonWriteLock)
-		unlockScript := redissonWriteUnlock
-		if b.Cluster != nil {
-			// On a cluster of Redis 7 Redisson, like relock, sends wake-ups by sharded pub/sub.
-			unlockScript = strings.Replace(unlockScript, "'publish'", "'spublish'", 1)
-		}
-		writeUnlock := rueidis.NewLuaScript(unlockScript)
+		// On a cluster of Redis 7 Redisson, like relock, sends wake-ups by sharded pub/sub.
+		j := javaside.New(side, b.Cluster != nil)
 		mu := c.RWLock("layout")
 
 		// A Go reader: the layout Redisson writes for a read hold.
@@ -332,11 +306,11 @@ func TestRedissonLayout(t *testing.T) {
 			t.Errorf("the read hold's timeout key %s: PTTL %d", timeout, p)
 		}
 		// A Java reader joins it; a Java writer must wait.
-		if err := readLock.Exec(ctx, side, []string{"layout", "{layout}:" + java + ":rwlock_timeout"}, []string{"30000", java, java + ":write"}).Error(); !rueidis.IsRedisNil(err) {
-			t.Fatalf("Java reader beside a Go reader: %v", err)
+		if ok, _, err := j.ReadLock(ctx, "layout", java, 30*time.Second); !ok || err != nil {
+			t.Fatalf("Java reader beside a Go reader: %v, %v; want acquired", ok, err)
 		}
-		if p, err := writeLock.Exec(ctx, side, []string{"layout"}, []string{"30000", java + ":write"}).AsInt64(); err != nil || p <= 0 {
-			t.Fatalf("Java writer while readers hold: %d, %v; want the PTTL", p, err)
+		if ok, p, err := j.WriteLock(ctx, "layout", java, 30*time.Second); ok || err != nil || p <= 0 {
+			t.Fatalf("Java writer while readers hold: %v, %v, %v; want refused, with the PTTL", ok, p, err)
 		}
 		// The Go reader leaves: the Java reader still holds, the lock lives on.
 		if err := mu.RUnlock(held); err != nil {
@@ -348,8 +322,8 @@ func TestRedissonLayout(t *testing.T) {
 		redistest.Do(t, side, "DEL", "layout", "{layout}:"+java+":rwlock_timeout:1")
 
 		// A Java writer makes a Go reader wait; its unlock publishes "1" and wakes it.
-		if err := writeLock.Exec(ctx, side, []string{"layout"}, []string{"30000", java + ":write"}).Error(); !rueidis.IsRedisNil(err) {
-			t.Fatalf("Java writer: %v", err)
+		if ok, _, err := j.WriteLock(ctx, "layout", java, 30*time.Second); !ok || err != nil {
+			t.Fatalf("Java writer: %v, %v; want acquired", ok, err)
 		}
 		got := make(chan error, 1)
 		go func() {
@@ -362,8 +336,8 @@ func TestRedissonLayout(t *testing.T) {
 			got <- err
 		}()
 		redistest.Eventually(t, 5*time.Second, "Go reader not waiting", func() bool { return c.PubSubStats().Waiting == 1 })
-		if n, err := writeUnlock.Exec(ctx, side, []string{"layout", channel}, []string{"1", java + ":write"}).AsInt64(); n != 1 || err != nil {
-			t.Fatalf("Java write unlock = %d, %v", n, err)
+		if u, err := j.WriteUnlock(ctx, "layout", java); u != javaside.Released || err != nil {
+			t.Fatalf("Java write unlock = %v, %v; want released", u, err)
 		}
 		if err := redistest.Recv(t, got, 30*time.Second, "the Go reader's turn"); err != nil {
 			t.Fatalf("Go reader after the Java writer: %v", err)
@@ -590,12 +564,12 @@ func TestReadUnlockKeepsTheLongestReadHold(t *testing.T) {
 		side := b.Client(t)
 		ctx := redistest.Context(t, time.Minute)
 		const java = "5df8512c-e096-4359-bc82-07efb0bc9d8e:7"
-		readLock := rueidis.NewLuaScript(redissonReadLock)
+		j := javaside.New(side, b.Cluster != nil)
 		prefix := "{longest}:" + java + ":rwlock_timeout"
 		// A Java reader: a hold of 60s, then a re-entry of 5s.
-		for _, lease := range []string{"60000", "5000"} {
-			if err := readLock.Exec(ctx, side, []string{"longest", prefix}, []string{lease, java, java + ":write"}).Error(); !rueidis.IsRedisNil(err) {
-				t.Fatalf("Java reader, lease %sms: %v", lease, err)
+		for _, lease := range []time.Duration{time.Minute, 5 * time.Second} {
+			if ok, _, err := j.ReadLock(ctx, "longest", java, lease); !ok || err != nil {
+				t.Fatalf("Java reader, lease %v: %v, %v; want acquired", lease, ok, err)
 			}
 		}
 		mu := c.RWLock("longest")

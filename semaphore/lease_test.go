@@ -2,7 +2,6 @@ package semaphore_test
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/javaside"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/semaphore"
@@ -438,91 +438,27 @@ func TestTryAcquireLease(t *testing.T) {
 	})
 }
 
-// The scripts of Redisson's RPermitExpirableSemaphore (3.x), written from its source: KEYS
-// the permits, {name}:timeout, redisson_sc:{name}; ids as raw 16 bytes; times from the
-// client's clock.
-const (
-	redissonLeaseAcquire = `
-local expiredIds = redis.call('zrangebyscore', KEYS[2], 0, ARGV[3], 'limit', 0, ARGV[1]);
-if #expiredIds > 0 then
-  redis.call('zrem', KEYS[2], unpack(expiredIds));
-  local value = redis.call('incrby', KEYS[1], #expiredIds);
-  if tonumber(value) > 0 then redis.call(ARGV[5], KEYS[3], value); end;
-end;
-local value = redis.call('get', KEYS[1]);
-if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then
-  redis.call('decrby', KEYS[1], ARGV[1]);
-  for i = 6, #ARGV, 1 do redis.call('zadd', KEYS[2], ARGV[2], ARGV[i]); end;
-  local ttl = redis.call('pttl', KEYS[1]);
-  if ttl > 0 then redis.call('pexpire', KEYS[2], ttl); end;
-  return 'OK';
-end;
-local v = redis.call('zrange', KEYS[2], 0, 0, 'WITHSCORES');
-if v[1] ~= nil and v[2] ~= ARGV[4] then return ':' .. tostring(v[2]); end
-return nil;`
-	redissonLeaseRelease = `
-local expire = redis.call('zscore', KEYS[3], ARGV[1]);
-local removed = redis.call('zrem', KEYS[3], ARGV[1]);
-if tonumber(removed) ~= 1 then return 0; end;
-local value = redis.call('incrby', KEYS[1], ARGV[2]);
-redis.call(ARGV[4], KEYS[2], value);
-if tonumber(expire) <= tonumber(ARGV[3]) then return 0; end;
-return 1;`
-)
-
-// redissonLeases plays a Java service's RPermitExpirableSemaphore on name.
-type redissonLeases struct {
-	rc               rueidis.Client
-	name, publish    string
-	acquire, release *rueidis.Lua
-}
-
-// redissonForever is the score Redisson's RPermitExpirableSemaphore gives a permit leased
-// without a lease time (its nonExpirableTimeout), as if it ran out in the year 31197.
-const redissonForever = 922337203685477
-
-// tryAcquire leases one permit for lease, as acquire(leaseTime) does (lease 0: without a
-// lease time, as acquire() does), and returns its id in hex, or "" when none was
-// available.
-func (r *redissonLeases) tryAcquire(t testing.TB, lease time.Duration) string {
+// leaseAcquire leases one permit for lease, as RPermitExpirableSemaphore's
+// acquire(leaseTime) does (lease 0: without a lease time, as acquire() does), and returns
+// its id in hex, or "" when none was available.
+func (r *redisson) leaseAcquire(t testing.TB, lease time.Duration) string {
 	t.Helper()
-	now := time.Now().UnixMilli()
-	until := int64(redissonForever)
-	if lease > 0 {
-		until = now + lease.Milliseconds()
-	}
-	return r.leaseUntil(t, now, until)
-}
-
-// leaseUntil leases one permit until the Unix time until (ms), as acquire(leaseTime) does
-// at the time now (ms), and returns its id in hex, or "" when none was available: a lease
-// longer than a Duration holds, which tryAcquire cannot ask for.
-func (r *redissonLeases) leaseUntil(t testing.TB, now, until int64) string {
-	t.Helper()
-	id := make([]byte, 16)
-	_, _ = rand.Read(id)
-	v, err := r.acquire.Exec(context.Background(), r.rc, []string{r.name, leasesKey(r.name), channel(r.name)},
-		[]string{"1", strconv.FormatInt(until, 10), strconv.FormatInt(now, 10), strconv.FormatInt(redissonForever, 10), r.publish, string(id)}).ToString()
-	if rueidis.IsRedisNil(err) || err == nil && strings.HasPrefix(v, ":") {
-		return ""
-	}
+	id, err := r.java.LeaseAcquire(redistest.Context(t, 10*time.Second), r.name, lease)
 	if err != nil {
 		t.Fatalf("Redisson acquire: %v", err)
 	}
-	return hex.EncodeToString(id)
+	return id
 }
 
-// releaseID releases the permit id (hex), as release(id) does, and reports whether it
+// leaseRelease releases the permit id (hex), as release(id) does, and reports whether it
 // was there and had not run out.
-func (r *redissonLeases) releaseID(t testing.TB, id string) bool {
+func (r *redisson) leaseRelease(t testing.TB, id string) bool {
 	t.Helper()
-	raw, _ := hex.DecodeString(id)
-	v, err := r.release.Exec(context.Background(), r.rc, []string{r.name, channel(r.name), leasesKey(r.name)},
-		[]string{string(raw), "1", strconv.FormatInt(time.Now().UnixMilli(), 10), r.publish}).AsInt64()
+	ok, err := r.java.LeaseRelease(redistest.Context(t, 10*time.Second), r.name, id)
 	if err != nil {
 		t.Fatalf("Redisson release: %v", err)
 	}
-	return v == 1
+	return ok
 }
 
 // relock's leases and Redisson's RPermitExpirableSemaphore share the data: each sees the
@@ -532,22 +468,17 @@ func (r *redissonLeases) releaseID(t testing.TB, id string) bool {
 // Redisson permit whose lease ran out. On a name of each master of the cluster.
 func TestRedissonLeasesShare(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		pub := "publish"
-		if b.Cluster != nil {
-			pub = "spublish"
-		}
 		side := b.Client(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second), relock.WithLogger(nil))
 		for _, name := range []string{"java:b", "java:d", "java:a"} {
 			t.Run(name, func(t *testing.T) {
-				r := &redissonLeases{rc: side, name: name, publish: pub,
-					acquire: rueidis.NewLuaScript(redissonLeaseAcquire), release: rueidis.NewLuaScript(redissonLeaseRelease)}
+				r := newRedisson(b, side, name)
 				s := c.Semaphore(name)
 				mustSet(t, s, 2)
 
 				// Java leases one for a minute: relock sees one left, takes it, and its
 				// waiter is woken when Java releases by id.
-				java := r.tryAcquire(t, time.Minute)
+				java := r.leaseAcquire(t, time.Minute)
 				if java == "" {
 					t.Fatal("Redisson acquire of 1 of 2 failed")
 				}
@@ -555,7 +486,7 @@ func TestRedissonLeasesShare(t *testing.T) {
 					t.Fatalf("AvailablePermits with one leased by Java = %d; want 1", n)
 				}
 				mine := acquireLease(t, s, 1)
-				if r.tryAcquire(t, time.Minute) != "" {
+				if r.leaseAcquire(t, time.Minute) != "" {
 					t.Fatal("Redisson acquired a permit while relock and Java hold both")
 				}
 				done := make(chan error, 1)
@@ -567,7 +498,7 @@ func TestRedissonLeasesShare(t *testing.T) {
 					done <- err
 				}()
 				parked(t, c, 1, "the relock waiter")
-				if !r.releaseID(t, java) {
+				if !r.leaseRelease(t, java) {
 					t.Fatal("Redisson release of its own permit failed")
 				}
 				if err := redistest.Recv(t, done, 10*time.Second, "the relock waiter after a Redisson release"); err != nil {
@@ -575,7 +506,7 @@ func TestRedissonLeasesShare(t *testing.T) {
 				}
 
 				// A Java waiter hears the count when a relock lease is released.
-				msgs := (&redisson{rc: side, name: name, publish: pub}).subscribe(t)
+				msgs := r.subscribe(t)
 				extra := acquireLease(t, s, 1)
 				if err := s.ReleaseLease(extra); err != nil {
 					t.Fatal(err)
@@ -585,7 +516,7 @@ func TestRedissonLeasesShare(t *testing.T) {
 				}
 
 				// Java releases relock's permit by the id relock gives: relock's lease is lost.
-				if !r.releaseID(t, s.PermitIDs(mine)[0]) {
+				if !r.leaseRelease(t, s.PermitIDs(mine)[0]) {
 					t.Fatal("Redisson release of relock's permit id failed")
 				}
 				select {
@@ -599,7 +530,7 @@ func TestRedissonLeasesShare(t *testing.T) {
 				wantValue(t, side, name, "2")
 
 				// Java's permit that runs out comes back through relock.
-				if r.tryAcquire(t, 300*time.Millisecond) == "" {
+				if r.leaseAcquire(t, 300*time.Millisecond) == "" {
 					t.Fatal("Redisson acquire failed")
 				}
 				redistest.Eventually(t, 10*time.Second, "Java's expired permit never came back through relock", func() bool { return available(t, s) == 2 })
@@ -611,7 +542,7 @@ func TestRedissonLeasesShare(t *testing.T) {
 				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
 				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw[:15])+"x")
 				// Redisson puts back as many as it asks for; relock's count puts back the rest.
-				javaID := r.tryAcquire(t, time.Minute)
+				javaID := r.leaseAcquire(t, time.Minute)
 				if javaID == "" {
 					t.Fatal("Redisson acquire did not put back relock's expired permits")
 				}
@@ -631,7 +562,7 @@ func TestRedissonLeasesShare(t *testing.T) {
 }
 
 // A permit that a Java service leases without a lease time (Redisson's acquire() scores it
-// redissonForever) never runs out for relock: a count does not put it back, and a relock
+// javaside.Forever) never runs out for relock: a count does not put it back, and a relock
 // waiter first in line behind it waits for a release, not for the lease's end, looking
 // again on its own only at its refresh, 20s away (a minute's watchdog timeout). Java's
 // release by id wakes it.
@@ -641,25 +572,20 @@ func TestRedissonLeasesShare(t *testing.T) {
 func TestRedissonPermitWithoutLeaseTime(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "lease-forever"
-		pub := "publish"
-		if b.Cluster != nil {
-			pub = "spublish"
-		}
 		side := b.Client(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
-		r := &redissonLeases{rc: side, name: name, publish: pub,
-			acquire: rueidis.NewLuaScript(redissonLeaseAcquire), release: rueidis.NewLuaScript(redissonLeaseRelease)}
+		r := newRedisson(b, side, name)
 		s := c.Semaphore(name)
 		mustSet(t, s, 1)
-		java := r.tryAcquire(t, 0)
+		java := r.leaseAcquire(t, 0)
 		if java == "" {
 			t.Fatal("Redisson acquire() of the one permit failed")
 		}
 		kept := func(when string) {
 			t.Helper()
 			wantValue(t, side, name, "0")
-			if zs := leased(t, side, name); len(zs) != 1 || zs[java] != redissonForever {
-				t.Fatalf("%s: leased permits %v; want only Java's %s, scored %d", when, zs, java, int64(redissonForever))
+			if zs := leased(t, side, name); len(zs) != 1 || zs[java] != javaside.Forever {
+				t.Fatalf("%s: leased permits %v; want only Java's %s, scored %d", when, zs, java, javaside.Forever)
 			}
 		}
 		if n := available(t, s); n != 0 {
@@ -680,7 +606,7 @@ func TestRedissonPermitWithoutLeaseTime(t *testing.T) {
 		}
 		kept("while the relock waiter waits")
 
-		if !r.releaseID(t, java) {
+		if !r.leaseRelease(t, java) {
 			t.Fatal("Redisson release of its permit failed")
 		}
 		if err := redistest.Recv(t, done, 15*time.Second, "the relock waiter after Java released its permit"); err != nil {
@@ -708,15 +634,14 @@ func TestLeaseLongerThanADuration(t *testing.T) {
 		const name = "lease-centuries"
 		side := b.Client(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
-		r := &redissonLeases{rc: side, name: name, publish: "publish",
-			acquire: rueidis.NewLuaScript(redissonLeaseAcquire), release: rueidis.NewLuaScript(redissonLeaseRelease)}
+		r := newRedisson(b, side, name)
 		s := c.Semaphore(name)
 		mustSet(t, s, 1)
 		const wrap = (1<<64 + 999_999) / 1_000_000 // 2^64ns in ms, rounded up
 		now := time.Now().UnixMilli()
-		java := r.leaseUntil(t, now, now+wrap+3000)
-		if java == "" {
-			t.Fatal("Redisson acquire of the one permit failed")
+		java, err := r.java.LeaseAcquireUntil(redistest.Context(t, 10*time.Second), name, now, now+wrap+3000)
+		if err != nil || java == "" {
+			t.Fatalf("Redisson acquire of the one permit: %q, %v", java, err)
 		}
 
 		done := acquireAsync(redistest.Context(t, 40*time.Second), s, 1)
@@ -734,7 +659,7 @@ func TestLeaseLongerThanADuration(t *testing.T) {
 			t.Fatalf("leased permits %v; want only Java's %s", zs, java)
 		}
 
-		if !r.releaseID(t, java) {
+		if !r.leaseRelease(t, java) {
 			t.Fatal("Redisson release of its permit failed")
 		}
 		if err := redistest.Recv(t, done, 15*time.Second, "the relock waiter after Java released its permit"); err != nil {
@@ -832,7 +757,7 @@ func TestAcquirePutsBackExpiredLease(t *testing.T) {
 					t.Fatalf("leased permits %v after the expired one was put back; want none", zs)
 				}
 				// A marker after the acquire: the first message is the acquire's, if it sent one.
-				redistest.MustDo(t, side, java.publish, channel(name), "(nothing)")
+				redistest.MustDo(t, side, java.publish(), channel(name), "(nothing)")
 				if m := redistest.Recv(t, msgs, 10*time.Second, "the first message after the acquire"); m != tc.heard {
 					t.Fatalf("first message on %s = %q; want %q", channel(name), m, tc.heard)
 				}

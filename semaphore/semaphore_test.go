@@ -18,6 +18,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/javaside"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/semaphore"
 )
@@ -1279,48 +1280,39 @@ func TestWaiterContextEnds(t *testing.T) {
 
 // 8. Redisson.
 
-// What a Redisson client sends for RSemaphore.tryAcquire(n) and release(n) (ARGV[2] is
-// "publish", or "spublish" in sharded mode): this test plays a Java service sharing the
-// semaphore.
-const (
-	redissonTryAcquire = `local value = redis.call('get', KEYS[1]); ` +
-		`if (value ~= false and tonumber(value) >= tonumber(ARGV[1])) then ` +
-		`redis.call('decrby', KEYS[1], ARGV[1]); return 1; end; return 0;`
-	redissonRelease = `local value = redis.call('incrby', KEYS[1], ARGV[1]); ` +
-		`redis.call(ARGV[2], KEYS[2], value); return value;`
-)
-
-// redisson is a Redisson-style client of the semaphore name on a raw rueidis client.
+// redisson is a Java service's Redisson client of the semaphore name, on a raw rueidis
+// client.
 type redisson struct {
-	rc      rueidis.Client
-	name    string
-	publish string
-	try     *rueidis.Lua
-	release *rueidis.Lua
+	java *javaside.Java
+	rc   rueidis.Client
+	name string
 }
 
 func newRedisson(b *redistest.Backend, rc rueidis.Client, name string) *redisson {
-	pub := "publish"
-	if b.Cluster != nil {
-		pub = "spublish" // relock's default on a Redis 7 cluster, and Redisson's sharded mode
+	// SPUBLISH on a cluster: relock's default on a Redis 7 cluster, and Redisson's sharded mode.
+	return &redisson{java: javaside.New(rc, b.Cluster != nil), rc: rc, name: name}
+}
+
+// publish is the command r's releases publish with.
+func (r *redisson) publish() string {
+	if r.java.Sharded() {
+		return "spublish"
 	}
-	return &redisson{rc: rc, name: name, publish: pub,
-		try: rueidis.NewLuaScript(redissonTryAcquire), release: rueidis.NewLuaScript(redissonRelease)}
+	return "publish"
 }
 
 func (r *redisson) tryAcquire(t testing.TB, n int64) bool {
 	t.Helper()
-	v, err := r.try.Exec(context.Background(), r.rc, []string{r.name}, []string{strconv.FormatInt(n, 10)}).AsInt64()
+	ok, err := r.java.TryAcquire(redistest.Context(t, 10*time.Second), r.name, n)
 	if err != nil {
 		t.Fatalf("Redisson tryAcquire(%d): %v", n, err)
 	}
-	return v == 1
+	return ok
 }
 
 func (r *redisson) releaseN(t testing.TB, n int64) {
 	t.Helper()
-	err := r.release.Exec(context.Background(), r.rc, []string{r.name, channel(r.name)}, []string{strconv.FormatInt(n, 10), r.publish}).Error()
-	if err != nil {
+	if _, err := r.java.Release(redistest.Context(t, 10*time.Second), r.name, n); err != nil {
 		t.Fatalf("Redisson release(%d): %v", n, err)
 	}
 }
@@ -1344,7 +1336,7 @@ func (r *redisson) subscribe(t testing.TB) <-chan string {
 		OnSubscription: func(rueidis.PubSubSubscription) { once.Do(func() { close(subscribed) }) },
 	})
 	cmd := dc.B().Subscribe().Channel(channel(r.name)).Build()
-	if r.publish == "spublish" {
+	if r.java.Sharded() {
 		cmd = dc.B().Ssubscribe().Channel(channel(r.name)).Build()
 	}
 	if err := dc.Do(redistest.Context(t, 10*time.Second), cmd).Error(); err != nil {
