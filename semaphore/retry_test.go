@@ -180,13 +180,7 @@ func TestLeaseReplyLost(t *testing.T) {
 				s := c.Semaphore(name)
 				mustSet(t, s, 3)
 				// The scripts loaded first, so that the fault hits the call itself.
-				warm, err := s.AcquireLease(ctx, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := s.ReleaseLease(warm); err != nil {
-					t.Fatal(err)
-				}
+				warmLeases(t, s, ctx)
 
 				proxy.LoseReplyTo(name)
 				held, err := tc.take(s)
@@ -239,13 +233,7 @@ func TestReleaseLeaseReplyLost(t *testing.T) {
 		s := c.Semaphore(name)
 		mustSet(t, s, 3)
 		// The scripts loaded first, so that the fault hits the call itself.
-		warm, err := s.AcquireLease(ctx, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := s.ReleaseLease(warm); err != nil {
-			t.Fatal(err)
-		}
+		warmLeases(t, s, ctx)
 		held, err := s.AcquireLease(ctx, 2)
 		if err != nil {
 			t.Fatal(err)
@@ -269,4 +257,17 @@ func TestReleaseLeaseReplyLost(t *testing.T) {
 			t.Errorf("the released lease's context: %v (cause %v); want context.Canceled with no cause of its own", held.Err(), context.Cause(held))
 		}
 	})
+}
+
+// warmLeases takes a lease of one permit of s and releases it, which loads the scripts of
+// leases.
+func warmLeases(t *testing.T, s *semaphore.Weighted, ctx context.Context) {
+	t.Helper()
+	warm, err := s.AcquireLease(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ReleaseLease(warm); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -426,18 +426,7 @@ func TestSpinHoldsLikeRLock(t *testing.T) {
 		}
 		state := func(what string, count int, locked bool) {
 			t.Helper()
-			if n, err := mu.HoldCount(owner); n != count || err != nil {
-				t.Errorf("%s: HoldCount = %d, %v; want %d", what, n, err, count)
-			}
-			if ok, err := mu.IsHeld(owner); ok != (count > 0) || err != nil {
-				t.Errorf("%s: IsHeld = %v, %v; want %v", what, ok, err, count > 0)
-			}
-			if ok, err := other.IsHeld(stranger); ok || err != nil {
-				t.Errorf("%s: IsHeld by another owner = %v, %v; want false", what, ok, err)
-			}
-			if ok, err := other.IsLocked(ctx); ok != locked || err != nil {
-				t.Errorf("%s: IsLocked seen by another client = %v, %v; want %v", what, ok, err, locked)
-			}
+			relocktest.CheckHolds(t, what, mu, owner, count, other, stranger, locked)
 		}
 
 		state("free", 0, false)

@@ -7,6 +7,7 @@
 package relocktest
 
 import (
+	"context"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -40,4 +41,31 @@ func Waiting(clients ...*relock.Client) int {
 		n += c.PubSubStats().Waiting
 	}
 	return n
+}
+
+// Holds is what every kind of lock answers about its holds, as Redisson's RLock does
+// (getHoldCount, isHeldByCurrentThread, isLocked).
+type Holds interface {
+	HoldCount(ctx context.Context) (int, error)
+	IsHeld(ctx context.Context) (bool, error)
+	IsLocked(ctx context.Context) (bool, error)
+}
+
+// CheckHolds checks, at the step what, that mu counts count holds of owner (and so holds
+// the lock when count is above 0), and that other, the same lock through another client,
+// finds stranger holding nothing and the lock locked as locked says.
+func CheckHolds(t testing.TB, what string, mu Holds, owner context.Context, count int, other Holds, stranger context.Context, locked bool) {
+	t.Helper()
+	if n, err := mu.HoldCount(owner); n != count || err != nil {
+		t.Errorf("%s: HoldCount = %d, %v; want %d", what, n, err, count)
+	}
+	if ok, err := mu.IsHeld(owner); ok != (count > 0) || err != nil {
+		t.Errorf("%s: IsHeld = %v, %v; want %v", what, ok, err, count > 0)
+	}
+	if ok, err := other.IsHeld(stranger); ok || err != nil {
+		t.Errorf("%s: IsHeld by another owner = %v, %v; want false", what, ok, err)
+	}
+	if ok, err := other.IsLocked(owner); ok != locked || err != nil {
+		t.Errorf("%s: IsLocked seen by another client = %v, %v; want %v", what, ok, err, locked)
+	}
 }
