@@ -3,7 +3,9 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -177,4 +179,79 @@ func TestCloseWithWaitersOfItsOwn(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Close returns the errors of the releases that failed, joined, each naming its lock, and
+// releases the other holds all the same. Two of the client's three holds were overwritten
+// with strings behind its back, which the unlock script refuses (ErrWrongType) and leaves
+// as they are. Guards against a Close that drops its releases' errors (its caller would
+// take every lock for free while those run out their leases) or reports only one of them.
+func TestCloseReportsWhatItCouldNotRelease(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		closing := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		spoilt := []string{"close:spoilt-a", "close:spoilt-b"}
+		const freed = "close:freed"
+		for _, name := range append([]string{freed}, spoilt...) {
+			if _, err := closing.Lock(name).Lock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for _, name := range spoilt {
+			redistest.MustDo(t, side, "SET", name, "spoilt")
+		}
+
+		err := closing.Close()
+		if got := relocktest.Named(err, relock.ErrWrongType); !slices.Equal(got, spoilt) {
+			t.Errorf("Close = %v: it names %q; want ErrWrongType naming each of %q", err, got, spoilt)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", freed).AsInt64(); n != 0 {
+			t.Errorf("%s is still held after Close (PTTL %dms)", freed, redistest.PTTL(t, side, freed))
+		}
+		for _, name := range spoilt {
+			if v, _ := redistest.Do(t, side, "GET", name).ToString(); v != "spoilt" {
+				t.Errorf("%s became %q", name, v)
+			}
+		}
+	})
+}
+
+// An acquisition whose reply is on its way when Close runs is released by its taker, as
+// Close promises: the lock is free once Lock has returned (with ErrClosed), not held for a
+// lease that nobody renews or releases. The acquire script takes the lock at once; its
+// reply comes 2s late, after Close. Guards against an acquisition that the closing client
+// refuses (ErrClosed) but leaves in Redis for the whole 30s lease.
+func TestCloseReleasesAnAcquisitionInFlight(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "close:in-flight"
+		side := b.Client(t)
+		c, err := relock.New(redistest.LateReply(b.Client(t), name, 2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		ctx := redistest.Context(t, time.Minute)
+		got := make(chan error, 1)
+		go func() {
+			held, err := c.Lock(name).Lock(ctx)
+			if err == nil {
+				err = fmt.Errorf("Lock took the lock after Close (its context: %v)", context.Cause(held))
+			}
+			got <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the acquisition never took the lock", func() bool {
+			n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64()
+			return n == 1
+		})
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		if err := redistest.Recv(t, got, 15*time.Second, "Lock, whose reply came after Close"); !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("Lock whose reply came after Close: %v; want ErrClosed", err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+			t.Errorf("the lock taken while the client closed is still held (PTTL %dms): nobody will release it", redistest.PTTL(t, side, name))
+		}
+	})
 }

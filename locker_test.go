@@ -146,6 +146,37 @@ func TestLockerMisuse(t *testing.T) {
 	})
 }
 
+// A Locker's Unlock panics when the Locker holds nothing, not when its release fails: a
+// hold lost under the Locker (another client force-unlocked it) is let go without a panic,
+// and the Locker then holds nothing, so a second Unlock panics as sync.Mutex's does.
+// Guards against an Unlock that panics on a failed release, which would crash the code
+// that took the Locker (a sync.Cond's Wait, say) over a lock that is free anyway.
+func TestLockerUnlockOfALostHold(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		const name = "locker:lost"
+		l, err := c.Lock(name).Locker(redistest.Context(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		l.Lock()
+		if ok, err := other.Lock(name).ForceUnlock(context.Background()); !ok || err != nil {
+			t.Fatalf("ForceUnlock = %v, %v; want true", ok, err)
+		}
+		if got := recovered(l.Unlock); got != nil {
+			t.Errorf("Unlock of a Locker whose hold was lost: panic %v; want none", got)
+		}
+		if got := recovered(l.Unlock); !strings.Contains(fmt.Sprint(got), `"`+name+`"`) {
+			t.Errorf("a second Unlock: panic %v; want one naming the lock, the Locker holding nothing", got)
+		}
+		l.Lock() // the Locker works on
+		l.Unlock()
+		if locked, err := other.Lock(name).IsLocked(context.Background()); locked || err != nil {
+			t.Errorf("IsLocked after the Locker's Unlock = %v, %v; want false", locked, err)
+		}
+	})
+}
+
 // recovered calls f and returns what it panicked with, or nil.
 func recovered(f func()) (v any) {
 	defer func() { v = recover() }()

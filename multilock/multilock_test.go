@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -621,6 +622,48 @@ func TestMultiLockAcrossServers(t *testing.T) {
 		}
 		if err := ml().Unlock(next); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// Unlock reports each member it could not release, joined, each error naming its member
+// (ErrNotHeld for one the owner no longer held), and releases the others all the same.
+// Two of three members were deleted behind the hold's back. Guards against an Unlock
+// that drops its members' errors (its caller would take every member for released) or
+// reports only one of them.
+func TestMultiUnlockNamesTheMembersNotReleased(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := redistest.Context(t, 30*time.Second)
+		c := relocktest.New(t, b)
+		ml := c.MultiLock(members(c)...)
+		held, err := ml.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone := []string{memberNames[2], memberNames[0]} // sorted, as Named returns them
+		side := b.Client(t)
+		for _, name := range gone {
+			redistest.MustDo(t, side, "DEL", name)
+		}
+		err = ml.Unlock(held)
+		if got := relocktest.Named(err, relock.ErrNotHeld); !slices.Equal(got, gone) {
+			t.Errorf("Unlock = %v: it names %q; want ErrNotHeld naming each of %q", err, got, gone)
+		}
+		if got := locked(t, ctx, c); got[0] || got[1] || got[2] {
+			t.Errorf("after Unlock, locked = %v; want the member that was still held released", got)
+		}
+
+		// Do returns fn's error joined with Unlock's, which names the member lost under fn.
+		boom := errors.New("boom")
+		err = ml.Do(ctx, func(context.Context) error {
+			redistest.MustDo(t, side, "DEL", memberNames[1])
+			return boom
+		})
+		if !errors.Is(err, boom) || !errors.Is(err, relock.ErrNotHeld) || !strings.Contains(err.Error(), `"`+memberNames[1]+`"`) {
+			t.Errorf("Do whose member %s was lost under fn = %v; want fn's error and ErrNotHeld naming it", memberNames[1], err)
+		}
+		if got := locked(t, ctx, c); got[0] || got[1] || got[2] {
+			t.Errorf("after Do, locked = %v; want every member released", got)
 		}
 	})
 }

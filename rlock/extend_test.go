@@ -74,6 +74,7 @@ func TestExtendEdges(t *testing.T) {
 			{"another owner", relock.NewOwner(held), time.Second, relock.ErrNotHeld},
 			{"zero lease", held, 0, relock.ErrInvalidLease},
 			{"negative lease", held, -time.Second, relock.ErrInvalidLease},
+			{"lease under a millisecond", held, 999 * time.Microsecond, relock.ErrInvalidLease},
 		} {
 			err := mu.Extend(tc.ctx, tc.d)
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), "extend:edges") {

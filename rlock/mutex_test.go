@@ -699,6 +699,34 @@ func TestDo(t *testing.T) {
 	})
 }
 
+// Do returns fn's error joined with Unlock's: when the hold is gone by the time fn returns
+// (another client force-unlocked it), Do's error says so (ErrNotHeld, naming the lock),
+// beside fn's own error if it had one. Guards against a Do that drops Unlock's error and
+// reports a section that ran under a lock it had lost as a success.
+func TestDoReportsTheUnlock(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		const name = "guarded:lost"
+		mu := c.Lock(name)
+		ctx := redistest.Context(t, time.Minute)
+		boom := errors.New("boom")
+		for _, ret := range []error{nil, boom} {
+			err := mu.Do(ctx, func(context.Context) error {
+				if ok, err := other.Lock(name).ForceUnlock(ctx); !ok || err != nil {
+					t.Errorf("ForceUnlock inside Do = %v, %v; want true", ok, err)
+				}
+				return ret
+			})
+			if !errors.Is(err, relock.ErrNotHeld) || !strings.Contains(err.Error(), `"`+name+`"`) {
+				t.Errorf("Do whose hold was lost under fn (fn returned %v) = %v; want ErrNotHeld naming the lock", ret, err)
+			}
+			if ret != nil && !errors.Is(err, ret) {
+				t.Errorf("Do = %v; want fn's error %v too", err, ret)
+			}
+		}
+	})
+}
+
 func TestQueries(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)

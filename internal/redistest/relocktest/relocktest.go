@@ -8,6 +8,8 @@ package relocktest
 
 import (
 	"context"
+	"errors"
+	"sort"
 	"testing"
 
 	"github.com/redis/rueidis"
@@ -68,4 +70,34 @@ func CheckHolds(t testing.TB, what string, mu Holds, owner context.Context, coun
 	if ok, err := other.IsLocked(owner); ok != locked || err != nil {
 		t.Errorf("%s: IsLocked seen by another client = %v, %v; want %v", what, ok, err, locked)
 	}
+}
+
+// Named returns, sorted, the names of the locks that the *relock.Error values joined in err
+// (by errors.Join, at any depth) name, each with the cause want found in it or not: "name"
+// when errors.Is finds want in that error, "name: <error>" otherwise. It is how a test
+// reads a call that reports several locks' failures at once (Close, a MultiLock's Unlock).
+func Named(err error, want error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		var e *relock.Error
+		switch j := err.(type) {
+		case nil:
+		case interface{ Unwrap() []error }:
+			for _, err := range j.Unwrap() {
+				walk(err)
+			}
+		default:
+			if !errors.As(err, &e) {
+				out = append(out, "not a *relock.Error: "+err.Error())
+			} else if errors.Is(err, want) {
+				out = append(out, e.Name)
+			} else {
+				out = append(out, e.Name+": "+err.Error())
+			}
+		}
+	}
+	walk(err)
+	sort.Strings(out)
+	return out
 }
