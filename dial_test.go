@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -48,5 +49,25 @@ func TestDialMalformedURLHidesPassword(t *testing.T) {
 	_, err := relock.Dial("redis://alice:s3cret-pw@127.0.0.1:notaport/0")
 	if err == nil || strings.Contains(err.Error(), "s3cret-pw") || !strings.Contains(err.Error(), "xxxxx") {
 		t.Fatalf("Dial: %v; want an error with the password hidden", err)
+	}
+}
+
+// A well-formed URL whose server cannot be reached is refused with an error that names
+// the address but never shows the URL's user or password. Guards against the connection
+// error quoting the URL as given.
+func TestDialUnreachableHidesUserInfo(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now: the connection is refused
+	c, err := relock.Dial("redis://alice:s3cret-pw@" + addr + "/0")
+	if err == nil {
+		c.Close()
+		t.Fatalf("Dial of %s, where nothing listens: no error", addr)
+	}
+	if msg := err.Error(); strings.Contains(msg, "s3cret-pw") || strings.Contains(msg, "alice") || !strings.Contains(msg, addr) {
+		t.Fatalf("Dial: %v; want an error that names %s and hides the user and password", err, addr)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
 )
 
 // WithSyncReplicas(1, 200ms): with the replica running an acquisition succeeds; with the
@@ -36,7 +37,7 @@ func TestSyncReplicas(t *testing.T) {
 		// With the replica running the acquisition succeeds. A replica starved of CPU for
 		// 200ms (a loaded test machine) may miss one deadline; the rollback leaves the lock
 		// free, so try a few times.
-		lockSynced := func() context.Context {
+		lockSynced := func(mu *rlock.Mutex) context.Context {
 			t.Helper()
 			for try := 1; ; try++ {
 				held, err := mu.Lock(redistest.Context(t, time.Minute))
@@ -49,7 +50,7 @@ func TestSyncReplicas(t *testing.T) {
 				}
 			}
 		}
-		held := lockSynced()
+		held := lockSynced(mu)
 		if err := mu.Unlock(held); err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestSyncReplicas(t *testing.T) {
 		// acquisitions must be confirmed: the handoff would skip the confirmation. The
 		// waiter's own attempt, with the replica paused, is rolled back.
 		replica.Resume(t)
-		held = lockSynced()
+		held = lockSynced(mu)
 		waited := make(chan error, 1)
 		go func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -102,6 +103,20 @@ func TestSyncReplicas(t *testing.T) {
 		}
 		if n, _ := redistest.Do(t, side, "EXISTS", "synced").AsInt64(); n != 0 {
 			t.Error("the waiter's unconfirmed acquisition left a hold behind")
+		}
+
+		// Some replicas but fewer than n confirm: the acquisition stands. With n = 2 and one
+		// replica running, WAIT runs out its timeout with 1, and the lock is held; only an
+		// acquisition that no replica has is rolled back. Guards against a rollback of every
+		// acquisition short of n, which would make such a client fail every Lock.
+		replica.Resume(t)
+		two := relocktest.New(t, b, relock.WithSyncReplicas(2, 200*time.Millisecond)).Lock("synced:two")
+		held = lockSynced(two)
+		if n, _ := redistest.Do(t, side, "HLEN", "synced:two").AsInt64(); n != 1 {
+			t.Errorf("the acquisition one replica of two confirmed holds %d owners in Redis; want 1", n)
+		}
+		if err := two.Unlock(held); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
