@@ -566,7 +566,7 @@ func TestAcquireRunsLate(t *testing.T) {
 				t.Run(k.name+"/"+tc.what, func(t *testing.T) {
 					name := "late-" + k.name
 					late := redistest.NewLateRequests(b.Client(t))
-					c, err := relock.New(late, relock.WithTimeout(300*time.Millisecond))
+					c, err := relock.New(late)
 					if err != nil {
 						t.Fatalf("relock.New: %v", err)
 					}
