@@ -170,6 +170,9 @@ func TestLockerUnlockOfALostHold(t *testing.T) {
 			t.Errorf("a second Unlock: panic %v; want one naming the lock, the Locker holding nothing", got)
 		}
 		l.Lock() // the Locker works on
+		if locked, err := other.Lock(name).IsLocked(context.Background()); !locked || err != nil {
+			t.Errorf("IsLocked while the Locker holds the lock again = %v, %v; want true", locked, err)
+		}
 		l.Unlock()
 		if locked, err := other.Lock(name).IsLocked(context.Background()); locked || err != nil {
 			t.Errorf("IsLocked after the Locker's Unlock = %v, %v; want false", locked, err)
