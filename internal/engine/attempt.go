@@ -210,14 +210,11 @@ func (a *attempt) shed(ctx context.Context, want, late int64) error {
 // (turn.Late) took since the client last looked: Redis counts them beyond turn.Count, and
 // the release compares the count. Holds without late requests, nearly all, cost nothing.
 func (l *Lock) explain(ctx context.Context, field string, turn *leases.Turn) error {
-	if turn.Late == 0 || turn.Count == 0 {
+	if turn.Late == 0 {
 		return nil
 	}
-	var st state
-	if err := retry.Do(ctx, func() (err error) {
-		st, err = l.read(ctx, field)
-		return err
-	}); err != nil {
+	st, err := l.readSure(ctx, field)
+	if err != nil {
 		return err
 	}
 	if st.count <= turn.Count {
@@ -293,15 +290,12 @@ func (a *attempt) reply(v []int64, sent time.Time) (time.Duration, error) {
 // ran finds out whether an acquisition whose reply was lost took effect: the owner's hold
 // count in Redis is above known, the count before the attempt. If so it records the grant,
 // with the fencing token of a first-level hold: the counter's value, since nobody else can
-// have taken the lock since. It asks until it gets an answer or ctx ends (a read is safe to
-// repeat), and returns the count it found, which is what the next attempt must beat.
+// have taken the lock since. It asks until it gets an answer or ctx ends (readSure), and
+// returns the count it found, which is what the next attempt must beat.
 func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, int64, error) {
 	l := a.l
-	var st state
-	if err := retry.Do(ctx, func() (err error) {
-		st, err = l.read(ctx, a.owner)
-		return err
-	}); err != nil {
+	st, err := l.readSure(ctx, a.owner)
+	if err != nil {
 		return false, known, err
 	}
 	if st.count <= known {
@@ -309,7 +303,6 @@ func (a *attempt) ran(ctx context.Context, known int64, sent time.Time) (bool, i
 	}
 	var token int64
 	if a.fenced && st.count == 1 {
-		var err error
 		if token, err = l.counter(ctx); err != nil {
 			return false, known, err
 		}

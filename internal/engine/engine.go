@@ -408,11 +408,8 @@ func (l *Lock) release(ctx context.Context, field string, expected int64, until 
 // ran or not (the client had no hold it knew of); otherwise whether it ran stays unknown,
 // and the answer is err.
 func (l *Lock) unknown(ctx context.Context, field string, err error) error {
-	var st state
-	if rerr := retry.Do(ctx, func() (e error) {
-		st, e = l.read(ctx, field)
-		return e
-	}); rerr != nil {
+	st, rerr := l.readSure(ctx, field)
+	if rerr != nil {
 		return err
 	}
 	if st.count == 0 {
@@ -505,6 +502,16 @@ func (l *Lock) state(ctx context.Context, op string) (state, error) {
 		return state{}, l.fail(op, err)
 	}
 	return st, nil
+}
+
+// readSure is read, asked again until it gets an answer or ctx ends: a read is safe to
+// repeat. It is how a call finds out what a request whose reply was lost did.
+func (l *Lock) readSure(ctx context.Context, field string) (st state, err error) {
+	err = retry.Do(ctx, func() error {
+		st, err = l.read(ctx, field)
+		return err
+	})
+	return st, err
 }
 
 // read runs the state script for field once.

@@ -129,7 +129,7 @@ func (s *Semaphore) keep(ctx context.Context, ids string, sent time.Time) (conte
 		}
 		err = lockerr.ErrClosed
 	}
-	_, _, _ = s.giveBack(c.Detached(ctx), ids)
+	_, _, _, _ = s.giveBack(c.Detached(ctx), ids)
 	return ctx, err
 }
 
@@ -194,7 +194,7 @@ func (s *Semaphore) end(ctx context.Context, ids string, cause error) error {
 	turn := w.Begin(s.n.Permits, ids)
 	defer turn.End()
 	turn.Releasing()
-	back, live, sent, err := s.returnIDs(ctx, ids)
+	back, live, sent, err := s.giveBack(ctx, ids)
 	n := int64(len(ids) / idLen)
 	if err != nil && retry.Lost(err) && turn.Count > 0 {
 		back, live, err = s.giveBackAgain(ctx, ids, n, sent, turn.Deadline, err)
@@ -218,15 +218,9 @@ func (s *Semaphore) end(ctx context.Context, ids string, cause error) error {
 	}
 }
 
-// giveBack runs the return script for ids: how many permits it gave back, and how many of
-// them were still leased.
-func (s *Semaphore) giveBack(ctx context.Context, ids string) (back, live int64, err error) {
-	back, live, _, err = s.returnIDs(ctx, ids)
-	return back, live, err
-}
-
-// returnIDs is giveBack, which also returns when its last request was sent.
-func (s *Semaphore) returnIDs(ctx context.Context, ids string) (back, live int64, sent time.Time, err error) {
+// giveBack runs the return script for ids: how many permits it gave back, how many of
+// them were still leased, and when its last request was sent.
+func (s *Semaphore) giveBack(ctx context.Context, ids string) (back, live int64, sent time.Time, err error) {
 	var reply []int64
 	err = retry.Refusals(ctx, func() (err error) {
 		sent = time.Now()
@@ -256,7 +250,7 @@ func (s *Semaphore) giveBackAgain(ctx context.Context, ids string, n int64, sent
 	// A context of its own: the lost send's may have run out waiting for its reply.
 	dctx := s.c.Detached(ctx)
 	err = retry.Do(dctx, func() (err error) {
-		back, live, _, err = s.returnIDs(dctx, ids)
+		back, live, _, err = s.giveBack(dctx, ids)
 		return err
 	})
 	switch {

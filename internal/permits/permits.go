@@ -383,7 +383,7 @@ func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) ruei
 	case err != nil:
 		if ids != "" && retry.Lost(err) {
 			// A context of its own: the attempt's may have run out waiting for the reply.
-			_, _, _ = s.giveBack(s.c.Detached(ctx), ids)
+			_, _, _, _ = s.giveBack(s.c.Detached(ctx), ids)
 		}
 		return a, err
 	case len(reply) < 2 || reply[0] == 0 && len(reply) < 4:
