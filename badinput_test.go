@@ -103,6 +103,20 @@ var rlockOps = []lockOp{
 	{"IsHeld", func(e *badEnv, n string) error { return keep(e.c.Lock(n).IsHeld(e.owned)) }},
 	{"TTL", func(e *badEnv, n string) error { return keep(e.c.Lock(n).TTL(e.owned)) }},
 	{"Do", func(e *badEnv, n string) error { return e.c.Lock(n).Do(e.ctx, noop) }},
+	{"Extend", func(e *badEnv, n string) error { return e.c.Lock(n).Extend(e.owned, time.Minute) }},
+}
+
+var spinOps = []lockOp{
+	{"Lock", func(e *badEnv, n string) error { return keep(e.c.SpinLock(n).Lock(e.ctx)) }},
+	{"TryLock", func(e *badEnv, n string) error { return keep(e.c.SpinLock(n).TryLock(context.Background())) }},
+	{"Unlock", func(e *badEnv, n string) error { return e.c.SpinLock(n).Unlock(e.owned) }},
+	{"ForceUnlock", func(e *badEnv, n string) error { return keep(e.c.SpinLock(n).ForceUnlock(context.Background())) }},
+	{"HoldCount", func(e *badEnv, n string) error { return keep(e.c.SpinLock(n).HoldCount(e.owned)) }},
+	{"IsLocked", func(e *badEnv, n string) error { return keep(e.c.SpinLock(n).IsLocked(context.Background())) }},
+	{"IsHeld", func(e *badEnv, n string) error { return keep(e.c.SpinLock(n).IsHeld(e.owned)) }},
+	{"TTL", func(e *badEnv, n string) error { return keep(e.c.SpinLock(n).TTL(e.owned)) }},
+	{"Do", func(e *badEnv, n string) error { return e.c.SpinLock(n).Do(e.ctx, noop) }},
+	{"Extend", func(e *badEnv, n string) error { return e.c.SpinLock(n).Extend(e.owned, time.Minute) }},
 }
 
 var fairOps = []lockOp{
@@ -115,6 +129,7 @@ var fairOps = []lockOp{
 	{"IsHeld", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).IsHeld(e.owned)) }},
 	{"TTL", func(e *badEnv, n string) error { return keep(e.c.FairLock(n).TTL(e.owned)) }},
 	{"Do", func(e *badEnv, n string) error { return e.c.FairLock(n).Do(e.ctx, noop) }},
+	{"Extend", func(e *badEnv, n string) error { return e.c.FairLock(n).Extend(e.owned, time.Minute) }},
 }
 
 var rwOps = []lockOp{
@@ -132,12 +147,27 @@ var rwOps = []lockOp{
 	{"TTL", func(e *badEnv, n string) error { return keep(e.c.RWLock(n).TTL(e.owned)) }},
 	{"RDo", func(e *badEnv, n string) error { return e.c.RWLock(n).RDo(e.ctx, noop) }},
 	{"Do", func(e *badEnv, n string) error { return e.c.RWLock(n).Do(e.ctx, noop) }},
+	{"Extend", func(e *badEnv, n string) error { return e.c.RWLock(n).Extend(e.owned, time.Minute) }},
+	{"RExtend", func(e *badEnv, n string) error { return e.c.RWLock(n).RExtend(e.owned, time.Minute) }},
 }
 
-var kindOps = []struct {
+// exclusiveOps are kindOps but for the read-write lock's: the kinds of one hash layout.
+func exclusiveOps() []kindOp {
+	var ops []kindOp
+	for _, k := range kindOps {
+		if k.kind != "rwlock" {
+			ops = append(ops, k)
+		}
+	}
+	return ops
+}
+
+type kindOp struct {
 	kind string
 	ops  []lockOp
-}{{"rlock", rlockOps}, {"fairlock", fairOps}, {"rwlock", rwOps}}
+}
+
+var kindOps = []kindOp{{"rlock", rlockOps}, {"fairlock", fairOps}, {"rwlock", rwOps}, {"spinlock", spinOps}}
 
 // foreign is data of another type, written to key.
 var foreign = []struct {
@@ -353,7 +383,7 @@ func badInputCases() []badCase {
 			redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
 		})
 	}
-	for _, k := range kindOps[:2] {
+	for _, k := range exclusiveOps() {
 		for _, op := range k.ops {
 			if op.name == "Unlock" {
 				continue
@@ -382,7 +412,7 @@ func badInputCases() []badCase {
 			redistest.Unchanged(t, e.side, e.key, func() { wantErr(t, op.call(e, e.key), relock.ErrWrongType, e.key) })
 		})
 	}
-	for _, k := range kindOps[:2] {
+	for _, k := range exclusiveOps() {
 		for _, op := range k.ops {
 			if !queries[op.name] {
 				continue

@@ -224,7 +224,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 // bsm/redislock's Refresh does for a fixed lease: in Redis and in the hold's context. It
 // never shortens the lease (a re-entry may have promised a longer one), and a hold the
 // watchdog renews stays renewed. ErrNotHeld when the owner holds nothing (its context
-// then ends, if the client knew of the hold); ErrInvalidLease for d under a millisecond.
+// then ends, if the client knew of the hold), or ErrWrongType when the name holds data
+// that is not this kind of lock; ErrInvalidLease for d under a millisecond.
 func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 	if err := l.check(ctx, nil); err != nil {
 		return l.fail("extend", err)
@@ -253,6 +254,15 @@ func (l *Lock) Extend(ctx context.Context, d time.Duration) error {
 		}
 		return err
 	})
+	if errors.Is(err, lockerr.ErrNotHeld) {
+		// The owner holds nothing. If that is because the name holds data that is not
+		// this kind of lock, the answer is ErrWrongType, as every other call's is.
+		if _, rerr := l.read(dctx, field); rerr != nil {
+			if werr := l.fail("extend", rerr); errors.Is(werr, lockerr.ErrWrongType) {
+				return werr
+			}
+		}
+	}
 	if err != nil {
 		return l.fail("extend", err)
 	}
