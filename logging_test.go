@@ -50,6 +50,19 @@ func (r *records) index(want string) int {
 	return -1
 }
 
+// count returns how many records contain want.
+func (r *records) count(want string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, m := range r.msgs {
+		if strings.Contains(m, want) {
+			n++
+		}
+	}
+	return n
+}
+
 func (r *records) String() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -150,6 +163,14 @@ func TestLoggingSubscribeRefused(t *testing.T) {
 		redistest.Eventually(t, 10*time.Second, "no subscriber trouble logged", func() bool {
 			return logs.index("WARN relock: subscriber connection down") >= 0
 		})
+		// One episode, told once: the client tries again every second or so meanwhile, and
+		// Redis answers its PING each time, but the subscriber is not back until its
+		// subscriptions are made (it logged a WARN and an INFO for every try).
+		time.Sleep(3 * time.Second)
+		down, back := logs.count("WARN relock: subscriber connection down"), logs.count("INFO relock: subscriber reconnected")
+		if down != 1 || back != 0 {
+			t.Errorf("3s into a refusal: %d WARNs that the subscriber is down and %d INFOs that it is back; want 1 and 0", down, back)
+		}
 		if err := holder.Lock("nosub").Unlock(held); err != nil {
 			t.Fatal(err)
 		}

@@ -799,7 +799,8 @@ func (h *Hub) subscriber() rueidis.Client {
 // serve keeps one connection's subscriptions in line until it drops or the hub closes.
 // It first makes sure the connection is made and Redis answers, even when no channel is
 // wanted: the connection's loss is how the client learns that Redis went away, and its
-// return, on a connection made after one was lost (again), is told to the hub's owner.
+// return, on a connection made after one was lost (again) once the subscriptions wanted
+// are sent, is told to the hub's owner.
 func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) error {
 	if err := dc.Do(h.ctx, dc.B().Ping().Build()).Error(); err != nil {
 		return err
@@ -808,9 +809,6 @@ func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) e
 		// Best effort: a server that refuses it (an ACL) still serves the subscriptions.
 		_ = dc.Do(h.ctx, dc.B().ClientSetname().ConnectionName(h.name).Build()).Error()
 	}
-	if again {
-		h.reconnected()
-	}
 	lingered := time.NewTimer(time.Hour)
 	defer lingered.Stop()
 	for {
@@ -818,6 +816,13 @@ func (h *Hub) serve(dc rueidis.DedicatedClient, lost <-chan error, again bool) e
 		next, err := h.sync(dc)
 		if err != nil {
 			return err
+		}
+		if again {
+			// Back once the subscriptions are sent too: a server that answers PING but
+			// refuses SUBSCRIBE (an ACL) is still down for the waiters, and one episode
+			// of it is told once, not at every try.
+			again = false
+			h.reconnected()
 		}
 		var linger <-chan time.Time
 		if !next.IsZero() {
