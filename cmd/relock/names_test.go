@@ -1,0 +1,67 @@
+package main
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// A name as inspect prints it can be given back to unlock --force: printed as it is when
+// that is unambiguous, else Go-quoted (the shell's $'...' reads the same escapes), so that
+// the operator unquotes it. Bytes that are not UTF-8 are quoted like control characters,
+// and so is a name that starts with a double quote, which would otherwise read as the
+// quoted spelling of another name. Guards against a byte 0xff written raw to the
+// terminal (it shows as '?' or '\ufffd', and that name holds no lock) and against the
+// name `"x"` printed as the quoted form of x.
+func TestOddNamesShownFaithfully(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		for _, tc := range []struct{ name, shown string }{
+			{"orders\xff42", `"orders\xff42"`},
+			{`"x"`, `"\"x\""`},
+			{"\xc3(", `"\xc3("`},
+			{"two words", "two words"},           // printable: as it is
+			{"{orders}:42", "{orders}:42"},       // a hash tag: as it is
+			{"commandé", "commandé"},             // UTF-8 beyond ASCII: as it is
+			{strings.Repeat("n", 4000), ""},      // long: in full
+			{"x", "x"},                           // the name `"x"` must not show as this one
+			{`"x` + "\n", `"\"x\n"`},             // quoted once, not twice
+			{"tab\there", `"tab\there"`},         // a control character, as before
+			{"\"", `"\""`},                       // a lone quote
+			{"a\"b", `a"b`},                      // a quote inside: unambiguous as it is
+			{"ok", "ok"},                         // control
+			{"\u200b", `"\u200b"`},               // invisible: quoted, as before
+			{"\xffmixed\x1b", `"\xffmixed\x1b"`}, // both: quoted once
+		} {
+			if tc.shown == "" {
+				tc.shown = tc.name
+			}
+			holdLock(t, c, tc.name)
+			out, err := relockCmd(t, b.Addr, "", "inspect", tc.name)
+			head, _, _ := strings.Cut(out, "\n")
+			if err != nil || !strings.HasPrefix(head, tc.shown+": rlock, held") {
+				t.Errorf("inspect %q: %v; first line %q, want it to begin %q", tc.name, err, head, tc.shown+": rlock, held")
+				continue
+			}
+			// The operator copies the name from the output, unquoting it when it is quoted.
+			copied := head[:len(tc.shown)]
+			if strings.HasPrefix(copied, `"`) {
+				if copied, err = strconv.Unquote(copied); err != nil {
+					t.Errorf("inspect %q shows %s, which does not unquote: %v", tc.name, head[:len(tc.shown)], err)
+					continue
+				}
+			}
+			if copied != tc.name {
+				t.Errorf("inspect %q shows %s, which reads back as %q", tc.name, head[:len(tc.shown)], copied)
+				continue
+			}
+			out, err = relockCmd(t, b.Addr, "", "unlock", "--force", "-y", copied)
+			if err != nil || !strings.Contains(out, tc.shown+" force-unlocked") {
+				t.Errorf("unlock --force -y of the name copied from inspect %q: %v\n%s", tc.name, err, out)
+			}
+		}
+	})
+}
