@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/redis/rueidis"
 
@@ -660,10 +661,16 @@ func preview(names []string, n int) []string {
 	return append(names[:n:n], fmt.Sprintf("and %d more", len(names)-n))
 }
 
-// shown is how text read from Redis (a name, a field) is printed: as it is when every
-// character is printable, else quoted with Go's escapes, so that an escape sequence or a
-// carriage return in a key cannot move the cursor, clear the screen or hide a line.
+// shown is how text read from Redis (a name, a field) is printed: as it is when it is
+// UTF-8 whose every character is printable, else quoted with Go's escapes, so that an
+// escape sequence or a carriage return in a key cannot move the cursor, clear the screen
+// or hide a line, and a byte that is not UTF-8 is shown as the byte it is (\xff) rather
+// than as whatever the terminal makes of it. Text that begins with a double quote is
+// quoted too: as it is, it would read as the quoted spelling of other text.
 func shown(s string) string {
+	if !utf8.ValidString(s) || strings.HasPrefix(s, `"`) {
+		return strconv.Quote(s)
+	}
 	for _, r := range s {
 		if !unicode.IsPrint(r) {
 			return strconv.Quote(s)
