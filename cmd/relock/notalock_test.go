@@ -200,3 +200,41 @@ func TestRedissonThreadIDsInspected(t *testing.T) {
 		}
 	})
 }
+
+// A large application hash under the name inspect is given (a typo at 3 a.m.: "users"
+// for "users:lock") is told apart from a lock without being read whole: HGETALL of
+// millions of fields blocks the server for every client while it runs, and inspect's own
+// time bound does not stop it there. inspect says how many fields the key holds and names
+// a few; unlock --force refuses it and changes nothing. Guards against inspect sending
+// HGETALL for a hash far larger than any lock.
+func TestNotALockLargeHash(t *testing.T) {
+	s := redistest.StartServer(t)
+	const fields = 50000
+	s.Do(t, "EVAL", "for i = 1, tonumber(ARGV[1]) do redis.call('hset', KEYS[1], 'user:' .. i, i) end", "1", "users", fmt.Sprint(fields))
+	before := s.CommandStats(t)["hgetall"]
+
+	stdout, stderr, status := runBinary(t, nil, "inspect", "--redis", s.Addr(), "users")
+	if said := fmt.Sprintf("users: not a lock (the key holds a hash of %d fields that is not a lock's: user:", fields); status != 0 || !strings.HasPrefix(stdout, said) {
+		t.Errorf("relock inspect users: status %d; want %q\n%s%s", status, said, stdout, stderr)
+	}
+	stdout, stderr, status = runBinary(t, nil, "inspect", "--json", "--redis", s.Addr(), "users")
+	var r struct {
+		Kind       string   `json:"kind"`
+		Fields     []string `json:"fields"`
+		FieldCount int      `json:"fieldCount"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); err != nil || status != 0 || r.Kind != "foreign" || r.FieldCount != fields || len(r.Fields) == 0 || len(r.Fields) > 1000 {
+		t.Errorf("relock inspect --json users: status %d, kind %q, fieldCount %d, %d field names, %v; want foreign, %d fields, a few named\n%.120s%s",
+			status, r.Kind, r.FieldCount, len(r.Fields), err, fields, stdout, stderr)
+	}
+	stdout, stderr, status = runBinary(t, nil, "unlock", "--force", "-y", "--redis", s.Addr(), "users")
+	if status != 1 || !strings.Contains(stderr, fmt.Sprintf("not a lock (the key holds a hash of %d fields", fields)) {
+		t.Errorf("relock unlock --force -y users: status %d; want 1, a refusal\n%.300s%s", status, stdout, stderr)
+	}
+	if n, err := s.Do(t, "HLEN", "users").AsInt64(); err != nil || n != fields {
+		t.Errorf("HLEN users after unlock --force: %d, %v; want %d", n, err, fields)
+	}
+	if after := s.CommandStats(t)["hgetall"]; after != before {
+		t.Errorf("inspect and unlock --force sent HGETALL %d times for a hash of %d fields; want none", after-before, fields)
+	}
+}
