@@ -214,7 +214,7 @@ func TestNotALockLargeHash(t *testing.T) {
 	before := s.CommandStats(t)["hgetall"]
 
 	stdout, stderr, status := runBinary(t, nil, "inspect", "--redis", s.Addr(), "users")
-	if said := fmt.Sprintf("users: not a lock (the key holds a hash of %d fields that is not a lock's: user:", fields); status != 0 || !strings.HasPrefix(stdout, said) {
+	if said := fmt.Sprintf("users: not a lock (the key holds a hash of %d fields that is not a lock's: user:", fields); status != 0 || !strings.HasPrefix(stdout, said) || !strings.HasSuffix(stdout, fmt.Sprintf(", and %d more)\n", fields-5)) {
 		t.Errorf("relock inspect users: status %d; want %q\n%s%s", status, said, stdout, stderr)
 	}
 	stdout, stderr, status = runBinary(t, nil, "inspect", "--json", "--redis", s.Addr(), "users")
