@@ -26,13 +26,16 @@ type Report struct {
 	// "foreign" (not relock's data).
 	Kind   string `json:"kind"`
 	KeyTyp string `json:"keyType,omitempty"` // the key's Redis type when it is not a lock
-	// Fields are the field names of a hash that is not a lock (it lacks a lock's shape).
-	Fields []string     `json:"fields,omitempty"`
-	Locked bool         `json:"locked"`
-	TTLMs  int64        `json:"ttlMs"`          // the lock's remaining lease; -1 no expiry, -2 no key
-	Mode   string       `json:"mode,omitempty"` // rwlock: "read" or "write"
-	Owners []Owner      `json:"owners"`
-	Queue  []QueueEntry `json:"queue,omitempty"` // fairlock: waiters in order
+	// Fields are the field names of a hash that is not a lock (it lacks a lock's shape):
+	// all of them, or of a hash of more than maxLockFields, those of one HSCAN page.
+	Fields []string `json:"fields,omitempty"`
+	// FieldCount is how many fields such a hash holds.
+	FieldCount int64        `json:"fieldCount,omitempty"`
+	Locked     bool         `json:"locked"`
+	TTLMs      int64        `json:"ttlMs"`          // the lock's remaining lease; -1 no expiry, -2 no key
+	Mode       string       `json:"mode,omitempty"` // rwlock: "read" or "write"
+	Owners     []Owner      `json:"owners"`
+	Queue      []QueueEntry `json:"queue,omitempty"` // fairlock: waiters in order
 	// Writers are an rwlock's waiting writers under writer preference, which new readers
 	// give way to. Without writer preference a waiting writer leaves no trace in the keys.
 	Writers []QueueEntry `json:"writersWaiting,omitempty"`
@@ -229,6 +232,27 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (r *Report
 		}
 	case "hash":
 		r.Locked = true
+		// A lock's hash has a field per holder. One far larger is an application's, and is
+		// not read whole: HGETALL of millions of fields would block the server.
+		n, err := do(rc.B().Hlen().Key(name).Build()).AsInt64()
+		if err != nil {
+			return nil, err
+		}
+		if n > maxLockFields {
+			page, err := do(rc.B().Hscan().Key(name).Cursor(0).Count(sampledFields).Build()).AsScanEntry()
+			if err != nil {
+				return nil, err
+			}
+			sample := make(map[string]string, len(page.Elements)/2)
+			for i := 0; i+1 < len(page.Elements); i += 2 {
+				sample[page.Elements[i]] = page.Elements[i+1]
+			}
+			if len(sample) == 0 || shape(sample) == "" {
+				r.Kind, r.KeyTyp, r.Locked, r.FieldCount = "foreign", "hash", false, n
+				r.Fields = sortedKeys(sample)
+				return r, nil
+			}
+		}
 		fields, err := do(rc.B().Hgetall().Key(name).Build()).AsStrMap()
 		if err != nil {
 			return nil, err
@@ -238,6 +262,7 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (r *Report
 			// Application data, not a lock: say what it is and touch nothing.
 			r.Kind, r.KeyTyp, r.Locked = "foreign", "hash", false
 			r.Fields = sortedKeys(fields)
+			r.FieldCount = int64(len(fields))
 			return r, nil
 		}
 		if r.Kind == "rwlock" {
@@ -315,6 +340,11 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (r *Report
 	}
 	return r, nil
 }
+
+// maxLockFields is the most fields inspect expects of a lock's hash (one per holder);
+// a hash with more is read whole only when a page of it has a lock's shape.
+// sampledFields is the size of that page.
+const maxLockFields, sampledFields = 10000, 100
 
 // noExpiry is the score Redisson gives a permit leased without a lease time.
 const noExpiry = 922337203685477
@@ -513,10 +543,10 @@ func (r *Report) foreign() string {
 	switch {
 	case r.KeyTyp != "hash":
 		return "a " + r.KeyTyp
-	case len(r.Fields) == 1:
+	case r.FieldCount == 1:
 		return "a hash of 1 field that is not a lock's"
 	}
-	return fmt.Sprintf("a hash of %d fields that is not a lock's", len(r.Fields))
+	return fmt.Sprintf("a hash of %d fields that is not a lock's", r.FieldCount)
 }
 
 // print writes the report as text, or as one JSON object.
@@ -528,7 +558,7 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 	}
 	switch {
 	case r.Kind == "foreign" && r.KeyTyp == "hash":
-		fields := preview(r.Fields, 5)
+		fields := preview(r.Fields, 5, r.FieldCount)
 		for i, f := range fields {
 			fields[i] = shown(f)
 		}
@@ -653,12 +683,17 @@ func (r *Report) print(w io.Writer, asJSON bool) error {
 	return nil
 }
 
-// preview returns the first n of names, and how many more there are, in a new slice.
-func preview(names []string, n int) []string {
-	if len(names) <= n {
-		return append([]string(nil), names...)
+// preview returns the first n of names, and how many more of all there are, in a new
+// slice.
+func preview(names []string, n int, all int64) []string {
+	if len(names) > n {
+		names = names[:n:n]
 	}
-	return append(names[:n:n], fmt.Sprintf("and %d more", len(names)-n))
+	names = append([]string(nil), names...)
+	if more := all - int64(len(names)); more > 0 {
+		names = append(names, fmt.Sprintf("and %d more", more))
+	}
+	return names
 }
 
 // shown is how text read from Redis (a name, a field) is printed: as it is when it is
