@@ -65,3 +65,15 @@ func TestOddNamesShownFaithfully(t *testing.T) {
 		}
 	})
 }
+
+// unlock --force of a name with no key says that there is no such key, as inspect does,
+// not merely that the lock is not held: a mistyped name at 3 a.m. must not read as a
+// lock that exists and is free. It exits with status 0: there is nothing to do.
+func TestForceUnlockOfNoSuchKey(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		out, err := relockCmd(t, b.Addr, "", "unlock", "--force", "-y", "orders:43")
+		if err != nil || out != "orders:43 is not held: there is no such key; nothing to do\n" {
+			t.Errorf("unlock --force -y of a name with no key: %v, %q; want it to say there is no such key", err, out)
+		}
+	})
+}
