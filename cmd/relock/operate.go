@@ -305,7 +305,11 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 		return err
 	}
 	if !r.Locked {
-		fmt.Fprintf(stdout, "%s is not held; nothing to do\n", shown(name))
+		state := "is not held"
+		if r.Kind == "none" {
+			state += ": there is no such key" // a mistyped name, perhaps
+		}
+		fmt.Fprintf(stdout, "%s %s; nothing to do\n", shown(name), state)
 		return nil
 	}
 	if !*yes {
