@@ -176,7 +176,7 @@ func TestRedissonBlockingAcquireInOneClient(t *testing.T) {
 // RedissonSemaphoreTest's testConcurrencyLoopMax_MultiInstance: four clients loop on a
 // semaphore of 2^31-1 permits (Redisson's Integer.MAX_VALUE), each time taking either all
 // of them or one, at random, and giving them back. Every acquisition completes, and no
-// more permits are ever out than there are.
+// more permits are ever out than there are (nor is the count ever seen below zero).
 //
 // Guards against an acquire that takes more permits than are free, and requests for all
 // permits starved by requests for one.
@@ -201,6 +201,11 @@ func TestRedissonMaxPermitsConcurrency(t *testing.T) {
 						return
 					}
 					if out.Add(n) > all {
+						over.Add(1)
+					}
+					// Nobody takes permits away: a count below zero is permits taken that
+					// were not free.
+					if v, err := s.AvailablePermits(ctx); err != nil || v < 0 {
 						over.Add(1)
 					}
 					time.Sleep(10 * time.Millisecond)
