@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -21,6 +22,9 @@ import (
 // Report is what inspect finds about one lock, read straight from its keys.
 type Report struct {
 	Name string `json:"name"`
+	// NameBase64 is the name's bytes, base64, when they are not UTF-8: JSON text carries
+	// only UTF-8, and Name then reads with U+FFFD where those bytes were.
+	NameBase64 string `json:"nameBase64,omitempty"`
 	// Kind is "rlock", "rwlock", "fairlock", "semaphore", "latch", "count" (a whole number
 	// that a semaphore or a latch may hold, with no waiter to tell which), "none", or
 	// "foreign" (not relock's data).
@@ -167,6 +171,9 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (r *Report
 		}
 	}()
 	r = &Report{Name: name, Owners: []Owner{}}
+	if !utf8.ValidString(name) {
+		r.NameBase64 = base64.StdEncoding.EncodeToString([]byte(name))
+	}
 	do := func(cmd rueidis.Completed) rueidis.RedisResult {
 		var key string
 		if c := cmd.Commands(); len(c) > 1 {

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"strconv"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
@@ -74,6 +77,48 @@ func TestForceUnlockOfNoSuchKey(t *testing.T) {
 		out, err := relockCmd(t, b.Addr, "", "unlock", "--force", "-y", "orders:43")
 		if err != nil || out != "orders:43 is not held: there is no such key; nothing to do\n" {
 			t.Errorf("unlock --force -y of a name with no key: %v, %q; want it to say there is no such key", err, out)
+		}
+	})
+}
+
+// JSON strings carry only UTF-8: encoding/json writes a byte that is not as U+FFFD, and a
+// script that gives the name it read back to unlock --force names another key. inspect
+// --json therefore adds the name's exact bytes, base64 (nameBase64), when the name is not
+// UTF-8, and only then.
+func TestJSONNameBytes(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		for _, name := range []string{"orders\xff42", "\xc3(", "commandé", "ok"} {
+			holdLock(t, c, name)
+			out, err := relockCmd(t, b.Addr, "", "inspect", "--json", name)
+			if err != nil {
+				t.Fatalf("inspect --json %q: %v\n%s", name, err, out)
+			}
+			var r struct {
+				Name       string  `json:"name"`
+				NameBase64 *string `json:"nameBase64"`
+			}
+			if err := json.Unmarshal([]byte(out), &r); err != nil {
+				t.Fatalf("inspect --json %q: %v\n%s", name, err, out)
+			}
+			if utf8.ValidString(name) {
+				if r.Name != name || r.NameBase64 != nil {
+					t.Errorf("inspect --json %q: name %q, nameBase64 %v; want the name, and no nameBase64", name, r.Name, r.NameBase64)
+				}
+				continue
+			}
+			if r.NameBase64 == nil {
+				t.Errorf("inspect --json %q: no nameBase64 (name reads %q)", name, r.Name)
+				continue
+			}
+			got, err := base64.StdEncoding.DecodeString(*r.NameBase64)
+			if err != nil || string(got) != name {
+				t.Errorf("inspect --json %q: nameBase64 %q decodes to %q (%v)", name, *r.NameBase64, got, err)
+				continue
+			}
+			if out, err := relockCmd(t, b.Addr, "", "unlock", "--force", "-y", string(got)); err != nil || !strings.Contains(out, "force-unlocked") {
+				t.Errorf("unlock --force -y of the name decoded from nameBase64 %q: %v\n%s", name, err, out)
+			}
 		}
 	})
 }
