@@ -51,8 +51,10 @@
 // permits back. A lease of a process that dies, or whose context is dropped without
 // ReleaseLease (it is then abandoned, as a lock's hold is), runs out within one watchdog
 // timeout. Every call of the semaphore's that counts the permits first puts back those
-// whose lease ran out, as Redisson's calls do, and a waiter first in line tries again
-// when the next lease runs out, so no release is needed to bring them back.
+// whose lease ran out, as Redisson's calls do (but an acquisition that finds enough
+// permits free without them, which leaves them for the next call that counts), and a
+// waiter first in line tries again when the next lease runs out, so no release is needed
+// to bring them back.
 //
 // Plain and leased permits are one count: a semaphore may hand out both, and AddPermits,
 // AvailablePermits and Drain see them alike.
