@@ -784,3 +784,58 @@ func TestCheckLeavesAFixedLease(t *testing.T) {
 		})
 	})
 }
+
+// A holder that Redis no longer hears from (its process gone, or cut off) frees the lock
+// within a lease, as Redisson's testAutoExpire has it: a waiter of another client, parked
+// before the holder went silent, gets the lock with no unlock to wake it, within the
+// holder's lease and a margin, and by then the holder's context has ended with
+// ErrLeaseLost. For each kind: a reader's silence lets a writer in.
+func TestSilentHolderFreesWithinALease(t *testing.T) {
+	const lease = 2 * time.Second
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		for _, tc := range []struct{ holder, waiter holdKind }{
+			{kindRLock, kindRLock},
+			{kindSpin, kindSpin},
+			{kindFair, kindFair},
+			{kindWrite, kindWrite},
+			{kindRead, kindWrite},
+		} {
+			t.Run(tc.holder.name, func(t *testing.T) {
+				proxy := redistest.StartProxy(t, b.Addr)
+				silent := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()}, relock.WithWatchdogTimeout(lease), relock.WithLogger(nil))
+				other := relocktest.New(t, b)
+				ctx := redistest.Context(t, time.Minute)
+				name := "truth:silent-" + tc.holder.name
+				held, err := tc.holder.lock(silent, relock.NewOwner(ctx), name, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := make(chan error, 1)
+				var cause error
+				go func() {
+					// Bounded: two of the holder's leases and a margin for a loaded machine.
+					wctx, cancel := context.WithTimeout(relock.NewOwner(ctx), 2*lease+5*time.Second)
+					defer cancel()
+					h, err := tc.waiter.lock(other, wctx, name, 0)
+					if err == nil {
+						// What the holder's context said the moment another owner held the lock.
+						cause = context.Cause(held)
+						err = tc.waiter.unlock(other, h, name)
+					}
+					got <- err
+				}()
+				// Most often the waiter has found the lock held and parked by now; if not, it
+				// finds it held when it tries, until the holder's lease runs out.
+				time.Sleep(lease / 10)
+				proxy.Blackhole()
+				if err := redistest.Recv(t, got, 2*lease+10*time.Second, "the waiter's Lock"); err != nil {
+					t.Fatalf("the waiter, after the holder went silent: %v", err)
+				}
+				if !errors.Is(cause, relock.ErrLeaseLost) {
+					t.Fatalf("another owner got the lock while the silent holder's context said %v; want it ended with ErrLeaseLost", cause)
+				}
+				proxy.Unblackhole()
+			})
+		}
+	})
+}
