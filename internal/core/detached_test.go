@@ -67,3 +67,44 @@ func TestSharedDeadlineLeavesTheTimeout(t *testing.T) {
 		}
 	}
 }
+
+// A detached call's context keeps the caller's values (what rueidis's hooks and tracing
+// read from a call's context) and drops its cancellation: cancelled, or past its own
+// deadline, the caller's context leaves the detached one live, ending at the client's
+// timeout. A context with no values gets the shared deadline itself.
+func TestDetachedKeepsValuesNotCancellation(t *testing.T) {
+	const timeout = time.Minute
+	c := &Client{Timeout: timeout, deadlines: newDeadlines(timeout)}
+	type key struct{}
+	for _, detach := range []struct {
+		name string
+		f    func(context.Context) context.Context
+	}{
+		{"Detached", c.Detached},
+		{"DetachInto", func(ctx context.Context) context.Context { return c.DetachInto(new(Detached), ctx) }},
+	} {
+		t.Run(detach.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), key{}, "v"), time.Nanosecond)
+			cancel()
+			start := time.Now()
+			d := detach.f(ctx)
+			if v := d.Value(key{}); v != "v" {
+				t.Errorf("the detached context's value = %v, want the caller's %q", v, "v")
+			}
+			if err := d.Err(); err != nil {
+				t.Errorf("the detached context of a cancelled one has ended: %v", err)
+			}
+			select {
+			case <-d.Done():
+				t.Error("the detached context of a cancelled one is done")
+			default:
+			}
+			if at, ok := d.Deadline(); !ok || at.Sub(start) < timeout {
+				t.Errorf("the detached context's deadline is %v after the call (%v), want at least the client's timeout %v", at.Sub(start), ok, timeout)
+			}
+			if d := detach.f(context.Background()); d.Value(key{}) != nil {
+				t.Errorf("the detached context of Background has a value")
+			}
+		})
+	}
+}
