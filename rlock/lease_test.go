@@ -610,3 +610,33 @@ func TestFixedLeaseDoneOnTime(t *testing.T) {
 		}
 	})
 }
+
+// An option given to one call is that call's alone (README: a lease "per lock or per
+// call"): a later call without options takes the lock with the lock's own settings, not
+// with a lease or an invalid option an earlier call was given.
+func TestPerCallOptionsStayWithTheirCall(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b) // the watchdog timeout: 30s, renewed
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		mu := c.Lock("per-call")
+		if _, err := mu.Lock(ctx, rlock.WithLease(0)); !errors.Is(err, relock.ErrInvalidLease) {
+			t.Fatalf("Lock with a zero lease: %v, want ErrInvalidLease", err)
+		}
+		held, err := mu.Lock(ctx, rlock.WithLease(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		held, err = mu.Lock(ctx)
+		if err != nil {
+			t.Fatalf("Lock without options after a call with an invalid one: %v", err)
+		}
+		defer mu.Unlock(held)
+		if p := redistest.PTTL(t, side, "per-call"); p <= 5000 {
+			t.Errorf("PTTL %dms after a Lock without options, want the watchdog's 30s: an earlier call's 5s lease stayed with the lock", p)
+		}
+	})
+}
