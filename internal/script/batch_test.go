@@ -1,0 +1,68 @@
+package script_test
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/script"
+)
+
+// Batch sends its calls with EVALSHA and sends again, with EVAL, those that met NOSCRIPT
+// (a flushed or restarted server), followed by then's commands again; it returns each
+// call's own result in the order of the calls, then the results of then's commands as
+// last sent, and how many calls it sent again.
+func TestBatchSendsNoScriptCallsAgain(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		redistest.MustDo(t, rc, "HSET", "{batch}:held", holder, "2")
+		redistest.MustDo(t, rc, "PEXPIRE", "{batch}:held", "60000")
+		redistest.MustDo(t, rc, "SCRIPT", "FLUSH")
+		// The first and the last call's script is unknown to the server; the middle one's
+		// is loaded.
+		redistest.MustDo(t, rc, "SCRIPT", "LOAD", script.RLockRenew().Source)
+		state := func(key string) script.Call {
+			return script.Call{Script: script.RLockState(), Keys: []string{key}, Args: []string{holder, "rlock"}}
+		}
+		calls := []script.Call{
+			state("{batch}:held"),
+			{Script: script.RLockRenew(), Keys: []string{"{batch}:absent"}, Args: []string{"60000", holder}},
+			state("{batch}:absent"),
+		}
+		results, resent := script.Batch(ctx, rc, calls, func() rueidis.Commands {
+			return rueidis.Commands{rc.B().Incr().Key("{batch}:then").Build()}
+		})
+		if resent != 2 {
+			t.Errorf("%d calls sent again, want the 2 that met NOSCRIPT", resent)
+		}
+		if len(results) != len(calls)+1 {
+			t.Fatalf("%d results, want one per call and one for then's command", len(results))
+		}
+		for i, want := range [][]int64{{1, 2}, {0}, {0, 0}} {
+			got, err := results[i].AsIntSlice()
+			if len(got) > len(want) {
+				got = got[:len(want)] // a state's PTTL
+			}
+			if err != nil || !slices.Equal(got, want) {
+				t.Errorf("call %d: %v, %v; want %v", i, got, err, want)
+			}
+		}
+		// then's command ran in both round trips; its result is the second's.
+		if n, err := results[len(calls)].AsInt64(); n != 2 || err != nil {
+			t.Errorf("then's INCR: %d, %v; want 2, the result of its second send", n, err)
+		}
+
+		// With every script known, one round trip and nothing sent again.
+		results, resent = script.Batch(ctx, rc, calls, nil)
+		if resent != 0 || len(results) != len(calls) {
+			t.Errorf("with the scripts loaded: %d results, %d sent again; want 3 and 0", len(results), resent)
+		}
+		if got, err := results[0].AsIntSlice(); err != nil || len(got) < 2 || got[1] != 2 {
+			t.Errorf("call 0 with the scripts loaded: %v, %v", got, err)
+		}
+	})
+}
