@@ -133,6 +133,24 @@ func counter(t *testing.T, ms map[string]metricdata.Metrics, name string, kvs ..
 	return 0
 }
 
+// total returns the sum of the counter name over all its data points: 0 when it has none.
+func total(t *testing.T, ms map[string]metricdata.Metrics, name string) int64 {
+	t.Helper()
+	m, ok := ms[name]
+	if !ok {
+		return 0
+	}
+	s, ok := m.Data.(metricdata.Sum[int64])
+	if !ok || !s.IsMonotonic {
+		t.Fatalf("%s is a %T, not a monotonic int64 sum", name, m.Data)
+	}
+	var n int64
+	for _, dp := range s.DataPoints {
+		n += dp.Value
+	}
+	return n
+}
+
 func points[N int64 | float64](dps []metricdata.HistogramDataPoint[N]) []string {
 	var s []string
 	for _, dp := range dps {
@@ -476,6 +494,16 @@ func TestEvents(t *testing.T) {
 			t.Errorf("%s = %d, want %d", name, n, want)
 		}
 	}
+	// Each event counts in its own counter only: a release is no loss, nor an abandonment.
+	for name, want := range map[string]int64{
+		"relock.lease.lost":     1,
+		"relock.hold.abandoned": 2,
+		"relock.wakeups":        2,
+	} {
+		if n := total(t, ms, name); n != want {
+			t.Errorf("%s = %d over all attributes, want %d", name, n, want)
+		}
+	}
 	sum := func(name string, want float64, count uint64, kvs ...attribute.KeyValue) {
 		t.Helper()
 		dp := histogram(t, ms, name, kvs...)
@@ -514,18 +542,19 @@ func TestEvents(t *testing.T) {
 		t.Fatalf("%d spans, want 2", len(spans))
 	}
 	for i, want := range []struct {
-		lock  string
-		wait  time.Duration
-		woken string
-		count int64
-	}{{"e", 3 * time.Second, "lease", 2}, {"g", 500 * time.Millisecond, "unknown", 1}} {
+		lock, kind, owner string
+		wait              time.Duration
+		woken             string
+		count             int64
+	}{{"e", "lock", "x:5", 3 * time.Second, "lease", 2}, {"g", "semaphore", "x:7", 500 * time.Millisecond, "unknown", 1}} {
 		s := spans[i]
 		if d := s.EndTime().Sub(s.StartTime()); d != want.wait {
 			t.Errorf("span %d lasts %v, want %v", i, d, want.wait)
 		}
 		attrs := attribute.NewSet(s.Attributes()...)
 		for key, v := range map[attribute.Key]any{
-			relockotel.KeyName: want.lock, relockotel.KeyWoken: want.woken, relockotel.KeyHoldCount: want.count,
+			relockotel.KeyName: want.lock, relockotel.KeyKind: want.kind, relockotel.KeyOwner: want.owner,
+			relockotel.KeyWoken: want.woken, relockotel.KeyHoldCount: want.count,
 		} {
 			if got, _ := attrs.Value(key); got.AsInterface() != v {
 				t.Errorf("span %d: %s = %v, want %v", i, key, got.AsInterface(), v)
