@@ -161,6 +161,44 @@ func TestObserverWaitAndHoldTimes(t *testing.T) {
 	})
 }
 
+// A re-entry is heard as an acquisition with the owner's hold count after it (observe:
+// "1 for a first hold, more for a re-entry"), and only the Unlock of the owner's last hold
+// is heard as a release.
+func TestObserverHearsReentries(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rec := &recorder{}
+		c := relocktest.New(t, b, relock.WithObserver(rec))
+		ctx := redistest.Context(t, 30*time.Second)
+		mu := c.Lock("observe:reentry")
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := mu.Lock(held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(again); err != nil {
+			t.Fatal(err)
+		}
+		if ev := rec.snapshot(); len(ev.released) != 0 {
+			t.Errorf("heard releases %+v after the Unlock of one of two holds; want none", ev.released)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		ev := rec.snapshot()
+		if len(ev.acquired) != 2 || ev.acquired[0].Count != 1 || ev.acquired[1].Count != 2 {
+			t.Errorf("acquisitions %+v; want two, with hold counts 1 and 2", ev.acquired)
+		} else if ev.acquired[0].Owner != ev.acquired[1].Owner || ev.acquired[1].Woken != observe.NotWaited {
+			t.Errorf("the re-entry %+v: want the first hold's owner %s, not waited", ev.acquired[1], ev.acquired[0].Owner)
+		}
+		if len(ev.released) != 1 || ev.released[0].Owner != ev.acquired[0].Owner {
+			t.Errorf("releases %+v; want one, of the owner's last hold", ev.released)
+		}
+	})
+}
+
 // A waiter woken by another client's unlock, and then got the lock by its own attempt, is
 // reported woken by a message.
 func TestObserverWokenByMessage(t *testing.T) {
