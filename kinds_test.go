@@ -535,9 +535,12 @@ func TestFixedReentryKeepsRenewal(t *testing.T) {
 // and counted once; when the first request then reaches Redis behind the second, it counts
 // the owner's hold once more than the owner took. That surplus is the client's own doing:
 // the owner's unlocks, one per Lock, still release the lock, none failing, and nothing is
-// left of it; so too when the owner re-enters once more first, and when the client closes
-// instead (which releases the holds it knows). For every kind whose holds an owner counts,
-// after a first-level acquisition and after a re-entry.
+// left of it; so too when the owner re-enters once more first (before the late request
+// runs, or after it), and when the client closes instead (which releases the holds it
+// knows). For every kind whose holds an owner counts, after a first-level acquisition and
+// after a re-entry. Once a call has given the surplus back, no late request is left, and
+// the owner's next unlocks read nothing first (docs/design.md: only while late requests
+// stay with the hold do its unlocks read the count).
 func TestAcquireRunsLate(t *testing.T) {
 	kinds := []struct {
 		holdKind
@@ -550,6 +553,7 @@ func TestAcquireRunsLate(t *testing.T) {
 	const (
 		unlock then = iota
 		reenter
+		reenterFirst // before the late request runs
 		closeClient
 	)
 	cases := []struct {
@@ -558,7 +562,8 @@ func TestAcquireRunsLate(t *testing.T) {
 		then    then
 	}{
 		{"first level", false, unlock}, {"re-entry", true, unlock},
-		{"first level then re-entry", false, reenter}, {"re-entry then Close", true, closeClient},
+		{"first level then re-entry", false, reenter}, {"first level, re-entry, then the late request", false, reenterFirst},
+		{"re-entry then Close", true, closeClient},
 	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		for _, k := range kinds {
@@ -600,6 +605,16 @@ func TestAcquireRunsLate(t *testing.T) {
 					if n, err := k.count(c, held, name); err != nil || n != len(holds) {
 						t.Fatalf("Redis counts %d holds (%v) before the late request ran; want %d", n, err, len(holds))
 					}
+					if tc.then == reenterFirst {
+						h, err := k.lock(c, held, name, 0)
+						if err != nil {
+							t.Fatalf("a re-entry before the late request ran: %v", err)
+						}
+						holds = append(holds, h)
+						if n, err := k.count(c, h, name); err != nil || n != len(holds) {
+							t.Fatalf("Redis counts %d holds (%v) after the re-entry; want %d", n, err, len(holds))
+						}
+					}
 					send()
 					if n, err := k.count(c, held, name); err != nil || n != len(holds)+1 {
 						t.Fatalf("the late request left %d holds (%v); want %d: the test proved nothing", n, err, len(holds)+1)
@@ -617,10 +632,25 @@ func TestAcquireRunsLate(t *testing.T) {
 						}
 						holds = nil
 					}
+					// The surplus is given back by the re-entry after the late request,
+					// otherwise by the first unlock: the unlocks after it read nothing.
+					gaveBack := tc.then == reenter
 					for i := len(holds) - 1; i >= 0; i-- {
+						var read <-chan struct{}
+						if gaveBack {
+							var send func()
+							read, send = late.HoldBroken(script.RLockState().SHA1, name)
+							defer send()
+						}
 						if err := k.unlock(c, holds[i], name); err != nil {
 							t.Errorf("Unlock %d of %d: %v", len(holds)-i, len(holds), err)
 						}
+						select {
+						case <-read:
+							t.Errorf("Unlock %d of %d read the hold count first, though the surplus was given back and no late request is left", len(holds)-i, len(holds))
+						default:
+						}
+						gaveBack = true
 					}
 					if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
 						t.Errorf("the lock is still there after the owner's unlocks (PTTL %dms)", redistest.PTTL(t, side, name))
