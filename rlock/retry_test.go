@@ -67,6 +67,39 @@ func TestAcquireReplyLost(t *testing.T) {
 	})
 }
 
+// An acquisition whose reply is lost, and then the reply of the read that asks Redis whether
+// it ran, is still counted once: the read is safe to repeat, and is asked again until it is
+// answered (docs/design.md, lost replies), so that Lock finds the hold it took rather than
+// returning the connection's error over a hold that Redis counts and nobody renews.
+func TestAcquireReplyLostAndItsReadToo(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lost-acquire-read"
+		c, proxy := throughProxy(t, b)
+		side := b.Client(t)
+		mu := c.Lock(name)
+
+		proxy.LoseReplyTo(name) // the acquisition's
+		proxy.LoseReplyTo(name) // and the read's that asks whether it ran
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
+		if proxy.Armed() != 0 {
+			t.Fatal("the faults never fired: the test proved nothing")
+		}
+		if err != nil {
+			n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64()
+			t.Fatalf("Lock whose reply, and its read's, were lost: %v (the lock exists: %d)", err, n)
+		}
+		if n, _ := redistest.Do(t, side, "HGET", name, mustOwner(t, side, name)).AsInt64(); n != 1 {
+			t.Fatalf("hold count %d after one Lock; want 1", n)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+			t.Error("the lock is still there after its one hold was released")
+		}
+	})
+}
+
 // unlockMarker is in an unlock request of the lock named name and in no acquisition: its
 // channel, to which the unlock publishes.
 func unlockMarker(name string) string { return "redisson_lock__channel:{" + name + "}" }
