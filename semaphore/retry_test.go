@@ -2,6 +2,7 @@ package semaphore_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"strconv"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/semaphore"
 )
 
@@ -255,6 +257,49 @@ func TestReleaseLeaseReplyLost(t *testing.T) {
 		}
 		if held.Err() == nil || context.Cause(held) != context.Canceled {
 			t.Errorf("the released lease's context: %v (cause %v); want context.Canceled with no cause of its own", held.Err(), context.Cause(held))
+		}
+	})
+}
+
+// A ReleaseLease whose first send never ran (its connection broke before Redis read it)
+// is sent again, and the resend's answer is the release's: when one of the lease's two
+// permits was taken away meanwhile, the resend gives back the one left, and ReleaseLease
+// says the lease was lost (ErrNotHeld, the context's cause ErrLeaseLost), as a release
+// whose reply came would (Weighted.ReleaseLease), rather than a whole release.
+func TestReleaseLeaseResentFindsItPartlyGone(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-release-resent"
+		side := b.Client(t)
+		late := redistest.NewLateRequests(b.Client(t))
+		c, err := relock.New(late, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		ctx := redistest.Context(t, time.Minute)
+		s := c.Semaphore(name)
+		mustSet(t, s, 3)
+		// The scripts loaded first, so that the fault hits the call itself.
+		warmLeases(t, s, ctx)
+		held := acquireLease(t, s, 2)
+		id, _ := hex.DecodeString(s.PermitIDs(held)[1])
+		redistest.MustDo(t, side, "ZREM", leasesKey(name), string(id))
+
+		arrived, send := late.HoldBroken(script.SemaphoreReturn().SHA1, "redisson_sc:{"+name+"}")
+		defer send() // it finds none of the lease's permits then
+		err = s.ReleaseLease(held)
+		select {
+		case <-arrived:
+		default:
+			t.Fatalf("ReleaseLease sent no return to hold back (%v): the test proved nothing", err)
+		}
+		wantErr(t, err, relock.ErrNotHeld, name)
+		wantValue(t, side, name, "2")
+		if zs := leased(t, side, name); len(zs) != 0 {
+			t.Fatalf("%d permits still leased after ReleaseLease", len(zs))
+		}
+		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+			t.Errorf("the lease's context has cause %v; want ErrLeaseLost", context.Cause(held))
 		}
 	})
 }
