@@ -393,6 +393,32 @@ func TestTLSAgainstPlainServer(t *testing.T) {
 	}
 }
 
+// The hint about TLS is for a TLS handshake that got no answer alone: a plain connection
+// to a server that never answers, and a --tls connection that is refused, report what
+// happened without asking whether the server speaks TLS.
+func TestTLSHintOnlyForAnUnansweredHandshake(t *testing.T) {
+	silent, _ := silentServer(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := l.Addr().String() // nobody listens there once l is closed
+	l.Close()
+	for _, tc := range []struct {
+		what string
+		args []string
+	}{
+		{"a plain connection to a server that never answers", []string{"inspect", "--redis", silent, "orders"}},
+		{"--tls to a port that refuses the connection", []string{"inspect", "--tls", "--redis", refusing, "orders"}},
+	} {
+		var out syncBuffer
+		err := run(redistest.Context(t, time.Minute), tc.args, func(string) string { return "" }, nil, &out, &out)
+		if err == nil || strings.Contains(err.Error(), "does the server speak TLS") {
+			t.Errorf("relock inspect, %s: %v; want a connection error without the TLS hint", tc.what, err)
+		}
+	}
+}
+
 // Ctrl-C while the connection is being made ends the command then, with the signal as its
 // cause: it does not wait for the dial to give up.
 func TestInterruptWhileConnecting(t *testing.T) {
