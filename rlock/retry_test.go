@@ -3,7 +3,9 @@ package rlock_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -13,6 +15,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -96,6 +99,70 @@ func TestAcquireReplyLostAndItsReadToo(t *testing.T) {
 		}
 		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
 			t.Error("the lock is still there after its one hold was released")
+		}
+	})
+}
+
+// An acquisition run late behind its resend stays with the hold (docs/design.md, late
+// requests) also for an Unlock that waits for another call of the owner to finish first:
+// here an Extend, whose request is held up on the way while the Unlock comes. The Unlock
+// then gives the late request's hold back before its own release, which succeeds, and the
+// lock is free.
+func TestUnlockBehindAnotherCallOfALateHold(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "late-behind"
+		side := b.Client(t)
+		proxy := redistest.StartProxy(t, b.Addr)
+		late := redistest.NewLateRequests((&redistest.Backend{Name: b.Name, Addr: proxy.Addr()}).Client(t))
+		c, err := relock.New(late, relock.WithWatchdogTimeout(time.Minute))
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		ctx := redistest.Context(t, time.Minute)
+		mu := c.Lock(name)
+		// A first hold loads the scripts, so that the late request is the acquisition itself.
+		if err := mu.Do(ctx, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		arrived, send := late.HoldBroken(script.RLockAcquire().SHA1, name)
+		defer send()
+		held, err := mu.Lock(ctx)
+		select {
+		case <-arrived:
+		default:
+			t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
+		}
+		if err != nil {
+			t.Fatalf("Lock whose first request was held up: %v", err)
+		}
+		send()
+		if n, _ := redistest.Do(t, side, "HGET", name, mustOwner(t, side, name)).AsInt64(); n != 2 {
+			t.Fatalf("the late request left %d holds; want 2: the test proved nothing", n)
+		}
+
+		// The Extend's lease, in milliseconds, is in its request and in no other.
+		extending, extend := proxy.HoldRequest(name, "123456")
+		defer extend()
+		extended := make(chan error, 1)
+		go func() { extended <- mu.Extend(held, 123456*time.Millisecond) }()
+		redistest.Recv(t, extending, 30*time.Second, "the Extend's request at the proxy")
+		unlocked := make(chan error, 1)
+		go func() { unlocked <- mu.Unlock(held) }()
+		// The Unlock waits for the Extend to finish: for its turn on the owner's hold.
+		redistest.Eventually(t, 30*time.Second, "the Unlock waiting for its turn", func() bool {
+			buf := make([]byte, 1<<20)
+			return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "leases.(*Watchdog).Begin")
+		})
+		extend()
+		if err := redistest.Recv(t, extended, 30*time.Second, "Extend"); err != nil {
+			t.Fatalf("Extend: %v", err)
+		}
+		if err := redistest.Recv(t, unlocked, 30*time.Second, "Unlock"); err != nil {
+			t.Errorf("Unlock of the one Lock, behind an Extend: %v", err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+			t.Errorf("the lock is still there after the owner's one unlock (PTTL %dms)", redistest.PTTL(t, side, name))
 		}
 	})
 }
