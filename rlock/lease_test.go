@@ -14,6 +14,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/watchdog"
 )
@@ -487,6 +488,56 @@ func TestFailedUnlockStopsRenewal(t *testing.T) {
 			n, _ := redistest.Do(t, side, "EXISTS", "orphan").AsInt64()
 			return n == 0
 		})
+	})
+}
+
+// An Unlock of a hold that late requests stay with reads the hold count first
+// (docs/design.md, late requests); when that fails too, the Unlock failed, and the hold
+// leaves the watchdog as any failed unlock's does (docs/reliability.md, "A failed
+// unlock"): renewal stops, its context ends with ErrLeaseLost, and the lock frees itself
+// within a lease.
+func TestFailedUnlockOfALateHoldStopsRenewal(t *testing.T) {
+	b := redistest.Mini(t)
+	late := redistest.NewLateRequests(b.Client(t))
+	c, err := relock.New(late, relock.WithWatchdogTimeout(1500*time.Millisecond), relock.WithTimeout(300*time.Millisecond))
+	if err != nil {
+		t.Fatalf("relock.New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	side := b.Client(t)
+	ctx := redistest.Context(t, time.Minute)
+	mu := c.Lock("late-orphan")
+	// A first hold loads the scripts, so that the held request is the acquisition itself.
+	if err := mu.Do(ctx, func(context.Context) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	// The first request is never sent: it stays one that may still run.
+	arrived, _ := late.HoldBroken(script.RLockAcquire().SHA1, "late-orphan")
+	held, err := mu.Lock(ctx)
+	select {
+	case <-arrived:
+	default:
+		t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
+	}
+	if err != nil {
+		t.Fatalf("Lock whose first request was held up: %v", err)
+	}
+	b.Mini.SetError("ERR injected")
+	err = mu.Unlock(held)
+	b.Mini.SetError("")
+	if err == nil || errors.Is(err, relock.ErrNotHeld) {
+		t.Fatalf("Unlock with every command failing: %v; want the failure", err)
+	}
+	if st := c.WatchdogStats(); st.Holds != 0 {
+		t.Errorf("watchdog still renews %d holds after the failed unlock", st.Holds)
+	}
+	waitDone(t, held, time.Second, "hold after a failed unlock")
+	if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+		t.Errorf("cause %v; want ErrLeaseLost", cause)
+	}
+	redistest.Eventually(t, 5*time.Second, "the orphaned key to run out", func() bool {
+		n, _ := redistest.Do(t, side, "EXISTS", "late-orphan").AsInt64()
+		return n == 0
 	})
 }
 
