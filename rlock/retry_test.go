@@ -167,6 +167,54 @@ func TestUnlockBehindAnotherCallOfALateHold(t *testing.T) {
 	})
 }
 
+// A re-entry gives back only the surplus that late requests explain: a hold of the owner's
+// that Redis counts and the client does not know of (one it stopped renewing; here made by
+// hand) is the owner's own, and the re-entry keeps it, as Redisson's would (docs/design.md,
+// lost replies). The hold's acquisition ran late behind its resend, so one surplus hold is
+// explained and given back, and the other stays.
+func TestReentryKeepsTheSurplusNoLateRequestExplains(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "late-and-own"
+		side := b.Client(t)
+		late := redistest.NewLateRequests(b.Client(t))
+		c, err := relock.New(late, relock.WithWatchdogTimeout(time.Minute))
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		ctx := redistest.Context(t, time.Minute)
+		mu := c.Lock(name)
+		// A first hold loads the scripts, so that the late request is the acquisition itself.
+		if err := mu.Do(ctx, func(context.Context) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		arrived, send := late.HoldBroken(script.RLockAcquire().SHA1, name)
+		defer send()
+		held, err := mu.Lock(ctx)
+		select {
+		case <-arrived:
+		default:
+			t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
+		}
+		if err != nil {
+			t.Fatalf("Lock whose first request was held up: %v", err)
+		}
+		owner := mustOwner(t, side, name)
+		redistest.MustDo(t, side, "HINCRBY", name, owner, "1") // the owner's own, unknown to the client
+		send()
+		if n, _ := redistest.Do(t, side, "HGET", name, owner).AsInt64(); n != 3 {
+			t.Fatalf("hold count %d with the late request and the owner's own hold; want 3: the test proved nothing", n)
+		}
+		if held, err = mu.Lock(held); err != nil {
+			t.Fatalf("re-entry: %v", err)
+		}
+		if n, err := mu.HoldCount(held); n != 3 || err != nil {
+			t.Errorf("hold count %d (%v) after the re-entry; want 3: the late request's hold given back, the owner's own kept", n, err)
+		}
+		redistest.MustDo(t, side, "DEL", name)
+	})
+}
+
 // unlockMarker is in an unlock request of the lock named name and in no acquisition: its
 // channel, to which the unlock publishes.
 func unlockMarker(name string) string { return "redisson_lock__channel:{" + name + "}" }
