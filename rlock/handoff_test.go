@@ -605,3 +605,64 @@ func TestHandoffWithACounterThatCannotCount(t *testing.T) {
 		})
 	}
 }
+
+// A waiter's acquisition request that ran late (its connection broke, it was sent again and
+// found the lock busy) stays with the waiter: when the lock is then handed to it by a hand
+// call whose reply was lost, and the late request re-enters the handed hold before the
+// waiter looks, the waiter gives that surplus back (docs/reliability.md, "A hand call that
+// runs late"): its Lock takes the lock once, and its one Unlock frees it.
+func TestHandoffFindsTheWaitersLateRequest(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "hand-behind-late"
+		proxy := redistest.StartProxy(t, b.Addr)
+		late := redistest.NewLateRequests((&redistest.Backend{Name: b.Name, Addr: proxy.Addr()}).Client(t))
+		c, err := relock.New(late)
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		mu := c.Lock(name)
+		// A first handoff loads the scripts, so that the faults hit the calls themselves.
+		held := handedOnce(t, c, mu, ctx)
+
+		acquiring, sendAcquire := late.HoldBroken(script.RLockAcquire().SHA1, name)
+		defer sendAcquire()
+		got := parkWaiter(t, c, mu, ctx)
+		select {
+		case <-acquiring:
+		default:
+			t.Fatal("the waiter sent no acquisition to hold back: the test proved nothing")
+		}
+		proxy.LoseReplyTo(script.RLockHand().SHA1)
+		reading, sendRead := late.Hold(script.RLockState().SHA1, name)
+		defer sendRead()
+		unlocked := make(chan error, 1)
+		go func() { unlocked <- mu.Unlock(held) }()
+		// The waiter asks whether the hand call ran; before its question reaches Redis, its
+		// late acquisition does, and re-enters the hold it was handed.
+		redistest.Recv(t, reading, 30*time.Second, "the waiter's question whether it was handed the lock")
+		if proxy.Armed() != 0 {
+			t.Fatal("the hand call's reply was not lost: the test proved nothing")
+		}
+		sendAcquire()
+		sendRead()
+		if err := redistest.Recv(t, unlocked, 30*time.Second, "the holder's Unlock"); err != nil {
+			t.Errorf("the holder's Unlock: %v", err)
+		}
+		w := redistest.Recv(t, got, 30*time.Second, "the waiter's Lock")
+		if w == nil {
+			t.FailNow()
+		}
+		if n, _ := redistest.Do(t, side, "HGET", name, mustOwner(t, side, name)).AsInt64(); n != 1 {
+			t.Errorf("the waiter's owner counts %d holds; want 1 (its Lock took the lock once)", n)
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Errorf("the waiter's Unlock: %v", err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+			t.Error("the lock is still there after the waiter's one unlock: its hold was counted twice")
+		}
+	})
+}
