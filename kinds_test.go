@@ -660,3 +660,76 @@ func TestAcquireRunsLate(t *testing.T) {
 		}
 	})
 }
+
+// An acquisition's request that runs late (see TestAcquireRunsLate) may run after its owner
+// has released the lock: it takes a hold that the client does not know of. The owner's next
+// Lock gives that hold back, whatever else it finds: its Unlock then frees the lock, and
+// nothing keeps renewing a hold that nobody will release. (The next Lock found two holds,
+// counted both, and its Unlock released one: Unlock said nil, and the watchdog renewed the
+// other for as long as the owner lived.) For every kind whose holds an owner counts.
+func TestLateRequestAfterLastUnlock(t *testing.T) {
+	kinds := []struct {
+		holdKind
+		acquire *script.Script
+	}{
+		{kindRLock, script.RLockAcquire()}, {kindSpin, script.RLockAcquire()}, {kindFair, script.FairAcquire()},
+		{kindWrite, script.RWLockWriteAcquire()}, {kindRead, script.RWLockReadAcquire()},
+	}
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		for _, k := range kinds {
+			t.Run(k.name, func(t *testing.T) {
+				name := "late-after-" + k.name
+				late := redistest.NewLateRequests(b.Client(t))
+				c, err := relock.New(late)
+				if err != nil {
+					t.Fatalf("relock.New: %v", err)
+				}
+				t.Cleanup(func() { _ = c.Close() })
+				side := b.Client(t)
+				owner := relock.NewOwner(redistest.Context(t, 30*time.Second))
+				// A first hold loads the script, so that the late request is the acquisition.
+				first, err := k.lock(c, owner, name, 0)
+				if err != nil {
+					t.Fatalf("Lock: %v", err)
+				}
+				if err := k.unlock(c, first, name); err != nil {
+					t.Fatalf("Unlock: %v", err)
+				}
+				arrived, send := late.HoldBroken(k.acquire.SHA1, name)
+				defer send()
+				held, err := k.lock(c, owner, name, 0)
+				select {
+				case <-arrived:
+				default:
+					t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
+				}
+				if err != nil {
+					t.Fatalf("Lock whose first request was held up: %v", err)
+				}
+				if err := k.unlock(c, held, name); err != nil {
+					t.Fatalf("Unlock before the late request ran: %v", err)
+				}
+				send()
+				if n, err := k.count(c, owner, name); err != nil || n != 1 {
+					t.Fatalf("the late request left %d holds of the owner (%v); want 1: the test proved nothing", n, err)
+				}
+				again, err := k.lock(c, owner, name, 0)
+				if err != nil {
+					t.Fatalf("the owner's next Lock: %v", err)
+				}
+				if n, err := k.count(c, again, name); err != nil || n != 1 {
+					t.Errorf("the owner's next Lock left it %d holds (%v); want the one it took", n, err)
+				}
+				if err := k.unlock(c, again, name); err != nil {
+					t.Errorf("its Unlock: %v", err)
+				}
+				if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+					t.Errorf("the lock is still there after the owner's Unlock (PTTL %dms)", redistest.PTTL(t, side, name))
+				}
+				if n := c.WatchdogStats().Holds; n != 0 {
+					t.Errorf("the watchdog still renews %d holds after the owner's Unlock", n)
+				}
+			})
+		}
+	})
+}

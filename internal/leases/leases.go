@@ -51,6 +51,7 @@ type Watchdog struct {
 	holds   map[holdKey]*Hold
 	byOwner map[string]int         // holds per owner, so that an owner gone with none costs a lookup
 	firsts  map[holdKey]*firstTurn // the turns of owners of which the table has no hold (Begin)
+	lates   map[holdKey]lateLeft   // late requests of holds that ended before they ran (drop)
 	closing bool                   // Closing was called: a new hold is refused
 	flight  chan struct{}          // closed when the renewal in flight is done; nil when none is
 	wakeAt  time.Time              // when run looks at the holds next
@@ -142,6 +143,7 @@ func newWatchdog(rc rueidis.Client, lease time.Duration, cluster bool, owners *o
 		done:      make(chan struct{}),
 		holds:     make(map[holdKey]*Hold),
 		firsts:    make(map[holdKey]*firstTurn),
+		lates:     make(map[holdKey]lateLeft),
 	}
 	w.wakeAt = time.Now().Add(w.period)
 	w.log.Store(discard)
@@ -305,6 +307,7 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 		w.watchLater(h, dst)
 	}
 	w.holds[k] = h
+	delete(w.lates, k) // they are the grant's now (Grant.Late counts the turn's)
 	w.byOwner[g.Who]++
 	if g.KeepsWrite {
 		w.keepWrite(h)
@@ -410,6 +413,11 @@ const writeSuffix = ":write"
 // w.mu must be held.
 func (w *Watchdog) drop(h *Hold, cause error) {
 	delete(w.holds, h.key)
+	if h.late > 0 && cause != errAbandoned {
+		// Requests of the hold's that may still run outlive it: one that runs takes a hold
+		// the client does not know of, which the owner's next turn on the lock gives back.
+		w.lates[h.key] = lateLeft{n: h.late, until: time.Now().Add(2 * max(w.lease, h.deadline.Sub(h.since)))}
+	}
 	if n := w.byOwner[h.who] - 1; n > 0 {
 		// The owner holds other locks, taken through this hold's context, which is their
 		// owner's anchor: it is still to be watched, or they could never be abandoned.
@@ -830,6 +838,9 @@ func (w *Watchdog) Begin(name, owner string) Turn {
 			// The turn before this one may have left a hold: then the turn is that hold's.
 			w.mu.Lock()
 			again := w.holds[t.k] != nil
+			if !again {
+				t.Late = w.lateOf(t.k)
+			}
 			w.mu.Unlock()
 			if !again {
 				return t
@@ -903,8 +914,35 @@ func (t *Turn) Explained(n int64) {
 	defer t.w.mu.Unlock()
 	if h := t.hold(); h != nil {
 		h.late = max(h.late-n, 0)
+	} else if l, ok := t.w.lates[t.k]; ok {
+		if l.n -= n; l.n > 0 {
+			t.w.lates[t.k] = l
+		} else {
+			delete(t.w.lates, t.k)
+		}
 	}
 	t.Late = max(t.Late-n, 0)
+}
+
+// lateLeft is what the client remembers of a hold that ended while requests of its
+// acquisitions could still run late (Grant.Late): n of them, until a time by which any
+// hold they took has run out. A request held up on the way runs moments after its
+// resend, in practice: the end is two of the hold's leases on.
+type lateLeft struct {
+	n     int64
+	until time.Time
+}
+
+// lateOf returns the late requests left by the owner's last hold of the lock, k, that may
+// still count a hold: a first-level turn gives back what they took (see Turn.Late). w.mu
+// must be held.
+func (w *Watchdog) lateOf(k holdKey) int64 {
+	l, ok := w.lates[k]
+	if ok && time.Now().After(l.until) {
+		delete(w.lates, k)
+		return 0
+	}
+	return l.n
 }
 
 // Unlocked records that the call in this turn released one of several holds: the owner
