@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -677,59 +678,72 @@ func TestLateRequestAfterLastUnlock(t *testing.T) {
 	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		for _, k := range kinds {
-			t.Run(k.name, func(t *testing.T) {
-				name := "late-after-" + k.name
-				late := redistest.NewLateRequests(b.Client(t))
-				c, err := relock.New(late)
-				if err != nil {
-					t.Fatalf("relock.New: %v", err)
-				}
-				t.Cleanup(func() { _ = c.Close() })
-				side := b.Client(t)
-				owner := relock.NewOwner(redistest.Context(t, 30*time.Second))
-				// A first hold loads the script, so that the late request is the acquisition.
-				first, err := k.lock(c, owner, name, 0)
-				if err != nil {
-					t.Fatalf("Lock: %v", err)
-				}
-				if err := k.unlock(c, first, name); err != nil {
-					t.Fatalf("Unlock: %v", err)
-				}
-				arrived, send := late.HoldBroken(k.acquire.SHA1, name)
-				defer send()
-				held, err := k.lock(c, owner, name, 0)
-				select {
-				case <-arrived:
-				default:
-					t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
-				}
-				if err != nil {
-					t.Fatalf("Lock whose first request was held up: %v", err)
-				}
-				if err := k.unlock(c, held, name); err != nil {
-					t.Fatalf("Unlock before the late request ran: %v", err)
-				}
-				send()
-				if n, err := k.count(c, owner, name); err != nil || n != 1 {
-					t.Fatalf("the late request left %d holds of the owner (%v); want 1: the test proved nothing", n, err)
-				}
-				again, err := k.lock(c, owner, name, 0)
-				if err != nil {
-					t.Fatalf("the owner's next Lock: %v", err)
-				}
-				if n, err := k.count(c, again, name); err != nil || n != 1 {
-					t.Errorf("the owner's next Lock left it %d holds (%v); want the one it took", n, err)
-				}
-				if err := k.unlock(c, again, name); err != nil {
-					t.Errorf("its Unlock: %v", err)
-				}
-				if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
-					t.Errorf("the lock is still there after the owner's Unlock (PTTL %dms)", redistest.PTTL(t, side, name))
-				}
-				if n := c.WatchdogStats().Holds; n != 0 {
-					t.Errorf("the watchdog still renews %d holds after the owner's Unlock", n)
-				}
-			})
+			for _, relock := range []bool{true, false} {
+				t.Run(fmt.Sprintf("%s/lock again %v", k.name, relock), func(t *testing.T) {
+					lateAfterLastUnlock(t, b, k.holdKind, k.acquire, relock)
+				})
+			}
 		}
 	})
+}
+
+// lateAfterLastUnlock is a case of TestLateRequestAfterLastUnlock: once the late request
+// has run, the owner locks again and unlocks (relock), or only unlocks, which finds no
+// hold of its own (ErrNotHeld) and gives the stray one back.
+func lateAfterLastUnlock(t *testing.T, b *redistest.Backend, k holdKind, acquire *script.Script, again bool) {
+	name := fmt.Sprintf("late-after-%s-%v", k.name, again)
+	late := redistest.NewLateRequests(b.Client(t))
+	c, err := relock.New(late)
+	if err != nil {
+		t.Fatalf("relock.New: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	side := b.Client(t)
+	owner := relock.NewOwner(redistest.Context(t, 30*time.Second))
+	// A first hold loads the script, so that the late request is the acquisition.
+	first, err := k.lock(c, owner, name, 0)
+	if err != nil {
+		t.Fatalf("Lock: %v", err)
+	}
+	if err := k.unlock(c, first, name); err != nil {
+		t.Fatalf("Unlock: %v", err)
+	}
+	arrived, send := late.HoldBroken(acquire.SHA1, name)
+	defer send()
+	held, err := k.lock(c, owner, name, 0)
+	select {
+	case <-arrived:
+	default:
+		t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
+	}
+	if err != nil {
+		t.Fatalf("Lock whose first request was held up: %v", err)
+	}
+	if err := k.unlock(c, held, name); err != nil {
+		t.Fatalf("Unlock before the late request ran: %v", err)
+	}
+	send()
+	if n, err := k.count(c, owner, name); err != nil || n != 1 {
+		t.Fatalf("the late request left %d holds of the owner (%v); want 1: the test proved nothing", n, err)
+	}
+	if again {
+		h, err := k.lock(c, owner, name, 0)
+		if err != nil {
+			t.Fatalf("the owner's next Lock: %v", err)
+		}
+		if n, err := k.count(c, h, name); err != nil || n != 1 {
+			t.Errorf("the owner's next Lock left it %d holds (%v); want the one it took", n, err)
+		}
+		if err := k.unlock(c, h, name); err != nil {
+			t.Errorf("its Unlock: %v", err)
+		}
+	} else if err := k.unlock(c, owner, name); !errors.Is(err, relock.ErrNotHeld) {
+		t.Errorf("the owner's Unlock of no hold it took: %v; want ErrNotHeld", err)
+	}
+	if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+		t.Errorf("the lock is still there after the owner's Unlock (PTTL %dms)", redistest.PTTL(t, side, name))
+	}
+	if n := c.WatchdogStats().Holds; n != 0 {
+		t.Errorf("the watchdog still renews %d holds after the owner's Unlock", n)
+	}
 }
