@@ -747,3 +747,86 @@ func lateAfterLastUnlock(t *testing.T, b *redistest.Backend, k holdKind, acquire
 		t.Errorf("the watchdog still renews %d holds after the owner's Unlock", n)
 	}
 }
+
+// An acquisition that fails (the lock was held: TryLock's ErrLocked) may have sent a
+// request that runs late, once the lock is free: it takes a hold for the owner that the
+// client does not know of. The owner's next Lock gives it back, as after a last Unlock
+// (TestLateRequestAfterLastUnlock): its Unlock then frees the lock.
+func TestLateRequestOfAFailedLock(t *testing.T) {
+	kinds := []struct {
+		holdKind
+		acquire *script.Script
+	}{
+		{kindRLock, script.RLockAcquire()}, {kindSpin, script.RLockAcquire()}, {kindFair, script.FairAcquire()},
+		{kindWrite, script.RWLockWriteAcquire()},
+	}
+	try := map[string]func(c *relock.Client, ctx context.Context, n string) error{
+		"rlock": func(c *relock.Client, ctx context.Context, n string) error { return keep(c.Lock(n).TryLock(ctx)) },
+		"spin":  func(c *relock.Client, ctx context.Context, n string) error { return keep(c.SpinLock(n).TryLock(ctx)) },
+		"fair":  func(c *relock.Client, ctx context.Context, n string) error { return keep(c.FairLock(n).TryLock(ctx)) },
+		"write": func(c *relock.Client, ctx context.Context, n string) error { return keep(c.RWLock(n).TryLock(ctx)) },
+	}
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		for _, k := range kinds {
+			t.Run(k.name, func(t *testing.T) {
+				name := "late-failed-" + k.name
+				late := redistest.NewLateRequests(b.Client(t))
+				c, err := relock.New(late)
+				if err != nil {
+					t.Fatalf("relock.New: %v", err)
+				}
+				t.Cleanup(func() { _ = c.Close() })
+				other := relocktest.New(t, b)
+				side := b.Client(t)
+				ctx := redistest.Context(t, 30*time.Second)
+				owner := relock.NewOwner(ctx)
+				// A first hold loads the script, so that the late request is the acquisition.
+				first, err := k.lock(c, owner, name, 0)
+				if err != nil {
+					t.Fatalf("Lock: %v", err)
+				}
+				if err := k.unlock(c, first, name); err != nil {
+					t.Fatalf("Unlock: %v", err)
+				}
+				held, err := k.lock(other, relock.NewOwner(ctx), name, 0)
+				if err != nil {
+					t.Fatalf("another client's Lock: %v", err)
+				}
+				arrived, send := late.HoldBroken(k.acquire.SHA1, name)
+				defer send()
+				err = try[k.name](c, owner, name)
+				select {
+				case <-arrived:
+				default:
+					t.Fatalf("TryLock sent no acquisition to hold back (%v): the test proved nothing", err)
+				}
+				if !errors.Is(err, relock.ErrLocked) {
+					t.Fatalf("TryLock of a held lock whose first request was held up: %v; want ErrLocked", err)
+				}
+				if err := k.unlock(other, held, name); err != nil {
+					t.Fatalf("the other client's Unlock: %v", err)
+				}
+				send()
+				if n, err := k.count(c, owner, name); err != nil || n != 1 {
+					t.Fatalf("the late request left %d holds of the owner (%v); want 1: the test proved nothing", n, err)
+				}
+				h, err := k.lock(c, owner, name, 0)
+				if err != nil {
+					t.Fatalf("the owner's next Lock: %v", err)
+				}
+				if n, err := k.count(c, h, name); err != nil || n != 1 {
+					t.Errorf("the owner's next Lock left it %d holds (%v); want the one it took", n, err)
+				}
+				if err := k.unlock(c, h, name); err != nil {
+					t.Errorf("its Unlock: %v", err)
+				}
+				if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+					t.Errorf("the lock is still there after the owner's Unlock (PTTL %dms)", redistest.PTTL(t, side, name))
+				}
+				if n := c.WatchdogStats().Holds; n != 0 {
+					t.Errorf("the watchdog still renews %d holds after the owner's Unlock", n)
+				}
+			})
+		}
+	})
+}

@@ -475,6 +475,22 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 	}
 }
 
+// forsake ends an attempt that took no hold: its requests that may still run (the late
+// ones, and a send whose reply was lost) are left with the client, whose next turn of the
+// owner on the lock gives back the holds they take (leases.Watchdog.LateLeft). Without
+// that, the owner's next Lock would count such a hold as its own, its Unlock would leave
+// it, and the watchdog would renew it for as long as the owner lived. An owner made for
+// the call has no next turn: such a hold runs out with its lease.
+func (a *attempt) forsake() {
+	n := a.late
+	if a.lost != nil {
+		n++
+	}
+	if n > 0 && a.carried != nil {
+		a.l.c.Watchdog.LateLeft(a.l.n.Lock, a.owner, n, a.lease)
+	}
+}
+
 // leave takes a queued waiter that gives up out of the queue at once: a fair waiter passes
 // its turn on if it had come, a preferred writer stops holding readers back. Best effort:
 // an entry left behind is skipped once it runs out.

@@ -136,9 +136,11 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 	if !wait || !l.hands() || !l.c.Hub.Lined(l.kind.channel(l, who)) || a.holds() {
 		var err error
 		if ttl, err = a.try(wctx); err != nil {
+			a.forsake()
 			return ctx, l.fail(op, err)
 		}
 		if ttl != 0 && !wait {
+			a.forsake()
 			return ctx, l.fail(op, lockerr.ErrLocked)
 		}
 	} else {
@@ -147,6 +149,7 @@ func (l *Lock) lock(ctx context.Context, op string, wait bool, s *lockopt.Settin
 	if ttl != 0 {
 		if err := a.waitFor(wctx, ttl, mark); err != nil {
 			a.leave(ctx)
+			a.forsake()
 			return ctx, l.fail(op, err)
 		}
 	}

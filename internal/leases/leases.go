@@ -416,7 +416,7 @@ func (w *Watchdog) drop(h *Hold, cause error) {
 	if h.late > 0 && cause != errAbandoned {
 		// Requests of the hold's that may still run outlive it: one that runs takes a hold
 		// the client does not know of, which the owner's next turn on the lock gives back.
-		w.lates[h.key] = lateLeft{n: h.late, until: time.Now().Add(2 * max(w.lease, h.deadline.Sub(h.since)))}
+		w.leaveLate(h.key, h.late, h.deadline.Sub(h.since))
 	}
 	if n := w.byOwner[h.who] - 1; n > 0 {
 		// The owner holds other locks, taken through this hold's context, which is their
@@ -925,12 +925,37 @@ func (t *Turn) Explained(n int64) {
 }
 
 // lateLeft is what the client remembers of a hold that ended while requests of its
-// acquisitions could still run late (Grant.Late): n of them, until a time by which any
-// hold they took has run out. A request held up on the way runs moments after its
-// resend, in practice: the end is two of the hold's leases on.
+// acquisitions could still run late (Grant.Late), or of an acquisition that ended without
+// one (LateLeft): n of them, until a time by which any hold they took has run out. A
+// request held up on the way runs moments after its resend, in practice: the end is two
+// leases on.
 type lateLeft struct {
 	n     int64
 	until time.Time
+}
+
+// LateLeft records that n requests of an acquisition of name by owner (a hash field) that
+// ended without a hold may still run, each taking a hold of lease: the owner's hold, if
+// the client knows of one, keeps them as its own late requests (Grant.Late); otherwise the
+// owner's next turn on the lock gives back what they took (see Turn.Late).
+func (w *Watchdog) LateLeft(name, owner string, n int64, lease time.Duration) {
+	k := holdKey{name, owner}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if h := w.holds[k]; h != nil {
+		h.late += n
+		return
+	}
+	w.leaveLate(k, n, lease)
+}
+
+// leaveLate adds n late requests, each taking a hold of lease, to those left for k (see
+// lateLeft). w.mu must be held.
+func (w *Watchdog) leaveLate(k holdKey, n int64, lease time.Duration) {
+	l := w.lates[k]
+	l.n += n
+	l.until = later(l.until, time.Now().Add(2*max(w.lease, lease)))
+	w.lates[k] = l
 }
 
 // lateOf returns the late requests left by the owner's last hold of the lock, k, that may
