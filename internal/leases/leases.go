@@ -1248,13 +1248,19 @@ func (w *Watchdog) earliestRenewable() (time.Time, bool) {
 	return first, !first.IsZero()
 }
 
-// expire ends every hold whose local deadline has passed.
+// expire ends every hold whose local deadline has passed, and forgets the late requests
+// left (lateLeft) whose holds have run out: an owner that never comes back leaves nothing.
 func (w *Watchdog) expire(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, h := range w.holds {
 		if !now.Before(h.deadline) {
 			w.drop(h, lockerr.ErrLeaseLost)
+		}
+	}
+	for k, l := range w.lates {
+		if now.After(l.until) {
+			delete(w.lates, k)
 		}
 	}
 }

@@ -272,3 +272,30 @@ func TestTurnOutlivesItsHold(t *testing.T) {
 		t.Error("b's context is live after its owner was abandoned")
 	}
 }
+
+// The late requests left by an acquisition without a hold (LateLeft) are kept while a hold
+// they take could still be in Redis, for the owner's next turn, and forgotten once it
+// could not: an owner that never comes back leaves nothing in the table.
+func TestLateLeftIsForgotten(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	const lease = 300 * time.Millisecond
+	w := newWatchdog(rc, lease, false, nil)
+	defer w.Close()
+	w.LateLeft("late", "o:1", 1, lease)
+	turn := w.Begin("late", "o:1")
+	if turn.Late != 1 {
+		t.Errorf("the owner's turn right after LateLeft has %d late requests; want 1", turn.Late)
+	}
+	turn.End()
+	redistest.Eventually(t, 10*time.Second, "the late requests left were never forgotten", func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return len(w.lates) == 0
+	})
+	turn = w.Begin("late", "o:1")
+	if turn.Late != 0 {
+		t.Errorf("the owner's turn two leases on has %d late requests; want 0", turn.Late)
+	}
+	turn.End()
+}
