@@ -297,12 +297,15 @@ func TestFixedLeaseNotRenewed(t *testing.T) {
 			return n == 0
 		})
 		after := stats.Calls(t)
-		// One EVALSHA for the acquisition; nothing else.
-		if calls := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]; calls != 1 {
-			t.Errorf("%d script calls; want the acquisition alone", calls)
+		// One EVALSHA for the acquisition, and no renewal. A check round (after the
+		// subscriber reconnected, which a loaded machine can make it do) looks at a fixed
+		// lease without extending it: its calls are allowed for, and count no renewal.
+		st := c.WatchdogStats()
+		if calls := after["evalsha"] + after["eval"] - before["evalsha"] - before["eval"]; calls < 1 || calls > 1+int64(st.Calls) {
+			t.Errorf("%d script calls, with %d of the watchdog's checks; want the acquisition alone", calls, st.Calls)
 		}
-		if st := c.WatchdogStats(); st.Calls != 0 {
-			t.Errorf("watchdog %+v sent renewals for a fixed lease", st)
+		if st.Renewed != 0 {
+			t.Errorf("watchdog %+v renewed a fixed lease", st)
 		}
 	})
 }

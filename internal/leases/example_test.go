@@ -193,11 +193,16 @@ func Example_stats() {
 	if err := rc.Do(ctx, rc.B().ScriptLoad().Script(script.RLockRenew().Source).Build()).Error(); err != nil {
 		log.Fatal(err)
 	}
-	const lease = 3 * time.Second // renewed every second
+	const lease = 6 * time.Second // renewed every two seconds
+	// The locks are taken first, so that the watchdog learns of all of them at once, well
+	// within its first period, however slow the machine is to take them.
+	grants := make([]leases.Grant, 150)
+	for i := range grants {
+		grants[i] = acquire(rc, "job:"+strconv.Itoa(i), "client-a:1", lease, false)
+		grants[i].Renew = true
+	}
 	w := leases.New(rc, lease, nil, nil)
-	for i := range 150 {
-		g := acquire(rc, "job:"+strconv.Itoa(i), "client-a:1", lease, false)
-		g.Renew = true
+	for _, g := range grants {
 		_, _ = w.Acquired(new(leases.Context), ctx, g)
 	}
 	waitUntil("a round of renewals", func() bool { return w.Stats().Renewed >= 150 })
