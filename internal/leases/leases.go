@@ -85,6 +85,9 @@ type Hold struct {
 	extra    string // the second key of the hold in a renewal call; "": none
 	count    int64  // the hold count as this client last learned it from Redis
 	late     int64  // requests that may still re-enter the hold: see Grant.Late
+	// lateUntil is when a hold that the late requests take would have run out: past it,
+	// they count for nothing (see lateLeft).
+	lateUntil time.Time
 	token    int64
 	fenced   bool
 	deadline time.Time
@@ -272,6 +275,9 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 			// A re-entry: the scripts never move the expiry earlier, so neither does the
 			// hold's deadline; and a hold that one acquisition asked to be renewed stays
 			// renewed until it is released.
+			if g.Late > old.late {
+				old.lateUntil = later(old.lateUntil, w.lateEnd(g.Lease)) // new ones
+			}
 			old.count, old.late = g.Count, g.Late
 			old.renew = old.renew || g.Renew
 			w.setDeadline(old, later(old.deadline, g.Sent.Add(g.Lease)))
@@ -305,6 +311,12 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 		dst.own = g.Fresh
 		dst.bind = &dst.own
 		w.watchLater(h, dst)
+	}
+	if h.late > 0 {
+		h.lateUntil = w.lateEnd(g.Lease)
+		if l, ok := w.lates[k]; ok && h.late <= l.n {
+			h.lateUntil = l.until // those the owner's last hold left, and no new ones
+		}
 	}
 	w.holds[k] = h
 	delete(w.lates, k) // they are the grant's now (Grant.Late counts the turn's)
@@ -416,7 +428,7 @@ func (w *Watchdog) drop(h *Hold, cause error) {
 	if h.late > 0 && cause != errAbandoned {
 		// Requests of the hold's that may still run outlive it: one that runs takes a hold
 		// the client does not know of, which the owner's next turn on the lock gives back.
-		w.leaveLate(h.key, h.late, h.deadline.Sub(h.since))
+		w.leaveLate(h.key, h.late, h.lateUntil)
 	}
 	if n := w.byOwner[h.who] - 1; n > 0 {
 		// The owner holds other locks, taken through this hold's context, which is their
@@ -853,7 +865,7 @@ func (w *Watchdog) Begin(name, owner string) Turn {
 		// TryLock never waits, so taking it under w.mu cannot deadlock with a turn's
 		// holder, which takes w.mu to say how its call went.
 		if h.op.TryLock() {
-			t.h, t.Count, t.Deadline, t.Late = h, h.count, h.deadline, h.late
+			t.h, t.Count, t.Deadline, t.Late = h, h.count, h.deadline, w.lateOfHold(h)
 			w.mu.Unlock()
 			return t
 		}
@@ -861,7 +873,7 @@ func (w *Watchdog) Begin(name, owner string) Turn {
 		h.op.Lock()
 		w.mu.Lock()
 		if h.ended.Load() == nil { // still in the table: see drop
-			t.h, t.Count, t.Deadline, t.Late = h, h.count, h.deadline, h.late
+			t.h, t.Count, t.Deadline, t.Late = h, h.count, h.deadline, w.lateOfHold(h)
 			w.mu.Unlock()
 			return t
 		}
@@ -928,7 +940,9 @@ func (t *Turn) Explained(n int64) {
 // acquisitions could still run late (Grant.Late), or of an acquisition that ended without
 // one (LateLeft): n of them, until a time by which any hold they took has run out. A
 // request held up on the way runs moments after its resend, in practice: the end is two
-// leases on.
+// leases after the request was sent (lateEnd), and passing from hold to hold does not
+// move it, so that an owner that locks again and again does not carry requests that
+// never ran, and read the count at every unlock for them, for as long as it lives.
 type lateLeft struct {
 	n     int64
 	until time.Time
@@ -944,18 +958,34 @@ func (w *Watchdog) LateLeft(name, owner string, n int64, lease time.Duration) {
 	defer w.mu.Unlock()
 	if h := w.holds[k]; h != nil {
 		h.late += n
+		h.lateUntil = later(h.lateUntil, w.lateEnd(lease))
 		return
 	}
-	w.leaveLate(k, n, lease)
+	w.leaveLate(k, n, w.lateEnd(lease))
 }
 
-// leaveLate adds n late requests, each taking a hold of lease, to those left for k (see
+// lateEnd is the lateUntil of late requests sent now, each taking a hold of lease.
+func (w *Watchdog) lateEnd(lease time.Duration) time.Time {
+	return time.Now().Add(2 * max(w.lease, lease))
+}
+
+// leaveLate adds n late requests, which count until until, to those left for k (see
 // lateLeft). w.mu must be held.
-func (w *Watchdog) leaveLate(k holdKey, n int64, lease time.Duration) {
+func (w *Watchdog) leaveLate(k holdKey, n int64, until time.Time) {
 	l := w.lates[k]
 	l.n += n
-	l.until = later(l.until, time.Now().Add(2*max(w.lease, lease)))
+	l.until = later(l.until, until)
 	w.lates[k] = l
+}
+
+// lateOfHold returns h's late requests, none once they can no longer take a hold: the
+// calls of a hold that lives long stop reading the count for requests that never ran.
+// w.mu must be held.
+func (w *Watchdog) lateOfHold(h *Hold) int64 {
+	if h.late > 0 && time.Now().After(h.lateUntil) {
+		h.late = 0
+	}
+	return h.late
 }
 
 // lateOf returns the late requests left by the owner's last hold of the lock, k, that may

@@ -299,3 +299,34 @@ func TestLateLeftIsForgotten(t *testing.T) {
 	}
 	turn.End()
 }
+
+// Late requests count until a hold they took would have run out, counted from when they
+// were sent, and passing from hold to hold does not move that: an owner that locks again
+// and again does not carry a request that never ran (its unlocks would read the count
+// for it) for as long as it lives.
+func TestLateRequestsCountFromTheirSend(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	const lease = 300 * time.Millisecond
+	w := newWatchdog(rc, lease, false, nil)
+	defer w.Close()
+	start := time.Now()
+	w.LateLeft("late", "o:1", 1, lease)
+	for time.Since(start) < 5*lease {
+		turn := w.Begin("late", "o:1")
+		late := turn.Late
+		// A hold taken in the turn keeps them (Grant.Late), and leaves them when released.
+		_, _ = w.Acquired(new(Context), context.Background(), Grant{Name: "late", Owner: "o:1", Who: "o:1", Count: 1,
+			Sent: time.Now(), Lease: lease, Renewal: script.RLockRenew(), Late: late})
+		turn.End()
+		w.Released("late", "o:1")
+		if late == 0 {
+			return
+		}
+		if time.Since(start) > 3*lease {
+			t.Fatalf("%v after the late request was sent, with the hold taken and released every 10ms, the owner's turn still counts %d late requests; want none past two leases", time.Since(start).Round(time.Millisecond), late)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("the late requests never stopped counting")
+}
