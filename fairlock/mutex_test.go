@@ -798,6 +798,64 @@ func TestLongestRefreshPeriod(t *testing.T) {
 	})
 }
 
+// Waiters of one fair lock may refresh at different periods (each FairLock handle sets its
+// own). A waiter with a short period that joins behind one with a long period, and then
+// leaves, must not take the queue's keys with it: the patient waiter is live, and a live
+// waiter is never evicted (docs/design.md, "The fair lock"). So the queue's expiry is only
+// ever pushed later, to the last live entry's deadline; and the holder's unlock wakes the
+// patient waiter at once, not at its next refresh.
+func TestShortRefreshKeepsLongerEntries(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const patientRefresh, hastyRefresh = 20 * time.Second, 20 * time.Millisecond
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		mu := c.FairLock("mixed")
+		holder, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		granted := make(chan string, 1)
+		var waiters sync.WaitGroup
+		t.Cleanup(waiters.Wait)
+		waiters.Add(1)
+		go func() {
+			defer waiters.Done()
+			held, err := mu.Lock(ctx, fairlock.WithRefreshPeriod(patientRefresh))
+			if err != nil {
+				granted <- "patient: " + err.Error()
+				return
+			}
+			granted <- "patient"
+			_ = mu.Unlock(held)
+		}()
+		redistest.Eventually(t, 5*time.Second, "patient waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "mixed")) == 1 })
+		patient := redistest.FairQueue(t, side, "mixed")[0]
+		hastyCtx, leave := context.WithCancel(ctx)
+		left := make(chan error, 1)
+		go func() {
+			_, err := mu.Lock(hastyCtx, fairlock.WithRefreshPeriod(hastyRefresh))
+			left <- err
+		}()
+		redistest.Eventually(t, 5*time.Second, "hasty waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "mixed")) == 2 })
+		leave()
+		if err := redistest.Recv(t, left, 10*time.Second, "the hasty waiter's return"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("hasty waiter: %v, want context.Canceled", err)
+		}
+		time.Sleep(10 * 2 * hastyRefresh) // ten of the hasty waiter's entry lifetimes
+		if q := redistest.FairQueue(t, side, "mixed"); len(q) != 1 || q[0] != patient {
+			t.Fatalf("after the hasty waiter left, the queue is %v; want the patient waiter [%s] still in it", q, patient)
+		}
+		if err := mu.Unlock(holder); err != nil {
+			t.Fatal(err)
+		}
+		// Well before the patient waiter's own refresh: the unlock wakes it.
+		if who := redistest.Recv(t, granted, patientRefresh/2, "the patient waiter's grant"); who != "patient" {
+			t.Fatalf("granted to %q; want the patient waiter", who)
+		}
+	})
+}
+
 // The fair lock answers Redisson's RLock questions as its own tests ask them
 // (RedissonFairLockTest: getHoldCount, isHeldByCurrentThread and isLocked, seen by the owner
 // and by another, re-entry through tryLock refused to another owner, unlock by a non-owner,

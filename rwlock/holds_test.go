@@ -608,6 +608,53 @@ func startWaitingWriter(t *testing.T, mu *rwlock.RWMutex, side rueidis.Client) <
 	return wrote
 }
 
+// Waiting writers of one lock may refresh at different periods (each RWLock handle sets
+// its own). One with a short period that waits beside one with a long period, and then
+// gives up, must not take the writers' zset with it: the patient writer still waits, and
+// while it does, new readers under writer preference wait too (docs/operations.md:
+// the zset expires two refresh periods after the last writer's refresh).
+func TestShortRefreshKeepsLongerWriters(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		pref := rwlock.WithWriterPreference()
+		const hastyRefresh = 20 * time.Millisecond
+		reader, err := c.RWLock("writers-mixed").RLock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		patient := startWaitingWriter(t, c.RWLock("writers-mixed", pref, rwlock.WithRefreshPeriod(20*time.Second)), side)
+		hastyCtx, leave := context.WithCancel(ctx)
+		left := make(chan error, 1)
+		go func() {
+			_, err := c.RWLock("writers-mixed", pref, rwlock.WithRefreshPeriod(hastyRefresh)).Lock(relock.NewOwner(hastyCtx))
+			left <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the hasty writer did not register as waiting", func() bool {
+			n, _ := redistest.Do(t, side, "ZCARD", "relock_rwlock_writers:{writers-mixed}").AsInt64()
+			return n == 2
+		})
+		leave()
+		if err := redistest.Recv(t, left, 10*time.Second, "the hasty writer's return"); !errors.Is(err, context.Canceled) {
+			t.Fatalf("hasty writer: %v, want context.Canceled", err)
+		}
+		time.Sleep(10 * 2 * hastyRefresh) // ten of the hasty writer's entry lifetimes
+		if n, _ := redistest.Do(t, side, "ZCARD", "relock_rwlock_writers:{writers-mixed}").AsInt64(); n != 1 {
+			t.Fatalf("after the hasty writer left, the writers' zset has %d entries; want the patient writer's", n)
+		}
+		if _, err := c.RWLock("writers-mixed", pref).TryRLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
+			t.Fatalf("a new reader while the patient writer waits: %v; want ErrLocked", err)
+		}
+		if err := c.RWLock("writers-mixed").RUnlock(reader); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, patient, 30*time.Second, "the patient writer's turn"); err != nil {
+			t.Fatalf("the patient writer: %v", err)
+		}
+	})
+}
+
 // A waiting writer that died holds readers back only until its entry runs out: the
 // readers come back then by themselves, since no unlock will ever announce that its turn
 // has passed.
