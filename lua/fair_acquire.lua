@@ -112,10 +112,13 @@ if ARGV[4] == '1' then
     redis.call('rpush', KEYS[2], ARGV[2])
   end
   redis.call('zadd', KEYS[3], now + tonumber(ARGV[3]), ARGV[2])
-  -- The queue outlives its last live waiter by one entry lifetime at most: no keys are
-  -- left behind when every waiter is gone.
-  redis.call('pexpire', KEYS[2], ARGV[3])
-  redis.call('pexpire', KEYS[3], ARGV[3])
+  -- The queue lives until the latest deadline in it, and no longer: no keys are left
+  -- behind when every waiter is gone. Waiters may refresh at different periods (each
+  -- client sets its own), so the expiry follows the latest entry, not the caller's: a
+  -- waiter with a short period must not cut short the entry of one with a long period.
+  local life = tonumber(redis.call('zrange', KEYS[3], -1, -1, 'withscores')[2]) - now
+  redis.call('pexpire', KEYS[2], life)
+  redis.call('pexpire', KEYS[3], life)
 end
 local pttl = redis.call('pttl', KEYS[1])
 if head and head ~= ARGV[2] and deadline and tonumber(deadline) > now then

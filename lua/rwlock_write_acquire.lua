@@ -81,7 +81,9 @@ if ARGV[4] == '1' then
   local time = redis.call('time')
   local now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
   redis.call('zadd', KEYS[2], now + tonumber(ARGV[5]), ARGV[2])
-  redis.call('pexpire', KEYS[2], ARGV[5])
+  -- The zset lives until its latest deadline: a writer with a short refresh period must
+  -- not cut short the entry of one with a long period (each client sets its own).
+  redis.call('pexpire', KEYS[2], tonumber(redis.call('zrange', KEYS[2], -1, -1, 'withscores')[2]) - now)
   return reply
 end
 return held(KEYS[1], KEYS[4], ARGV[6], ARGV[1])
