@@ -22,8 +22,9 @@
 //	relock.pubsub.reconnects           counter
 //	relock.pubsub.outage.duration      histogram, s
 //
-// relock.lock.kind is the kind of lock (observe.Kind: "lock", "fairlock", "read",
-// "write"). relock.lock.woken is what ended the wait: "message" (a release's wake-up),
+// relock.lock.kind is the kind of lock (observe.Kind: "lock", "fairlock", "spinlock",
+// "read", "write", or "lease" for a semaphore's leased permits, whose holds end as a
+// lock's do). relock.lock.woken is what ended the wait: "message" (a release's wake-up),
 // "lease" (the holder's lease was due to run out), "back_off" (a spin lock's waiter tried
 // again after its back-off), "handoff" (a release in the waiter's own client handed it the
 // lock) or "not_waited" (the lock was got without parking). relock.wakeups counts the acquisitions that parked, by what woke them:
