@@ -14,6 +14,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 )
@@ -770,4 +771,74 @@ func badInputCases() []badCase {
 		}
 	})
 	return cases
+}
+
+// Under maxmemory with noeviction, what docs/operations.md promises ("Settings that
+// matter"): a re-entry fails with Redis's OOM and changes nothing; a partial Unlock fails
+// (the hold's context ends, and the lock is left to its lease); renewals and an owner's
+// last unlock still work, since they only shrink what Redis keeps or move an expiry. The
+// acquisitions' refusal is the "maxmemory" case of TestBadInput.
+//
+// Guards against a renewal or a last unlock that writes something that grows memory (an
+// unlock latch, a touched field), which a full server refuses: every hold would then be
+// lost at its lease, and no lock could be released until memory is freed.
+func TestOutOfMemoryLeavesReleasesAndRenewals(t *testing.T) {
+	const lease = 3 * time.Second // the watchdog's: renewed every second
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
+		ctx := redistest.Context(t, time.Minute)
+		kinds := []holdKind{kindRLock, kindFair, kindWrite, kindRead}
+		partial := make([]context.Context, len(kinds)) // a fixed-lease hold re-entered: count 2
+		renewed := make([]context.Context, len(kinds)) // a watchdog hold of another lock
+		for i, k := range kinds {
+			held, err := k.lock(c, ctx, "oom-partial:"+k.name, time.Minute)
+			if err == nil {
+				partial[i], err = k.lock(c, held, "oom-partial:"+k.name, time.Minute)
+			}
+			if err == nil {
+				renewed[i], err = k.lock(c, relock.NewOwner(ctx), "oom-renewed:"+k.name, 0)
+			}
+			if err != nil {
+				t.Fatalf("%s: %v", k.name, err)
+			}
+		}
+		redistest.MustDo(t, side, "CONFIG", "SET", "maxmemory-policy", "noeviction")
+		redistest.MustDo(t, side, "CONFIG", "SET", "maxmemory", "1")
+		defer b.Server.Do(t, "CONFIG", "SET", "maxmemory", "0")
+		oom := func(what string, err error) {
+			t.Helper()
+			if err == nil || !strings.Contains(err.Error(), "OOM") {
+				t.Errorf("%s: %v; want Redis's OOM", what, err)
+			}
+		}
+		start := time.Now()
+		for i, k := range kinds {
+			key := "oom-partial:" + k.name
+			redistest.Unchanged(t, side, key, func() {
+				// A lease longer than the time left: a re-entry that ran would move the expiry.
+				_, err := k.lock(c, partial[i], key, 2*time.Minute)
+				oom(k.name+" re-entry", err)
+				oom(k.name+" partial unlock", k.unlock(c, partial[i], key))
+			})
+			if partial[i].Err() == nil {
+				t.Errorf("%s: the hold's context is live after its Unlock failed", k.name)
+			}
+		}
+		// Past a lease from the last renewal before the memory ran out: only renewals made
+		// since keep the holds.
+		time.Sleep(lease + lease/2 - time.Since(start))
+		for i, k := range kinds {
+			key := "oom-renewed:" + k.name
+			if err := context.Cause(renewed[i]); err != nil {
+				t.Errorf("%s: a renewed hold ended under maxmemory: %v", k.name, err)
+			}
+			if err := k.unlock(c, renewed[i], key); err != nil {
+				t.Errorf("%s: last unlock under maxmemory: %v", k.name, err)
+			}
+			if n, _ := redistest.Do(t, side, "EXISTS", key).AsInt64(); n != 0 {
+				t.Errorf("%s: the lock is still there after its last unlock", k.name)
+			}
+		}
+	})
 }
