@@ -81,16 +81,16 @@ type Hold struct {
 	renewal *script.Script // the script that renews holds of its kind (see Grant)
 	// anchor is the hold's context while its owner is not watched yet, the one reference
 	// the table has to it, and nil from then on: see watchLater.
-	anchor   *Context
-	extra    string // the second key of the hold in a renewal call; "": none
-	count    int64  // the hold count as this client last learned it from Redis
-	late     int64  // requests that may still re-enter the hold: see Grant.Late
+	anchor *Context
+	extra  string // the second key of the hold in a renewal call; "": none
+	count  int64  // the hold count as this client last learned it from Redis
+	late   int64  // requests that may still re-enter the hold: see Grant.Late
 	// lateUntil is when a hold that the late requests take would have run out: past it,
 	// they count for nothing (see lateLeft).
 	lateUntil time.Time
-	token    int64
-	fenced   bool
-	deadline time.Time
+	token     int64
+	fenced    bool
+	deadline  time.Time
 	// due mirrors deadline as nanoseconds since the watchdog's base time, so that the hold's
 	// context can check it without the watchdog's mutex.
 	due     atomic.Int64
