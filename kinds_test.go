@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
@@ -543,13 +545,6 @@ func TestFixedReentryKeepsRenewal(t *testing.T) {
 // the owner's next unlocks read nothing first (docs/design.md: only while late requests
 // stay with the hold do its unlocks read the count).
 func TestAcquireRunsLate(t *testing.T) {
-	kinds := []struct {
-		holdKind
-		acquire *script.Script
-	}{
-		{kindRLock, script.RLockAcquire()}, {kindSpin, script.RLockAcquire()}, {kindFair, script.FairAcquire()},
-		{kindWrite, script.RWLockWriteAcquire()}, {kindRead, script.RWLockReadAcquire()},
-	}
 	type then int
 	const (
 		unlock then = iota
@@ -567,16 +562,11 @@ func TestAcquireRunsLate(t *testing.T) {
 		{"re-entry then Close", true, closeClient},
 	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		for _, k := range kinds {
+		for _, k := range lateKinds {
 			for _, tc := range cases {
 				t.Run(k.name+"/"+tc.what, func(t *testing.T) {
 					name := "late-" + k.name
-					late := redistest.NewLateRequests(b.Client(t))
-					c, err := relock.New(late)
-					if err != nil {
-						t.Fatalf("relock.New: %v", err)
-					}
-					t.Cleanup(func() { _ = c.Close() })
+					late, c := lateClient(t, b)
 					side := b.Client(t)
 					ctx := redistest.Context(t, 30*time.Second)
 					// A first hold loads the script, so that the late request is the
@@ -669,38 +659,45 @@ func TestAcquireRunsLate(t *testing.T) {
 // counted both, and its Unlock released one: Unlock said nil, and the watchdog renewed the
 // other for as long as the owner lived.) For every kind whose holds an owner counts.
 func TestLateRequestAfterLastUnlock(t *testing.T) {
-	kinds := []struct {
-		holdKind
-		acquire *script.Script
-	}{
-		{kindRLock, script.RLockAcquire()}, {kindSpin, script.RLockAcquire()}, {kindFair, script.FairAcquire()},
-		{kindWrite, script.RWLockWriteAcquire()}, {kindRead, script.RWLockReadAcquire()},
-	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		for _, k := range kinds {
+		for _, k := range lateKinds {
 			for _, relock := range []bool{true, false} {
 				t.Run(fmt.Sprintf("%s/lock again %v", k.name, relock), func(t *testing.T) {
-					lateAfterLastUnlock(t, b, k.holdKind, k.acquire, relock)
+					lateAfterLastUnlock(t, b, k, relock)
 				})
 			}
 		}
 	})
 }
 
-// lateAfterLastUnlock is a case of TestLateRequestAfterLastUnlock: once the late request
-// has run, the owner locks again and unlocks (relock), or only unlocks, which finds no
-// hold of its own (ErrNotHeld) and gives the stray one back.
-func lateAfterLastUnlock(t *testing.T, b *redistest.Backend, k holdKind, acquire *script.Script, again bool) {
-	name := fmt.Sprintf("late-after-%s-%v", k.name, again)
+// lateKind is a kind whose holds an owner counts, with the script of its acquisitions,
+// which a test holds back (redistest.LateRequests) to make it run late.
+type lateKind struct {
+	holdKind
+	acquire *script.Script
+}
+
+var lateKinds = []lateKind{
+	{kindRLock, script.RLockAcquire()}, {kindSpin, script.RLockAcquire()}, {kindFair, script.FairAcquire()},
+	{kindWrite, script.RWLockWriteAcquire()}, {kindRead, script.RWLockReadAcquire()},
+}
+
+// lateClient returns a relock client on b whose requests the test can hold back.
+func lateClient(t *testing.T, b *redistest.Backend) (*redistest.LateRequests, *relock.Client) {
+	t.Helper()
 	late := redistest.NewLateRequests(b.Client(t))
 	c, err := relock.New(late)
 	if err != nil {
 		t.Fatalf("relock.New: %v", err)
 	}
 	t.Cleanup(func() { _ = c.Close() })
-	side := b.Client(t)
-	owner := relock.NewOwner(redistest.Context(t, 30*time.Second))
-	// A first hold loads the script, so that the late request is the acquisition.
+	return late, c
+}
+
+// warmLate takes and releases a hold of name for owner, which loads the kind's scripts:
+// the request a test then holds back is the acquisition itself.
+func warmLate(t *testing.T, c *relock.Client, k lateKind, owner context.Context, name string) {
+	t.Helper()
 	first, err := k.lock(c, owner, name, 0)
 	if err != nil {
 		t.Fatalf("Lock: %v", err)
@@ -708,7 +705,50 @@ func lateAfterLastUnlock(t *testing.T, b *redistest.Backend, k holdKind, acquire
 	if err := k.unlock(c, first, name); err != nil {
 		t.Fatalf("Unlock: %v", err)
 	}
-	arrived, send := late.HoldBroken(acquire.SHA1, name)
+}
+
+// wantStrayGivenBack checks, once a late request has left owner a hold of name that c
+// does not know of, that the owner's next Lock gives it back and its Unlock frees the
+// lock, with nothing left for the watchdog to renew.
+func wantStrayGivenBack(t *testing.T, c *relock.Client, side rueidis.Client, k lateKind, owner context.Context, name string) {
+	t.Helper()
+	if n, err := k.count(c, owner, name); err != nil || n != 1 {
+		t.Fatalf("the late request left %d holds of the owner (%v); want 1: the test proved nothing", n, err)
+	}
+	h, err := k.lock(c, owner, name, 0)
+	if err != nil {
+		t.Fatalf("the owner's next Lock: %v", err)
+	}
+	if n, err := k.count(c, h, name); err != nil || n != 1 {
+		t.Errorf("the owner's next Lock left it %d holds (%v); want the one it took", n, err)
+	}
+	if err := k.unlock(c, h, name); err != nil {
+		t.Errorf("its Unlock: %v", err)
+	}
+	wantFreed(t, c, side, name)
+}
+
+// wantFreed checks that name is gone from Redis and that c renews no hold.
+func wantFreed(t *testing.T, c *relock.Client, side rueidis.Client, name string) {
+	t.Helper()
+	if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+		t.Errorf("the lock is still there after the owner's Unlock (PTTL %dms)", redistest.PTTL(t, side, name))
+	}
+	if n := c.WatchdogStats().Holds; n != 0 {
+		t.Errorf("the watchdog still renews %d holds after the owner's Unlock", n)
+	}
+}
+
+// lateAfterLastUnlock is a case of TestLateRequestAfterLastUnlock: once the late request
+// has run, the owner locks again and unlocks (relock), or only unlocks, which finds no
+// hold of its own (ErrNotHeld) and gives the stray one back.
+func lateAfterLastUnlock(t *testing.T, b *redistest.Backend, k lateKind, again bool) {
+	name := fmt.Sprintf("late-after-%s-%v", k.name, again)
+	late, c := lateClient(t, b)
+	side := b.Client(t)
+	owner := relock.NewOwner(redistest.Context(t, 30*time.Second))
+	warmLate(t, c, k, owner, name)
+	arrived, send := late.HoldBroken(k.acquire.SHA1, name)
 	defer send()
 	held, err := k.lock(c, owner, name, 0)
 	select {
@@ -723,29 +763,17 @@ func lateAfterLastUnlock(t *testing.T, b *redistest.Backend, k holdKind, acquire
 		t.Fatalf("Unlock before the late request ran: %v", err)
 	}
 	send()
+	if again {
+		wantStrayGivenBack(t, c, side, k, owner, name)
+		return
+	}
 	if n, err := k.count(c, owner, name); err != nil || n != 1 {
 		t.Fatalf("the late request left %d holds of the owner (%v); want 1: the test proved nothing", n, err)
 	}
-	if again {
-		h, err := k.lock(c, owner, name, 0)
-		if err != nil {
-			t.Fatalf("the owner's next Lock: %v", err)
-		}
-		if n, err := k.count(c, h, name); err != nil || n != 1 {
-			t.Errorf("the owner's next Lock left it %d holds (%v); want the one it took", n, err)
-		}
-		if err := k.unlock(c, h, name); err != nil {
-			t.Errorf("its Unlock: %v", err)
-		}
-	} else if err := k.unlock(c, owner, name); !errors.Is(err, relock.ErrNotHeld) {
+	if err := k.unlock(c, owner, name); !errors.Is(err, relock.ErrNotHeld) {
 		t.Errorf("the owner's Unlock of no hold it took: %v; want ErrNotHeld", err)
 	}
-	if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
-		t.Errorf("the lock is still there after the owner's Unlock (PTTL %dms)", redistest.PTTL(t, side, name))
-	}
-	if n := c.WatchdogStats().Holds; n != 0 {
-		t.Errorf("the watchdog still renews %d holds after the owner's Unlock", n)
-	}
+	wantFreed(t, c, side, name)
 }
 
 // An acquisition that fails (the lock was held: TryLock's ErrLocked) may have sent a
@@ -753,13 +781,6 @@ func lateAfterLastUnlock(t *testing.T, b *redistest.Backend, k holdKind, acquire
 // client does not know of. The owner's next Lock gives it back, as after a last Unlock
 // (TestLateRequestAfterLastUnlock): its Unlock then frees the lock.
 func TestLateRequestOfAFailedLock(t *testing.T) {
-	kinds := []struct {
-		holdKind
-		acquire *script.Script
-	}{
-		{kindRLock, script.RLockAcquire()}, {kindSpin, script.RLockAcquire()}, {kindFair, script.FairAcquire()},
-		{kindWrite, script.RWLockWriteAcquire()},
-	}
 	try := map[string]func(c *relock.Client, ctx context.Context, n string) error{
 		"rlock": func(c *relock.Client, ctx context.Context, n string) error { return keep(c.Lock(n).TryLock(ctx)) },
 		"spin":  func(c *relock.Client, ctx context.Context, n string) error { return keep(c.SpinLock(n).TryLock(ctx)) },
@@ -767,27 +788,18 @@ func TestLateRequestOfAFailedLock(t *testing.T) {
 		"write": func(c *relock.Client, ctx context.Context, n string) error { return keep(c.RWLock(n).TryLock(ctx)) },
 	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		for _, k := range kinds {
+		for _, k := range lateKinds {
+			if try[k.name] == nil {
+				continue // readers share the lock: a reader's TryLock does not fail
+			}
 			t.Run(k.name, func(t *testing.T) {
 				name := "late-failed-" + k.name
-				late := redistest.NewLateRequests(b.Client(t))
-				c, err := relock.New(late)
-				if err != nil {
-					t.Fatalf("relock.New: %v", err)
-				}
-				t.Cleanup(func() { _ = c.Close() })
+				late, c := lateClient(t, b)
 				other := relocktest.New(t, b)
 				side := b.Client(t)
 				ctx := redistest.Context(t, 30*time.Second)
 				owner := relock.NewOwner(ctx)
-				// A first hold loads the script, so that the late request is the acquisition.
-				first, err := k.lock(c, owner, name, 0)
-				if err != nil {
-					t.Fatalf("Lock: %v", err)
-				}
-				if err := k.unlock(c, first, name); err != nil {
-					t.Fatalf("Unlock: %v", err)
-				}
+				warmLate(t, c, k, owner, name)
 				held, err := k.lock(other, relock.NewOwner(ctx), name, 0)
 				if err != nil {
 					t.Fatalf("another client's Lock: %v", err)
@@ -807,25 +819,7 @@ func TestLateRequestOfAFailedLock(t *testing.T) {
 					t.Fatalf("the other client's Unlock: %v", err)
 				}
 				send()
-				if n, err := k.count(c, owner, name); err != nil || n != 1 {
-					t.Fatalf("the late request left %d holds of the owner (%v); want 1: the test proved nothing", n, err)
-				}
-				h, err := k.lock(c, owner, name, 0)
-				if err != nil {
-					t.Fatalf("the owner's next Lock: %v", err)
-				}
-				if n, err := k.count(c, h, name); err != nil || n != 1 {
-					t.Errorf("the owner's next Lock left it %d holds (%v); want the one it took", n, err)
-				}
-				if err := k.unlock(c, h, name); err != nil {
-					t.Errorf("its Unlock: %v", err)
-				}
-				if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
-					t.Errorf("the lock is still there after the owner's Unlock (PTTL %dms)", redistest.PTTL(t, side, name))
-				}
-				if n := c.WatchdogStats().Holds; n != 0 {
-					t.Errorf("the watchdog still renews %d holds after the owner's Unlock", n)
-				}
+				wantStrayGivenBack(t, c, side, k, owner, name)
 			})
 		}
 	})
