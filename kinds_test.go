@@ -584,11 +584,7 @@ func TestAcquireRunsLate(t *testing.T) {
 					arrived, send := late.HoldBroken(k.acquire.SHA1, name)
 					defer send()
 					held, err := k.lock(c, ctx, name, 0)
-					select {
-					case <-arrived:
-					default:
-						t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
-					}
+					redistest.Arrived(t, arrived, "Lock", err)
 					if err != nil {
 						t.Fatalf("Lock whose first request was held up: %v", err)
 					}
@@ -751,11 +747,7 @@ func lateAfterLastUnlock(t *testing.T, b *redistest.Backend, k lateKind, again b
 	arrived, send := late.HoldBroken(k.acquire.SHA1, name)
 	defer send()
 	held, err := k.lock(c, owner, name, 0)
-	select {
-	case <-arrived:
-	default:
-		t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
-	}
+	redistest.Arrived(t, arrived, "Lock", err)
 	if err != nil {
 		t.Fatalf("Lock whose first request was held up: %v", err)
 	}
@@ -807,11 +799,7 @@ func TestLateRequestOfAFailedLock(t *testing.T) {
 				arrived, send := late.HoldBroken(k.acquire.SHA1, name)
 				defer send()
 				err = try[k.name](c, owner, name)
-				select {
-				case <-arrived:
-				default:
-					t.Fatalf("TryLock sent no acquisition to hold back (%v): the test proved nothing", err)
-				}
+				redistest.Arrived(t, arrived, "TryLock", err)
 				if !errors.Is(err, relock.ErrLocked) {
 					t.Fatalf("TryLock of a held lock whose first request was held up: %v; want ErrLocked", err)
 				}

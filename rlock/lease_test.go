@@ -517,11 +517,7 @@ func TestFailedUnlockOfALateHoldStopsRenewal(t *testing.T) {
 	// The first request is never sent: it stays one that may still run.
 	arrived, _ := late.HoldBroken(script.RLockAcquire().SHA1, "late-orphan")
 	held, err := mu.Lock(ctx)
-	select {
-	case <-arrived:
-	default:
-		t.Fatalf("Lock sent no acquisition to hold back (%v): the test proved nothing", err)
-	}
+	redistest.Arrived(t, arrived, "Lock", err)
 	if err != nil {
 		t.Fatalf("Lock whose first request was held up: %v", err)
 	}

@@ -288,11 +288,7 @@ func TestReleaseLeaseResentFindsItPartlyGone(t *testing.T) {
 		arrived, send := late.HoldBroken(script.SemaphoreReturn().SHA1, "redisson_sc:{"+name+"}")
 		defer send() // it finds none of the lease's permits then
 		err = s.ReleaseLease(held)
-		select {
-		case <-arrived:
-		default:
-			t.Fatalf("ReleaseLease sent no return to hold back (%v): the test proved nothing", err)
-		}
+		redistest.Arrived(t, arrived, "ReleaseLease", err)
 		wantErr(t, err, relock.ErrNotHeld, name)
 		wantValue(t, side, name, "2")
 		if zs := leased(t, side, name); len(zs) != 0 {

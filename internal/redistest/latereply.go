@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -70,6 +71,17 @@ func (r *LateRequests) Hold(markers ...string) (arrived <-chan struct{}, send fu
 // first request.
 func (r *LateRequests) HoldBroken(markers ...string) (arrived <-chan struct{}, send func()) {
 	return r.hold(true, markers)
+}
+
+// Arrived fails t unless the request a Hold holds back has come (arrived is closed): a
+// call that sent none proved nothing. call names it, and err is what it returned.
+func Arrived(t testing.TB, arrived <-chan struct{}, call string, err error) {
+	t.Helper()
+	select {
+	case <-arrived:
+	default:
+		t.Fatalf("%s sent no request to hold back (%v): the test proved nothing", call, err)
+	}
 }
 
 func (r *LateRequests) hold(broken bool, markers []string) (arrived <-chan struct{}, send func()) {
