@@ -194,6 +194,12 @@ func TestTorture(t *testing.T) {
 	for _, f := range allFaults {
 		c := cfg
 		c.faults = []fault{f}
+		if f == faultStop {
+			// A stop lands in a section about half the time (the worker may be waiting on
+			// Redis instead), and takes some four seconds: the workers run long enough
+			// for a few.
+			c.iters *= 3
+		}
 		runs = append(runs, struct {
 			name string
 			cfg  config
@@ -289,8 +295,7 @@ type deletion struct {
 type pause struct {
 	worker     string
 	stop, cont int64
-	// held: the worker's client still held a lock a moment into the stop, so the stop
-	// froze a held section, as far as the run can tell before it reads the history.
+	// held: the worker's history shows a section the stop froze while held (froze).
 	held bool
 }
 
@@ -346,16 +351,13 @@ func (h *harness) running() []*worker {
 }
 
 // clientOf returns the relock client id of w, once its first record is written.
-// holds reports whether w's client holds any of the run's locks now.
-func (h *harness) holds(w *worker) bool {
-	client := h.clientOf(w)
-	for _, kind := range kinds {
-		fields, err := h.lock.Do(h.t, "HKEYS", lockKey(lockName, kind)).AsStrSlice()
-		if err != nil {
-			continue
-		}
-		for _, f := range fields {
-			if c, _, _ := strings.Cut(f, ":"); c == client {
+// froze reports whether the stop p of w froze one of its sections while held, as the
+// run's end tells from the history (see run): it reads w's history until the section
+// frozen, if any, has ended and been written, at most a second after the SIGCONT.
+func (h *harness) froze(w *worker, p pause) bool {
+	for end := time.Now().Add(time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		for _, r := range readHistory(h.t, w.history, -1) {
+			if r.Held() && r.Acq <= p.stop && r.Check >= p.cont {
 				return true
 			}
 		}
@@ -464,9 +466,9 @@ func (h *harness) wantsFault() bool {
 }
 
 // unlanded returns the faults of the run that have not landed yet. A stop is taken for
-// landed here once its worker's client was seen holding a lock during it (the worker may
-// have let go between holder's look and the SIGSTOP, more often on a loaded machine);
-// whether it froze a held section is known from the history at the end.
+// landed here once its worker's history shows a section it froze while held (froze): the
+// worker may be between sections when stopped (waiting on Redis in Lock or Unlock, or
+// having let go since the holder's look), more often on a loaded machine.
 func (h *harness) unlanded() []fault {
 	var out []fault
 	for _, f := range h.cfg.faults {
@@ -508,13 +510,10 @@ func (h *harness) inject(f fault) {
 		if err := w.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 			return
 		}
-		// A moment in, an unlock the worker sent before it stopped has run.
-		const settle = 100 * time.Millisecond
-		time.Sleep(settle)
-		p.held = h.holds(w)
-		time.Sleep(pastLease - settle)
+		time.Sleep(pastLease)
 		_ = w.cmd.Process.Signal(syscall.SIGCONT)
 		p.cont = time.Now().UnixNano()
+		p.held = h.froze(w, p)
 		h.pauses = append(h.pauses, p) // landed if it froze a held section (see run)
 	case faultBlackhole:
 		w := h.holder()
