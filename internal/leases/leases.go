@@ -81,16 +81,13 @@ type Hold struct {
 	renewal *script.Script // the script that renews holds of its kind (see Grant)
 	// anchor is the hold's context while its owner is not watched yet, the one reference
 	// the table has to it, and nil from then on: see watchLater.
-	anchor *Context
-	extra  string // the second key of the hold in a renewal call; "": none
-	count  int64  // the hold count as this client last learned it from Redis
-	late   int64  // requests that may still re-enter the hold: see Grant.Late
-	// lateUntil is when a hold that the late requests take would have run out: past it,
-	// they count for nothing (see lateLeft).
-	lateUntil time.Time
-	token     int64
-	fenced    bool
-	deadline  time.Time
+	anchor   *Context
+	extra    string   // the second key of the hold in a renewal call; "": none
+	count    int64    // the hold count as this client last learned it from Redis
+	late     lateLeft // requests that may still re-enter the hold: see Grant.Late
+	token    int64
+	fenced   bool
+	deadline time.Time
 	// due mirrors deadline as nanoseconds since the watchdog's base time, so that the hold's
 	// context can check it without the watchdog's mutex.
 	due     atomic.Int64
@@ -275,10 +272,10 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 			// A re-entry: the scripts never move the expiry earlier, so neither does the
 			// hold's deadline; and a hold that one acquisition asked to be renewed stays
 			// renewed until it is released.
-			if g.Late > old.late {
-				old.lateUntil = later(old.lateUntil, w.lateEnd(g.Lease)) // new ones
+			if g.Late > old.late.n {
+				old.late.until = later(old.late.until, w.lateEnd(g.Lease)) // new ones
 			}
-			old.count, old.late = g.Count, g.Late
+			old.count, old.late.n = g.Count, g.Late
 			old.renew = old.renew || g.Renew
 			w.setDeadline(old, later(old.deadline, g.Sent.Add(g.Lease)))
 			if g.KeepsWrite {
@@ -312,10 +309,10 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 		dst.bind = &dst.own
 		w.watchLater(h, dst)
 	}
-	if h.late > 0 {
-		h.lateUntil = w.lateEnd(g.Lease)
-		if l, ok := w.lates[k]; ok && h.late <= l.n {
-			h.lateUntil = l.until // those the owner's last hold left, and no new ones
+	if h.late.n > 0 {
+		h.late.until = w.lateEnd(g.Lease)
+		if l, ok := w.lates[k]; ok && h.late.n <= l.n {
+			h.late.until = l.until // those the owner's last hold left, and no new ones
 		}
 	}
 	w.holds[k] = h
@@ -378,7 +375,7 @@ func (w *Watchdog) watchPending() {
 // newHold returns the hold that the grant g starts, not yet in the table.
 func newHold(w *Watchdog, k holdKey, g *Grant) *Hold {
 	h := &Hold{key: k, renew: g.Renew, renewal: g.Renewal, extra: g.Extra, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1,
-		late: g.Late, who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock}
+		late: lateLeft{n: g.Late}, who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock}
 	w.setDeadline(h, g.Sent.Add(g.Lease))
 	return h
 }
@@ -425,10 +422,10 @@ const writeSuffix = ":write"
 // w.mu must be held.
 func (w *Watchdog) drop(h *Hold, cause error) {
 	delete(w.holds, h.key)
-	if h.late > 0 && cause != errAbandoned {
+	if h.late.n > 0 && cause != errAbandoned {
 		// Requests of the hold's that may still run outlive it: one that runs takes a hold
 		// the client does not know of, which the owner's next turn on the lock gives back.
-		w.leaveLate(h.key, h.late, h.lateUntil)
+		w.leaveLate(h.key, h.late)
 	}
 	if n := w.byOwner[h.who] - 1; n > 0 {
 		// The owner holds other locks, taken through this hold's context, which is their
@@ -865,7 +862,7 @@ func (w *Watchdog) Begin(name, owner string) Turn {
 		// TryLock never waits, so taking it under w.mu cannot deadlock with a turn's
 		// holder, which takes w.mu to say how its call went.
 		if h.op.TryLock() {
-			t.h, t.Count, t.Deadline, t.Late = h, h.count, h.deadline, w.lateOfHold(h)
+			t.h, t.Count, t.Deadline, t.Late = h, h.count, h.deadline, h.late.current()
 			w.mu.Unlock()
 			return t
 		}
@@ -873,7 +870,7 @@ func (w *Watchdog) Begin(name, owner string) Turn {
 		h.op.Lock()
 		w.mu.Lock()
 		if h.ended.Load() == nil { // still in the table: see drop
-			t.h, t.Count, t.Deadline, t.Late = h, h.count, h.deadline, w.lateOfHold(h)
+			t.h, t.Count, t.Deadline, t.Late = h, h.count, h.deadline, h.late.current()
 			w.mu.Unlock()
 			return t
 		}
@@ -925,7 +922,7 @@ func (t *Turn) Explained(n int64) {
 	t.w.mu.Lock()
 	defer t.w.mu.Unlock()
 	if h := t.hold(); h != nil {
-		h.late = max(h.late-n, 0)
+		h.late.n = max(h.late.n-n, 0)
 	} else if l, ok := t.w.lates[t.k]; ok {
 		if l.n -= n; l.n > 0 {
 			t.w.lates[t.k] = l
@@ -948,6 +945,22 @@ type lateLeft struct {
 	until time.Time
 }
 
+// current returns how many late requests still count: none once they can no longer take
+// a hold, and then l forgets them (the calls of a hold that lives long stop reading the
+// count for requests that never ran).
+func (l *lateLeft) current() int64 {
+	if l.n > 0 && time.Now().After(l.until) {
+		*l = lateLeft{}
+	}
+	return l.n
+}
+
+// add counts more late requests, which count until until.
+func (l *lateLeft) add(more lateLeft) {
+	l.n += more.n
+	l.until = later(l.until, more.until)
+}
+
 // LateLeft records that n requests of an acquisition of name by owner (a hash field) that
 // ended without a hold may still run, each taking a hold of lease: the owner's hold, if
 // the client knows of one, keeps them as its own late requests (Grant.Late); otherwise the
@@ -956,48 +969,40 @@ func (w *Watchdog) LateLeft(name, owner string, n int64, lease time.Duration) {
 	k := holdKey{name, owner}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	more := lateLeft{n: n, until: w.lateEnd(lease)}
 	if h := w.holds[k]; h != nil {
-		h.late += n
-		h.lateUntil = later(h.lateUntil, w.lateEnd(lease))
+		h.late.add(more)
 		return
 	}
-	w.leaveLate(k, n, w.lateEnd(lease))
+	w.leaveLate(k, more)
 }
 
-// lateEnd is the lateUntil of late requests sent now, each taking a hold of lease.
+// lateEnd is the end (lateLeft.until) of late requests sent now, each taking a hold of
+// lease.
 func (w *Watchdog) lateEnd(lease time.Duration) time.Time {
 	return time.Now().Add(2 * max(w.lease, lease))
 }
 
-// leaveLate adds n late requests, which count until until, to those left for k (see
-// lateLeft). w.mu must be held.
-func (w *Watchdog) leaveLate(k holdKey, n int64, until time.Time) {
+// leaveLate adds late requests to those left for k, of which the client knows no hold.
+// w.mu must be held.
+func (w *Watchdog) leaveLate(k holdKey, more lateLeft) {
 	l := w.lates[k]
-	l.n += n
-	l.until = later(l.until, until)
+	l.add(more)
 	w.lates[k] = l
 }
 
-// lateOfHold returns h's late requests, none once they can no longer take a hold: the
-// calls of a hold that lives long stop reading the count for requests that never ran.
-// w.mu must be held.
-func (w *Watchdog) lateOfHold(h *Hold) int64 {
-	if h.late > 0 && time.Now().After(h.lateUntil) {
-		h.late = 0
-	}
-	return h.late
-}
-
-// lateOf returns the late requests left by the owner's last hold of the lock, k, that may
-// still count a hold: a first-level turn gives back what they took (see Turn.Late). w.mu
-// must be held.
+// lateOf returns the late requests left for k that still count: a first-level turn gives
+// back what they took (see Turn.Late). w.mu must be held.
 func (w *Watchdog) lateOf(k holdKey) int64 {
 	l, ok := w.lates[k]
-	if ok && time.Now().After(l.until) {
-		delete(w.lates, k)
+	if !ok {
 		return 0
 	}
-	return l.n
+	n := l.current()
+	if n == 0 {
+		delete(w.lates, k)
+	}
+	return n
 }
 
 // Unlocked records that the call in this turn released one of several holds: the owner
