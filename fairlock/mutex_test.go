@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -46,9 +47,66 @@ func worker(addr, name string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
-	_, err = c.FairLock(name, fairlock.WithRefreshPeriod(200*time.Millisecond)).Lock(context.Background())
+	if os.Getenv("RELOCK_FAIR_GATED") != "" {
+		_, _ = io.Copy(io.Discard, os.Stdin) // connected; queue when the test closes stdin
+	}
+	_, err = c.FairLock(name, fairlock.WithRefreshPeriod(workerRefresh)).Lock(context.Background())
 	fmt.Fprintln(os.Stderr, "worker acquired, which it should not have before being killed:", err)
 	return 3
+}
+
+// workerRefresh is the refresh period of a worker process's waiter.
+const workerRefresh = 200 * time.Millisecond
+
+// waiterProcess is a worker process (see worker) queued, or about to be, for a fair lock.
+// Killed, it leaves its queue entry behind, as a crashed process does.
+type waiterProcess struct {
+	cmd    *exec.Cmd
+	gate   io.WriteCloser  // the process's stdin, when gated
+	stderr strings.Builder // read once the process has exited
+	exited chan struct{}
+}
+
+// startWaiterProcess starts a worker process that queues for the fair lock name on b; a
+// gated one connects and waits for open before it asks for the lock. It is killed at t's
+// cleanup if the test has not killed it.
+func startWaiterProcess(t *testing.T, b *redistest.Backend, name string, gated bool) *waiterProcess {
+	t.Helper()
+	addr := b.Addr
+	if b.Cluster != nil {
+		addr = strings.Join(b.Cluster.Addrs(), ",")
+	}
+	w := &waiterProcess{cmd: exec.Command(os.Args[0], "-test.run=^$"), exited: make(chan struct{})}
+	w.cmd.Env = append(os.Environ(), "RELOCK_FAIR_WORKER="+addr, "RELOCK_FAIR_NAME="+name)
+	w.cmd.Stderr = &w.stderr
+	if gated {
+		w.cmd.Env = append(w.cmd.Env, "RELOCK_FAIR_GATED=1")
+		var err error
+		if w.gate, err = w.cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = w.cmd.Wait()
+		close(w.exited)
+	}()
+	t.Cleanup(func() { w.kill(t) })
+	return w
+}
+
+// open lets a gated process ask for the lock.
+func (w *waiterProcess) open() { _ = w.gate.Close() }
+
+// kill kills the process (SIGKILL: it leaves nothing) if it still runs, waits for it to
+// exit, and reports whether it had acquired the lock.
+func (w *waiterProcess) kill(t testing.TB) (acquired bool) {
+	t.Helper()
+	_ = w.cmd.Process.Kill()
+	redistest.Recv(t, w.exited, 10*time.Second, "the worker process's exit")
+	return strings.Contains(w.stderr.String(), "acquired")
 }
 
 // wakeCounter counts the wake-up messages published on a lock's waiter channels.
@@ -264,24 +322,14 @@ func TestLiveWaiterNeverEvicted(t *testing.T) {
 // two refresh periods of the holder's unlock.
 func TestKilledWaiterSkipped(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const refresh = 200 * time.Millisecond // the worker's
+		const refresh = workerRefresh
 		c := relocktest.New(t, b)
 		side := b.Client(t)
 		holder, err := c.FairLock("killed").Lock(redistest.Context(t, time.Minute))
 		if err != nil {
 			t.Fatal(err)
 		}
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		addr := b.Addr
-		if b.Cluster != nil {
-			addr = strings.Join(b.Cluster.Addrs(), ",")
-		}
-		cmd.Env = append(os.Environ(), "RELOCK_FAIR_WORKER="+addr, "RELOCK_FAIR_NAME=killed")
-		var stderr strings.Builder
-		cmd.Stderr = &stderr
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
+		w := startWaiterProcess(t, b, "killed", false)
 		redistest.Eventually(t, 10*time.Second, "worker process not queued", func() bool { return len(redistest.FairQueue(t, side, "killed")) == 1 })
 		// The waiter behind keeps the default refresh period of 5s: it must not need its
 		// own refresh to notice that the dead waiter's turn has passed.
@@ -293,12 +341,8 @@ func TestKilledWaiterSkipped(t *testing.T) {
 			behind <- err
 		}()
 		redistest.Eventually(t, 5*time.Second, "second waiter not queued", func() bool { return len(redistest.FairQueue(t, side, "killed")) == 2 })
-		if err := cmd.Process.Kill(); err != nil {
-			t.Fatal(err)
-		}
-		_ = cmd.Wait()
-		if strings.Contains(stderr.String(), "acquired") {
-			t.Fatalf("worker: %s", stderr.String())
+		if w.kill(t) {
+			t.Fatalf("worker: %s", w.stderr.String())
 		}
 		unlocked := time.Now()
 		if err := c.FairLock("killed").Unlock(holder); err != nil {
