@@ -220,15 +220,16 @@ func TestReadUnlockBringsTheLockBackToTheReaderLeft(t *testing.T) {
 	})
 }
 
-// One owner reads on a 4s lease, re-enters 3s later on another 4s lease and releases the
-// re-entry. In Redisson the first hold then ends at its own 4s, and the owner's write
-// TryLock at 5s succeeds. In relock a fixed lease ends all read holds of one owner
-// together, at the latest end any was promised (package rwlock's Option; the migration
-// guide: a re-entry never shortens a hold, an unlock that leaves holds keeps the expiry):
-// at 5s the owner still reads, so its TryLock is an upgrade, and the lock frees at 7s.
+// One owner reads on a 6s lease, re-enters 3s later on another 6s lease and releases the
+// re-entry (Redisson: 4s leases, 3s apart). In Redisson the first hold then ends at its
+// own 6s, and the owner's write TryLock after it succeeds. In relock a fixed lease ends
+// all read holds of one owner together, at the latest end any was promised (package
+// rwlock's Option; the migration guide: a re-entry never shortens a hold, an unlock that
+// leaves holds keeps the expiry): at 7.5s the owner still reads, so its TryLock is an
+// upgrade, and the lock frees at 9s.
 func TestReadReentryLeaseEndsWithTheLatest(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const lease = 4 * time.Second
+		const lease = 6 * time.Second
 		mu := relocktest.New(t, b).RWLock("ported:read-lease")
 		own := relock.NewOwner(redistest.Context(t, time.Minute))
 		start := time.Now()
@@ -244,10 +245,10 @@ func TestReadReentryLeaseEndsWithTheLatest(t *testing.T) {
 		if err := mu.RUnlock(again); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Until(start.Add(5 * time.Second)))
-		rHoldCount(t, mu, own, "5s in, past the first hold's own lease", 1)
+		time.Sleep(time.Until(start.Add(7500 * time.Millisecond)))
+		rHoldCount(t, mu, own, "7.5s in, past the first hold's own lease", 1)
 		if _, err := mu.TryLock(own); !errors.Is(err, relock.ErrUpgrade) {
-			t.Fatalf("the reader's write TryLock 5s in: %v; want ErrUpgrade", err)
+			t.Fatalf("the reader's write TryLock 7.5s in: %v; want ErrUpgrade", err)
 		}
 		redistest.Eventually(t, 15*time.Second, "the read hold never ran out", func() bool {
 			n, err := mu.RHoldCount(own)
@@ -589,7 +590,7 @@ func TestReaderSharesAFixedLeaseReadHold(t *testing.T) {
 // timeout, as its renewals have stopped.
 func TestWriteHoldOfAClosedClientRunsOut(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const name, watchdog = "ported:auto-expire", 2 * time.Second
+		const name, watchdog = "ported:auto-expire", 5 * time.Second
 		closing := relocktest.New(t, b, relock.WithWatchdogTimeout(watchdog), relock.WithReleaseOnClose(false))
 		if _, err := closing.RWLock(name).Lock(redistest.Context(t, time.Minute)); err != nil {
 			t.Fatal(err)
