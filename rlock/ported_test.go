@@ -575,7 +575,8 @@ func TestPortedRenewalAfterAReentrantCycle(t *testing.T) {
 // Four owners take and release one lock in a loop while their contexts are cancelled
 // without pause, for 3s. Every Lock either fails (and the Unlock after it finds nothing)
 // or returns a hold that its Unlock releases: once they stop, nothing is held, nothing was
-// abandoned, and the key is gone three watchdog timeouts later.
+// abandoned, and the key is still gone three watchdog timeouts later (no renewal of a
+// hold nobody knows brought it back).
 func TestPortedCancelStormLeavesNoHold(t *testing.T) {
 	const (
 		wd      = time.Second
@@ -639,6 +640,11 @@ func TestPortedCancelStormLeavesNoHold(t *testing.T) {
 		if st := c.WatchdogStats(); st.Holds != 0 || st.Abandoned != 0 {
 			t.Errorf("after the storm the watchdog knows %d holds and abandoned %d; want none", st.Holds, st.Abandoned)
 		}
+		// Every Lock that returned a hold was unlocked, and one that failed took nothing:
+		// the lock is free as soon as the workers are done.
+		if locked, err := c.Lock(name).IsLocked(context.Background()); locked || err != nil {
+			t.Errorf("IsLocked once the workers are done = %v, %v; want false", locked, err)
+		}
 		time.Sleep(3 * wd)
 		if locked, err := c.Lock(name).IsLocked(context.Background()); locked || err != nil {
 			t.Errorf("IsLocked three watchdog timeouts after the storm = %v, %v; want false", locked, err)
@@ -692,6 +698,9 @@ func TestPortedCancelledTryLockLeavesNoHold(t *testing.T) {
 		}
 		if st := c.WatchdogStats(); st.Holds != 0 || st.Abandoned != 0 {
 			t.Errorf("after the cancelled TryLocks the watchdog knows %d holds and abandoned %d; want none", st.Holds, st.Abandoned)
+		}
+		if locked, err := mu.IsLocked(context.Background()); locked || err != nil {
+			t.Errorf("IsLocked just after the cancelled TryLocks = %v, %v; want false", locked, err)
 		}
 		time.Sleep(500*time.Millisecond + 3*wd)
 		if locked, err := mu.IsLocked(context.Background()); locked || err != nil {
