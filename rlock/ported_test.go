@@ -627,7 +627,9 @@ func TestPortedCancelStormLeavesNoHold(t *testing.T) {
 					(*cancel)()
 				}
 			}
-			runtime.Gosched()
+			// A pause of a fraction of a round trip, varied, so that the cancels land before
+			// the attempts go out, while they are in flight, and while the workers wait.
+			time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
 		}
 		stop.Store(true)
 		done := make(chan struct{})
