@@ -19,6 +19,9 @@ import (
 // goroutine here; each uses the latch through the same relock client, as the Java tests
 // use one Redisson client, so the client that counts down also wakes its own waiters.
 //
+// These tests wait on leases and wake-ups most of their time, so they run in parallel with
+// each other (t.Parallel): each has servers of its own, and the shared cluster takes turns.
+//
 // RedissonCountDownLatchTest:
 //   - testAwaitTimeout: ported, TestRedissonLatchAwaitWithinWait.
 //   - testAwaitTimeoutFail: covered by TestAwaitContext ("deadline while waiting": Await on
@@ -46,6 +49,7 @@ import (
 // Guards against a client whose own "0" does not reach its waiters (only other clients'
 // do), and an Await that returns before the count down.
 func TestRedissonLatchAwaitWithinWait(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "latch1"
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
@@ -100,6 +104,7 @@ func (e *countErr) Error() string {
 // down that opens the latch early (a waiter returns while the count is above zero), and
 // concurrent count downs that lose one (the latch never opens).
 func TestRedissonLatchMultiAwait(t *testing.T) {
+	t.Parallel()
 	const waiters = 5
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "latch"
@@ -159,6 +164,7 @@ func TestRedissonLatchMultiAwait(t *testing.T) {
 // and Count reports), one that leaves the key at 0, and an Await that waits on an open
 // latch or on a latch with no key.
 func TestRedissonLatchCountDownSequence(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
 		ctx := context.Background()
@@ -242,6 +248,7 @@ func TestRedissonLatchCountDownSequence(t *testing.T) {
 // Guards against an Await that returns while the count is above zero, a message that
 // wakes only some of a client's waiters, and concurrent count downs that lose one.
 func TestRedissonLatchConcurrentCountDownAwait(t *testing.T) {
+	t.Parallel()
 	iterations := runtime.NumCPU() * 3
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "latch"

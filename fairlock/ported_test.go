@@ -6,6 +6,9 @@ package fairlock_test
 // waiter refresh period, fairlock.WithRefreshPeriod. A thread killed before it cleans up
 // is a worker process killed with SIGKILL (startWaiterProcess).
 //
+// These tests wait on leases and wake-ups most of their time, so they run in parallel with
+// each other (t.Parallel): each has servers of its own, and the shared cluster takes turns.
+//
 // Where Redisson checks its queue entries' timeout scores against leaseTime + position ×
 // threadWaitTime, relock's promise is simpler (docs/design.md, "The fair lock"): a live
 // waiter's entry runs out two of its refresh periods after its last refresh, whatever its
@@ -156,6 +159,7 @@ func firstOf(t *testing.T, qs ...queued) (int, context.Context) {
 // Eight owners, arriving in turn, each ask for the lock with a fixed lease of a second and
 // never unlock: each gets it when the lease before it runs out, in arrival order.
 func TestFixedLeasesRunOutInArrivalOrder(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const owners, lease = 8, time.Second
 		c := relocktest.New(t, b)
@@ -204,6 +208,7 @@ func TestFixedLeasesRunOutInArrivalOrder(t *testing.T) {
 // A hundred owners of one client ask at once, each with a fixed lease, and each holds a
 // moment and unlocks: every one of them gets the lock.
 func TestManyOwnersAllAcquire(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const owners = 100
 		c := relocktest.New(t, b)
@@ -370,6 +375,7 @@ func (r driftRun) run(t *testing.T, b *redistest.Backend, name string) {
 
 // Waits far shorter than the hold: most attempts give up while another owner holds.
 func TestWaitTimeoutDrift(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		driftRun{attempts: 50, wait: 100 * time.Millisecond, hold: 10 * time.Second}.run(t, b, "drift:wait")
 	})
@@ -377,6 +383,7 @@ func TestWaitTimeoutDrift(t *testing.T) {
 
 // Waits far longer than the holds: the attempts take the lock in turn.
 func TestLockAcquiredTimeoutDrift(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		driftRun{attempts: 3, wait: 5 * time.Second, hold: 300 * time.Millisecond}.run(t, b, "drift:acquired")
 	})
@@ -385,6 +392,7 @@ func TestLockAcquiredTimeoutDrift(t *testing.T) {
 // As TestLockAcquiredTimeoutDrift with ten attempts: Redisson allows the n-th entry n
 // waits; relock allows each entry two of its own refresh periods, whatever its place.
 func TestFirstWaiterDeathTimeoutDrift(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		driftRun{attempts: 10, wait: 5 * time.Second, hold: 300 * time.Millisecond}.run(t, b, "drift:death")
 	})
@@ -394,6 +402,7 @@ func TestFirstWaiterDeathTimeoutDrift(t *testing.T) {
 // their entries stay within two refresh periods of now as they refresh; the holder's
 // unlock gives the lock to the first, and the third and fourth follow in that order.
 func TestWaiterGivingUpKeepsDeadlines(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const refresh = time.Second
 		c := relocktest.New(t, b)
@@ -454,6 +463,7 @@ func TestWaiterGivingUpKeepsDeadlines(t *testing.T) {
 // waiter queues. The second stays ahead of the third, and both entries stay within two
 // refresh periods of now as they refresh: taking a turn moves nobody's deadline.
 func TestTurnTakenKeepsDeadlines(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const refresh = time.Second
 		c := relocktest.New(t, b)
@@ -504,6 +514,7 @@ func TestTurnTakenKeepsDeadlines(t *testing.T) {
 // yet the third waiter, whose own refresh is a minute off, gets the lock past the dead
 // process's entry.
 func TestDeadWaiterSkippedWhenTurnTakersLeaseEnds(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const long = time.Minute // the holder's lease, and the waiters' refresh period
 		c := relocktest.New(t, b)
@@ -538,6 +549,7 @@ func TestDeadWaiterSkippedWhenTurnTakersLeaseEnds(t *testing.T) {
 // killed and the holder's lease runs out (nobody unlocks, nobody publishes): the live
 // waiter, whose own refresh is a minute off, gets the lock past both dead entries.
 func TestAbandonedWaitersSkippedWhenLeaseEnds(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const long = time.Minute
 		c := relocktest.New(t, b)
@@ -574,6 +586,7 @@ func TestAbandonedWaitersSkippedWhenLeaseEnds(t *testing.T) {
 // refused. Once the first unlocks, a third owner's TryLock gets the lock: the waiter that
 // gave up left no entry ahead of it.
 func TestTryLockAfterAWaiterGaveUp(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.FairLock("non-delayed")
@@ -605,6 +618,7 @@ func TestTryLockAfterAWaiterGaveUp(t *testing.T) {
 // Another client holds the lock (renewed): a wait bounded by a second fails with
 // context.DeadlineExceeded, and not before the second is up.
 func TestWaitBoundRunsOutOnAHeldLock(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const wait = time.Second
 		if _, err := relocktest.New(t, b).FairLock("bounded").Lock(redistest.Context(t, time.Minute)); err != nil {
@@ -623,6 +637,7 @@ func TestWaitBoundRunsOutOnAHeldLock(t *testing.T) {
 
 // ForceUnlock of a held lock leaves it free, seen through the same handle and a new one.
 func TestForceUnlockLeavesItFree(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.FairLock("forced-free")
@@ -645,6 +660,7 @@ func TestForceUnlockLeavesItFree(t *testing.T) {
 // A client that closes without releasing its holds (Redisson's shutdown) leaves a renewed
 // hold to its lease: the lock frees within one watchdog timeout.
 func TestHoldOfAClosedClientRunsOut(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const watchdog = 1500 * time.Millisecond
 		closing := relocktest.New(t, b, relock.WithWatchdogTimeout(watchdog), relock.WithReleaseOnClose(false))
@@ -667,6 +683,7 @@ func TestHoldOfAClosedClientRunsOut(t *testing.T) {
 
 // The hold count follows each Lock and Unlock of one owner: 0, 1, 0, then 2, 1, 0.
 func TestHoldCountStepByStep(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).FairLock("hold-count")
 		owner := relock.NewOwner(redistest.Context(t, time.Minute))

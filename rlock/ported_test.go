@@ -5,6 +5,9 @@ package rlock_test
 // relock.NewOwner), the "same thread" locking again after an unlock is one owner context
 // from relock.NewOwner, a second Redisson instance is a second relock client.
 //
+// These tests wait on leases and wake-ups most of their time, so they run in parallel with
+// each other (t.Parallel): each has servers of its own, and the shared cluster takes turns.
+//
 // Already checked elsewhere, not repeated here:
 //   testRedisFailed: covered by relock.TestBadInput ("Redis down": Lock, TryLock and the
 //     other kinds fail with a *relock.Error naming the lock on a killed server, no hang).
@@ -96,6 +99,7 @@ func wantCount(t *testing.T, mu *rlock.Mutex, ctx context.Context, want int, wha
 }
 
 func TestPortedIsLocked(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).Lock("lock")
 		ctx := redistest.Context(t, time.Minute)
@@ -113,6 +117,7 @@ func TestPortedIsLocked(t *testing.T) {
 }
 
 func TestPortedIsLockedSeenByAnotherOwner(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		ctx := redistest.Context(t, time.Minute)
@@ -129,6 +134,7 @@ func TestPortedIsLockedSeenByAnotherOwner(t *testing.T) {
 }
 
 func TestPortedIsHeld(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).Lock("lock")
 		owner := relock.NewOwner(redistest.Context(t, time.Minute))
@@ -148,6 +154,7 @@ func TestPortedIsHeld(t *testing.T) {
 }
 
 func TestPortedIsHeldByAnotherOwner(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		ctx := redistest.Context(t, time.Minute)
@@ -164,6 +171,7 @@ func TestPortedIsHeldByAnotherOwner(t *testing.T) {
 }
 
 func TestPortedHoldCount(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).Lock("lock")
 		// One owner throughout, as one Java thread: Lock after an Unlock passes the owner's
@@ -200,6 +208,7 @@ func TestPortedHoldCount(t *testing.T) {
 }
 
 func TestPortedTryLockReentry(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("lock1")
@@ -227,6 +236,7 @@ func TestPortedTryLockReentry(t *testing.T) {
 }
 
 func TestPortedForceUnlock(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("lock")
@@ -247,6 +257,7 @@ func TestPortedForceUnlock(t *testing.T) {
 // A holder with a 2s fixed lease that never unlocks: another owner waiting on the lock
 // gets it once the lease runs out (not before), and the first holder's Unlock then fails.
 func TestPortedFixedLeaseLetsTheWaiterIn(t *testing.T) {
+	t.Parallel()
 	const lease = 2 * time.Second
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
@@ -284,6 +295,7 @@ func TestPortedFixedLeaseLetsTheWaiterIn(t *testing.T) {
 // watchdog timeout for a hold without a lease. After the Unlock Redisson answers -2 (the
 // key's PTTL); relock answers ErrNotHeld (docs/migration-from-redisson.md, TTL row).
 func TestPortedTTL(t *testing.T) {
+	t.Parallel()
 	const margin = 5 * time.Second // a loaded machine's delay between the call and the read
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).Lock("test-lock:1")
@@ -319,6 +331,7 @@ func TestPortedTTL(t *testing.T) {
 // Redisson's behaviour at shutdown (relock.WithReleaseOnClose(false)): its renewals stop,
 // and another client sees the lock free within one watchdog timeout.
 func TestPortedClosedClientsHoldRunsOut(t *testing.T) {
+	t.Parallel()
 	const wd = 1500 * time.Millisecond
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		r := relocktest.New(t, b, relock.WithWatchdogTimeout(wd), relock.WithReleaseOnClose(false))
@@ -352,6 +365,7 @@ func TestPortedClosedClientsHoldRunsOut(t *testing.T) {
 // A lock held by another client for as long as the test runs: Lock bounded by
 // WithWaitTimeout gives up with DeadlineExceeded, not before the bound.
 func TestPortedWaitTimeoutRunsItsCourse(t *testing.T) {
+	t.Parallel()
 	const wait = time.Second
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		other, c := relocktest.New(t, b), relocktest.New(t, b)
@@ -376,6 +390,7 @@ func TestPortedWaitTimeoutRunsItsCourse(t *testing.T) {
 // Two locks, each wanted by two owners of one client at once, twice over: every Lock
 // bounded by a wait gets its lock (the holders release it at once).
 func TestPortedWaitOnTwoLocksAtOnce(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		var fails atomic.Int32
@@ -408,6 +423,7 @@ func TestPortedWaitOnTwoLocksAtOnce(t *testing.T) {
 // none fails, and once they are done the server has no channel subscribed (after the
 // lingering of the last ones, a second).
 func TestPortedNoChannelLeftAfterBusyLocks(t *testing.T) {
+	t.Parallel()
 	const workers, ops = 16, 400
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
@@ -503,6 +519,7 @@ func afterRestartLoss(t *testing.T, k restartKind) {
 }
 
 func TestPortedLockAfterRestartLoss(t *testing.T) {
+	t.Parallel()
 	afterRestartLoss(t, restartKind{
 		take: func(c *relock.Client, ctx context.Context) (context.Context, error) {
 			return c.Lock("LOCK_KEY").Lock(ctx)
@@ -513,6 +530,7 @@ func TestPortedLockAfterRestartLoss(t *testing.T) {
 }
 
 func TestPortedWriteLockAfterRestartLoss(t *testing.T) {
+	t.Parallel()
 	afterRestartLoss(t, restartKind{
 		take: func(c *relock.Client, ctx context.Context) (context.Context, error) {
 			return c.RWLock("LOCK_KEY").Lock(ctx)
@@ -523,6 +541,7 @@ func TestPortedWriteLockAfterRestartLoss(t *testing.T) {
 }
 
 func TestPortedReadLockAfterRestartLoss(t *testing.T) {
+	t.Parallel()
 	afterRestartLoss(t, restartKind{
 		take: func(c *relock.Client, ctx context.Context) (context.Context, error) {
 			return c.RWLock("LOCK_KEY").RLock(ctx)
@@ -535,6 +554,7 @@ func TestPortedReadLockAfterRestartLoss(t *testing.T) {
 // An owner takes the lock twice and releases it twice; another owner of the same client
 // then takes it and keeps it: its hold is renewed for five watchdog timeouts.
 func TestPortedRenewalAfterAReentrantCycle(t *testing.T) {
+	t.Parallel()
 	const wd = time.Second
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(wd))
@@ -578,6 +598,7 @@ func TestPortedRenewalAfterAReentrantCycle(t *testing.T) {
 // abandoned, and the key is still gone three watchdog timeouts later (no renewal of a
 // hold nobody knows brought it back).
 func TestPortedCancelStormLeavesNoHold(t *testing.T) {
+	t.Parallel()
 	const (
 		wd      = time.Second
 		workers = 4
@@ -661,6 +682,7 @@ func TestPortedCancelStormLeavesNoHold(t *testing.T) {
 // returned a hold is released, one that was cancelled left nothing behind, so three
 // watchdog timeouts later nothing holds the lock and nothing was abandoned.
 func TestPortedCancelledTryLockLeavesNoHold(t *testing.T) {
+	t.Parallel()
 	const wd = time.Second
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(wd))

@@ -6,6 +6,9 @@ package rwlock_test
 // the others (docs/migration-from-redisson.md, the RReadWriteLock table). Redisson gives no
 // preference to writers, nor do these locks: none is made WithWriterPreference.
 //
+// These tests wait on leases and wake-ups most of their time, so they run in parallel with
+// each other (t.Parallel): each has servers of its own, and the shared cluster takes turns.
+//
 //	testReadLockExpiration                  TestWriterWaitsForTheLongerReader
 //	testReadLockIsLocked                    TestIsLockedWhileTheWriterReads
 //	testReadLockExpirationRenewal           TestManyReadersRenewedPastTheirLease
@@ -74,6 +77,7 @@ func rHoldCount(t *testing.T, mu *rwlock.RWMutex, ctx context.Context, what stri
 // reader with the shorter lease leaves it still waits, and it gets in when the reader with
 // the longer lease leaves, long before that reader's lease would have let it.
 func TestWriterWaitsForTheLongerReader(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "ported:read-expiration"
 		c := relocktest.New(t, b)
@@ -121,6 +125,7 @@ func TestWriterWaitsForTheLongerReader(t *testing.T) {
 // answers false to isLocked() while only the writer holds; relock's IsLocked answers for
 // either mode (docs/migration-from-redisson.md, readLock().isLocked()).
 func TestIsLockedWhileTheWriterReads(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).RWLock("ported:read-is-locked")
 		ctx := redistest.Context(t, time.Minute)
@@ -149,6 +154,7 @@ func TestIsLockedWhileTheWriterReads(t *testing.T) {
 // release it: every hold is renewed meanwhile, so that none is lost and every RUnlock
 // succeeds.
 func TestManyReadersRenewedPastTheirLease(t *testing.T) {
+	t.Parallel()
 	const (
 		watchdog      = 1500 * time.Millisecond // renewed every 0.5s: a loaded machine has a second to spare
 		tasks, inPool = 50, 10
@@ -193,6 +199,7 @@ func TestManyReadersRenewedPastTheirLease(t *testing.T) {
 // waits for at most 30s gets it. Guards against a read unlock that leaves the lock's
 // expiry at the leaving reader's lease.
 func TestReadUnlockBringsTheLockBackToTheReaderLeft(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "ported:rrw"
 		c := relocktest.New(t, b)
@@ -220,16 +227,18 @@ func TestReadUnlockBringsTheLockBackToTheReaderLeft(t *testing.T) {
 	})
 }
 
-// One owner reads on a 6s lease, re-enters 3s later on another 6s lease and releases the
+// One owner reads on an 8s lease, re-enters 4s later on another 8s lease and releases the
 // re-entry (Redisson: 4s leases, 3s apart). In Redisson the first hold then ends at its
-// own 6s, and the owner's write TryLock after it succeeds. In relock a fixed lease ends
+// own 8s, and the owner's write TryLock after it succeeds. In relock a fixed lease ends
 // all read holds of one owner together, at the latest end any was promised (package
 // rwlock's Option; the migration guide: a re-entry never shortens a hold, an unlock that
-// leaves holds keeps the expiry): at 7.5s the owner still reads, so its TryLock is an
-// upgrade, and the lock frees at 9s.
+// leaves holds keeps the expiry): at 9.5s the owner still reads, so its TryLock is an
+// upgrade, and the lock frees at 12s. (Seconds of room on either side: the re-entry comes
+// 4s before the first lease ends, the check 2.5s before the second does.)
 func TestReadReentryLeaseEndsWithTheLatest(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		const lease = 6 * time.Second
+		const lease = 8 * time.Second
 		mu := relocktest.New(t, b).RWLock("ported:read-lease")
 		own := relock.NewOwner(redistest.Context(t, time.Minute))
 		start := time.Now()
@@ -237,7 +246,7 @@ func TestReadReentryLeaseEndsWithTheLatest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Until(start.Add(3 * time.Second)))
+		time.Sleep(time.Until(start.Add(4 * time.Second)))
 		again, err := mu.RLock(r, rlock.WithWaitTimeout(time.Second), rlock.WithLease(lease))
 		if err != nil {
 			t.Fatal(err)
@@ -245,10 +254,10 @@ func TestReadReentryLeaseEndsWithTheLatest(t *testing.T) {
 		if err := mu.RUnlock(again); err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Until(start.Add(7500 * time.Millisecond)))
-		rHoldCount(t, mu, own, "7.5s in, past the first hold's own lease", 1)
+		time.Sleep(time.Until(start.Add(9500 * time.Millisecond)))
+		rHoldCount(t, mu, own, "9.5s in, past the first hold's own lease", 1)
 		if _, err := mu.TryLock(own); !errors.Is(err, relock.ErrUpgrade) {
-			t.Fatalf("the reader's write TryLock 7.5s in: %v; want ErrUpgrade", err)
+			t.Fatalf("the reader's write TryLock 9.5s in: %v; want ErrUpgrade", err)
 		}
 		redistest.Eventually(t, 15*time.Second, "the read hold never ran out", func() bool {
 			n, err := mu.RHoldCount(own)
@@ -268,6 +277,7 @@ func TestReadReentryLeaseEndsWithTheLatest(t *testing.T) {
 // until the write hold goes. Also on a cluster (Redisson's testInCluster runs the same
 // four steps there).
 func TestWriterReadsThenReleasesBoth(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).RWLock("ported:wr")
 		w, err := mu.Lock(redistest.Context(t, time.Minute))
@@ -296,6 +306,7 @@ func TestWriterReadsThenReleasesBoth(t *testing.T) {
 // 20 readers of one client, each of an owner of its own, wait behind a writer of that
 // client; the writer's unlock lets them all in together: they all hold the lock at once.
 func TestWriterUnlockLetsInEveryReaderOfItsClient(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const readers = 20
 		c := relocktest.New(t, b) // a 30s lease: a reader left to a lease misses the bounds below
@@ -345,6 +356,7 @@ func TestWriterUnlockLetsInEveryReaderOfItsClient(t *testing.T) {
 // once it has released the read hold. Redisson's tryLock() answers false to the reader;
 // relock's answers ErrUpgrade (docs/migration-from-redisson.md, upgrade).
 func TestWriterReadsThenDowngrades(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).RWLock("ported:write-read-reentrancy")
 		ctx := redistest.Context(t, time.Minute)
@@ -387,6 +399,7 @@ func TestWriterReadsThenDowngrades(t *testing.T) {
 // answers isLocked() false in read mode and its forceUnlock() leaves a read lock alone;
 // relock's IsLocked and ForceUnlock act in either mode (docs/migration-from-redisson.md).
 func TestWriteReentryThenDowngradeAmongReaders(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "ported:write-lock"
 		c := relocktest.New(t, b)
@@ -453,6 +466,7 @@ func TestWriteReentryThenDowngradeAmongReaders(t *testing.T) {
 // the first owner takes the write lock, holds it, releases it, takes it again, and
 // ForceUnlock deletes it.
 func TestTwoReadersThenAWriter(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.RWLock("ported:multi-read")
@@ -520,6 +534,7 @@ func TestTwoReadersThenAWriter(t *testing.T) {
 // the write hold's release. Redisson asks each of its two locks (remainTimeToLive); relock
 // has one TTL for either mode.
 func TestTTLOfRenewedWriteAndReadHolds(t *testing.T) {
+	t.Parallel()
 	const (
 		watchdog = 9 * time.Second // renewed every 3s: the TTL is at least 6s, but on a stalled renewal
 		every    = 1500 * time.Millisecond
@@ -563,6 +578,7 @@ func TestTTLOfRenewedWriteAndReadHolds(t *testing.T) {
 // A reader on a fixed lease: another owner's reader gets in beside it, without waiting
 // for the lease (the first still holds when the second is in).
 func TestReaderSharesAFixedLeaseReadHold(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).RWLock("ported:expire-read")
 		ctx := redistest.Context(t, time.Minute)
@@ -589,6 +605,7 @@ func TestReaderSharesAFixedLeaseReadHold(t *testing.T) {
 // relock's Close releases them by default): the lock frees by itself within the watchdog
 // timeout, as its renewals have stopped.
 func TestWriteHoldOfAClosedClientRunsOut(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name, watchdog = "ported:auto-expire", 5 * time.Second
 		closing := relocktest.New(t, b, relock.WithWatchdogTimeout(watchdog), relock.WithReleaseOnClose(false))
@@ -610,6 +627,7 @@ func TestWriteHoldOfAClosedClientRunsOut(t *testing.T) {
 // Hold counts of each side: 0, 1 after a lock, 0 after its release; 2 after a re-entry,
 // 1 and 0 after each release.
 func TestReadAndWriteHoldCounts(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).RWLock("ported:hold-count")
 		ctx := redistest.Context(t, time.Minute)
@@ -662,6 +680,7 @@ func TestReadAndWriteHoldCounts(t *testing.T) {
 
 // Another owner holds no read hold while a reader holds, nor after it left.
 func TestReadHoldCountOfAnotherOwner(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).RWLock("ported:held-other")
 		ctx := redistest.Context(t, time.Minute)
@@ -679,6 +698,7 @@ func TestReadHoldCountOfAnotherOwner(t *testing.T) {
 
 // A reader holds a read hold after RLock and none before it or after RUnlock.
 func TestReadHoldCountOfItsOwner(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).RWLock("ported:held")
 		own := relock.NewOwner(redistest.Context(t, time.Minute))
@@ -698,6 +718,7 @@ func TestReadHoldCountOfItsOwner(t *testing.T) {
 // Another owner, through a handle of its own, sees the lock locked while a reader holds
 // and free once it left.
 func TestReadLockIsLockedForAnotherOwner(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "ported:locked-other"
 		c := relocktest.New(t, b)
@@ -720,6 +741,7 @@ func TestReadLockIsLockedForAnotherOwner(t *testing.T) {
 
 // The lock is free, locked by a reader, free again once it left.
 func TestReadLockIsLocked(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).RWLock("ported:is-locked")
 		isLocked(t, mu, "before RLock", false)
@@ -738,6 +760,7 @@ func TestReadLockIsLocked(t *testing.T) {
 // An owner that holds nothing cannot release another owner's read hold: RUnlock fails with
 // ErrNotHeld (Redisson: IllegalMonitorStateException), and the reader still holds.
 func TestRUnlockByAnotherOwnerFails(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).RWLock("ported:unlock-fail")
 		ctx := redistest.Context(t, time.Minute)
@@ -759,6 +782,7 @@ func TestRUnlockByAnotherOwnerFails(t *testing.T) {
 
 // An owner reads, releases, and reads again with the same owner.
 func TestRLockAgainAfterRUnlock(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		mu := relocktest.New(t, b).RWLock("ported:lock-unlock")
 		own := relock.NewOwner(redistest.Context(t, time.Minute))
@@ -778,6 +802,7 @@ func TestRLockAgainAfterRUnlock(t *testing.T) {
 // TryRLock twice by one owner (re-entry), one release; another owner's TryRLock of
 // another lock succeeds; the last release.
 func TestTryRLockReentry(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.RWLock("ported:reentrancy")
@@ -811,6 +836,7 @@ func TestTryRLockReentry(t *testing.T) {
 // 100 clients, each of which takes the lock once, for reading or for writing at random,
 // four at a time: every one gets it and releases it.
 func TestReadersAndWritersOfManyClients(t *testing.T) {
+	t.Parallel()
 	const clients, inPool = 100, 4
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := redistest.Context(t, 2*time.Minute)

@@ -23,6 +23,9 @@ import (
 // here, a lease whose permit is scored in the past, as a holder that paused past its
 // lease leaves it.
 //
+// These tests wait on leases and wake-ups most of their time, so they run in parallel with
+// each other (t.Parallel): each has servers of its own, and the shared cluster takes turns.
+//
 //   - testExpire: covered by TestRedissonLeaseRunsOutForRelockWaiter (a waiter gets the
 //     permit of a lease that ran out, without a release; the id's release is then false).
 //   - testExpireTryAcquire: covered by TestRedissonLeaseRunsOutForRelockWaiter and
@@ -70,6 +73,7 @@ import (
 // Guards against a TryAcquireLease that takes a permit that is not free, and a bounded
 // AcquireLease that is not woken by the release.
 func TestRedissonLeaseTryAcquire(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-port:lease-try"
 		side := b.Client(t)
@@ -124,6 +128,7 @@ func TestRedissonLeaseTryAcquire(t *testing.T) {
 //
 // Guards against a lease of n that takes, or records, another number of permits.
 func TestRedissonLeaseTryAcquireMany(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-port:lease-try-many"
 		side := b.Client(t)
@@ -165,6 +170,7 @@ func TestRedissonLeaseTryAcquireMany(t *testing.T) {
 // Guards against a ReleaseLease of a lost lease that gives back permits already put back
 // (the count would read 13), and a release of a live lease upset by a lost one beside it.
 func TestRedissonLeaseReleaseBesideOneThatRanOut(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-port:lease-ran-out"
 		side := b.Client(t)
@@ -204,6 +210,7 @@ func TestRedissonLeaseReleaseBesideOneThatRanOut(t *testing.T) {
 // Guards against a lease that takes a permit that is not free, and waiters of a client
 // left asleep after a release.
 func TestRedissonLeaseConcurrencyOneClient(t *testing.T) {
+	t.Parallel()
 	const iterations = 100
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-port:lease-one-client"
@@ -250,6 +257,7 @@ func TestRedissonLeaseConcurrencyOneClient(t *testing.T) {
 // Guards against a lease that takes a permit that is not free, and a client's waiter
 // left asleep after another client's release.
 func TestRedissonLeaseConcurrencyLoopClients(t *testing.T) {
+	t.Parallel()
 	const clients, rounds = 4, 25
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-port:lease-loop"
@@ -304,6 +312,7 @@ func TestRedissonLeaseConcurrencyLoopClients(t *testing.T) {
 // Guards against a lease of all permits that does not get them back from the other (its
 // waiter not woken by the release).
 func TestRedissonLeaseConcurrencyAllPermits(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-port:lease-all"
 		side := b.Client(t)
