@@ -105,8 +105,8 @@ func TestSpinWaitTimeout(t *testing.T) {
 	})
 }
 
-// The server is killed under a client: a spin Lock with a wait bound and a lease fails,
-// with an error naming the lock, instead of spinning on.
+// The server is killed under a client: a spin Lock with a wait bound and a lease fails
+// with the connection's error naming the lock, instead of spinning on until the bound.
 func TestPortedSpinRedisDown(t *testing.T) {
 	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
@@ -121,8 +121,11 @@ func TestPortedSpinRedisDown(t *testing.T) {
 		}()
 		err := redistest.Recv(t, done, 30*time.Second, "a spin Lock on a dead server")
 		var e *relock.Error
-		if err == nil || !errors.As(err, &e) || e.Name != name {
-			t.Fatalf("spin Lock on a dead server: %v; want an error naming %s", err, name)
+		// Redisson's throws the connection error (docs/migration-from-redisson.md: a
+		// RedisException is an error wrapped with the lock's name), not the false of a wait
+		// that ran out.
+		if err == nil || !errors.As(err, &e) || e.Name != name || errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("spin Lock on a dead server: %v; want the connection's error naming %s", err, name)
 		}
 	})
 }
