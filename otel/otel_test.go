@@ -480,6 +480,8 @@ func TestEvents(t *testing.T) {
 	o.LeaseLost(observe.Hold{Lock: "d", Kind: observe.Write, Owner: "x:4", Held: 7 * time.Second})
 	o.Acquired(observe.Acquisition{Lock: "e", Kind: observe.Lock, Owner: "x:5", Count: 2, Wait: 3 * time.Second, Woken: observe.ByLease})
 	o.Acquired(observe.Acquisition{Lock: "f", Kind: observe.Lock, Owner: "x:6", Count: 1, Wait: time.Millisecond, Woken: observe.NotWaited})
+	o.Acquired(observe.Acquisition{Lock: "h", Kind: observe.SpinLock, Owner: "x:8", Count: 1, Wait: 250 * time.Millisecond, Woken: observe.ByBackOff})
+	o.Acquired(observe.Acquisition{Lock: "i", Kind: observe.Lock, Owner: "x:9", Count: 1, Wait: 125 * time.Millisecond, Woken: observe.ByHandoff})
 	// A kind and an outcome this package does not know yet are recorded as they are.
 	o.Acquired(observe.Acquisition{Lock: "g", Kind: "semaphore", Owner: "x:7", Count: 1, Wait: 500 * time.Millisecond, Woken: observe.Woken(9)})
 
@@ -498,7 +500,7 @@ func TestEvents(t *testing.T) {
 	for name, want := range map[string]int64{
 		"relock.lease.lost":     1,
 		"relock.hold.abandoned": 2,
-		"relock.wakeups":        2,
+		"relock.wakeups":        4,
 	} {
 		if n := total(t, ms, name); n != want {
 			t.Errorf("%s = %d over all attributes, want %d", name, n, want)
@@ -519,6 +521,9 @@ func TestEvents(t *testing.T) {
 	sum("relock.lock.wait.duration", 3, 1, kind(observe.Lock), woken("lease"))
 	sum("relock.lock.wait.duration", 0.001, 1, kind(observe.Lock), woken("not_waited"))
 	sum("relock.lock.wait.duration", 0.5, 1, kind("semaphore"), woken("unknown"))
+	// The documented values of relock.lock.woken for a spin lock's back-off and a handoff.
+	sum("relock.lock.wait.duration", 0.25, 1, kind(observe.SpinLock), woken("back_off"))
+	sum("relock.lock.wait.duration", 0.125, 1, kind(observe.Lock), woken("handoff"))
 	for _, c := range []struct {
 		name string
 		kvs  []attribute.KeyValue
@@ -530,23 +535,31 @@ func TestEvents(t *testing.T) {
 		{"relock.wakeups", []attribute.KeyValue{kind(observe.Lock), woken("lease")}, 1},
 		{"relock.wakeups", []attribute.KeyValue{kind(observe.Lock), woken("not_waited")}, 0},
 		{"relock.wakeups", []attribute.KeyValue{kind("semaphore"), woken("unknown")}, 1},
+		{"relock.wakeups", []attribute.KeyValue{kind(observe.SpinLock), woken("back_off")}, 1},
+		{"relock.wakeups", []attribute.KeyValue{kind(observe.Lock), woken("handoff")}, 1},
 	} {
 		if n := counter(t, ms, c.name, c.kvs...); n != c.want {
 			t.Errorf("%s%v = %d, want %d", c.name, c.kvs, n, c.want)
 		}
 	}
 
-	// Spans for the two that waited, not for the one that did not; each as long as its wait.
+	// Spans for the four that waited, not for the one that did not; each as long as its
+	// wait.
 	spans := tel.spans.Ended()
-	if len(spans) != 2 {
-		t.Fatalf("%d spans, want 2", len(spans))
+	if len(spans) != 4 {
+		t.Fatalf("%d spans, want 4", len(spans))
 	}
 	for i, want := range []struct {
 		lock, kind, owner string
 		wait              time.Duration
 		woken             string
 		count             int64
-	}{{"e", "lock", "x:5", 3 * time.Second, "lease", 2}, {"g", "semaphore", "x:7", 500 * time.Millisecond, "unknown", 1}} {
+	}{
+		{"e", "lock", "x:5", 3 * time.Second, "lease", 2},
+		{"h", "spinlock", "x:8", 250 * time.Millisecond, "back_off", 1},
+		{"i", "lock", "x:9", 125 * time.Millisecond, "handoff", 1},
+		{"g", "semaphore", "x:7", 500 * time.Millisecond, "unknown", 1},
+	} {
 		s := spans[i]
 		if d := s.EndTime().Sub(s.StartTime()); d != want.wait {
 			t.Errorf("span %d lasts %v, want %v", i, d, want.wait)
@@ -559,6 +572,64 @@ func TestEvents(t *testing.T) {
 			if got, _ := attrs.Value(key); got.AsInterface() != v {
 				t.Errorf("span %d: %s = %v, want %v", i, key, got.AsInterface(), v)
 			}
+		}
+	}
+}
+
+// Every instrument of the documented table (otel's package doc, docs/operations.md) has
+// its kind and unit, and every histogram its buckets, from a loopback round trip (0.5 ms)
+// to a lock held for half an hour: the SDK's default buckets (0 to 10000, made for
+// milliseconds) would put nearly every wait in seconds in one bucket.
+func TestInstruments(t *testing.T) {
+	tel := newTelemetry(t)
+	o := tel.obs
+	o.Acquired(observe.Acquisition{Lock: "a", Kind: observe.Lock, Owner: "x:1", Count: 1, Wait: time.Second, Woken: observe.ByMessage})
+	o.Released(observe.Hold{Lock: "a", Kind: observe.Lock, Owner: "x:1", Held: time.Second})
+	o.LeaseLost(observe.Hold{Lock: "b", Kind: observe.Lock, Owner: "x:2", Held: time.Second})
+	o.Abandoned(observe.Hold{Lock: "c", Kind: observe.Lock, Owner: "x:3", Held: time.Second})
+	o.RenewalFailed(errors.New("down"))
+	o.RenewalRecovered(time.Second)
+	o.Reconnected(time.Second)
+	ms := tel.collect(t)
+	for name, unit := range map[string]string{
+		"relock.lock.wait.duration":            "s",
+		"relock.lock.hold.duration":            "s",
+		"relock.wakeups":                       "{wakeup}",
+		"relock.lease.lost":                    "{hold}",
+		"relock.hold.abandoned":                "{hold}",
+		"relock.lease.renewal.failures":        "{outage}",
+		"relock.lease.renewal.recoveries":      "{outage}",
+		"relock.lease.renewal.outage.duration": "s",
+		"relock.pubsub.reconnects":             "{reconnect}",
+		"relock.pubsub.outage.duration":        "s",
+	} {
+		m, ok := ms[name]
+		if !ok {
+			t.Errorf("no metric %s", name)
+			continue
+		}
+		if m.Unit != unit {
+			t.Errorf("%s: unit %q, want %q", name, m.Unit, unit)
+		}
+		switch d := m.Data.(type) {
+		case metricdata.Histogram[float64]:
+			if unit != "s" {
+				t.Errorf("%s is a histogram, want a counter", name)
+			}
+			for _, dp := range d.DataPoints {
+				if b := dp.Bounds; len(b) == 0 || b[0] != 0.0005 || b[len(b)-1] != 1800 {
+					t.Errorf("%s: bucket bounds %v, want from 0.0005 to 1800", name, b)
+				}
+			}
+		case metricdata.Sum[int64]:
+			if unit == "s" {
+				t.Errorf("%s is a counter, want a histogram", name)
+			}
+			if !d.IsMonotonic {
+				t.Errorf("%s is not monotonic", name)
+			}
+		default:
+			t.Errorf("%s is a %T", name, m.Data)
 		}
 	}
 }
