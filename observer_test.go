@@ -69,6 +69,14 @@ func (r *recorder) snapshot() recorder {
 		reconnected: append([]time.Duration(nil), r.reconnected...)}
 }
 
+// reset forgets the events heard so far.
+func (r *recorder) reset() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.acquired, r.released, r.lost, r.abandoned = nil, nil, nil, nil
+	r.failed, r.recovered, r.reconnected = nil, nil, nil
+}
+
 // within fails t unless lo <= d <= hi.
 func within(t *testing.T, what string, d, lo, hi time.Duration) {
 	t.Helper()
@@ -367,6 +375,127 @@ func TestObserverRenewalsAndReconnects(t *testing.T) {
 		}
 		if err := redistest.Recv(t, waiting, 20*time.Second, "the waiter"); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// An acquisition that did not wait reports as its wait the round trip of its attempt
+// (observe: "the round trip alone when it did not wait"). The attempt is held at a proxy
+// for a known time, which the wait must cover. Guards against a wait clock started after
+// the first attempt, which reports only the time parked.
+func TestObserverWaitCoversTheRoundTrip(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rec := &recorder{}
+		proxy := redistest.StartProxy(t, b.Addr)
+		c := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()}, relock.WithObserver(rec))
+		ctx := redistest.Context(t, 30*time.Second)
+		mu := c.Lock("observe:roundtrip")
+		arrived, release := proxy.HoldRequest("observe:roundtrip") // the acquire script names the lock
+		defer release()
+		const delayed = 300 * time.Millisecond
+		type result struct {
+			took time.Duration
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			start := time.Now()
+			held, err := mu.Lock(ctx)
+			took := time.Since(start)
+			if err == nil {
+				err = mu.Unlock(held)
+			}
+			done <- result{took, err}
+		}()
+		redistest.Recv(t, arrived, 10*time.Second, "the acquire request at the proxy")
+		time.Sleep(delayed)
+		release()
+		res := redistest.Recv(t, done, 20*time.Second, "the Lock whose request was held")
+		if res.err != nil {
+			t.Fatal(res.err)
+		}
+		ev := rec.snapshot()
+		if len(ev.acquired) != 1 || ev.acquired[0].Woken != observe.NotWaited {
+			t.Fatalf("acquisitions %+v; want one, not waited", ev.acquired)
+		}
+		within(t, "the wait of an acquisition whose request was held", ev.acquired[0].Wait, delayed, res.took)
+	})
+}
+
+// Every kind of hold is heard under its kind, released by its owner: the owner its
+// acquisition reported ("<client id>:<n>", the read-write lock's write hold included,
+// whose hash field adds ":write"), and a semaphore's lease as kind "lease" with no
+// acquisition (docs/operations.md: a hold duration, but no wait). A hold that Close
+// releases is heard released too (the otel observer records every hold's end).
+func TestObserverHoldsOfEveryKind(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rec := &recorder{}
+		c := relocktest.New(t, b, relock.WithObserver(rec))
+		ctx := redistest.Context(t, 30*time.Second)
+		rw := c.RWLock("observe:rw")
+		for _, side := range []struct {
+			kind   observe.Kind
+			lock   func(context.Context) (context.Context, error)
+			unlock func(context.Context) error
+		}{
+			{observe.Write, func(ctx context.Context) (context.Context, error) { return rw.Lock(ctx) }, rw.Unlock},
+			{observe.Read, func(ctx context.Context) (context.Context, error) { return rw.RLock(ctx) }, rw.RUnlock},
+		} {
+			held, err := side.lock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := side.unlock(held); err != nil {
+				t.Fatal(err)
+			}
+			ev := rec.snapshot()
+			if len(ev.acquired) != 1 || len(ev.released) != 1 {
+				t.Fatalf("%s: heard acquisitions %+v and releases %+v; want one of each", side.kind, ev.acquired, ev.released)
+			}
+			a, r := ev.acquired[0], ev.released[0]
+			if a.Lock != "observe:rw" || a.Kind != side.kind || !strings.HasPrefix(a.Owner, c.ID()+":") {
+				t.Errorf("%s: acquisition %+v; want lock observe:rw, kind %s, an owner of client %s", side.kind, a, side.kind, c.ID())
+			}
+			if r.Lock != "observe:rw" || r.Kind != side.kind || r.Owner != a.Owner {
+				t.Errorf("%s: release %+v; want lock observe:rw, kind %s, the acquisition's owner %s", side.kind, r, side.kind, a.Owner)
+			}
+			rec.reset()
+		}
+
+		sem := c.Semaphore("observe:sem")
+		if _, err := sem.TrySetPermits(ctx, 2); err != nil {
+			t.Fatal(err)
+		}
+		lease, err := sem.AcquireLease(ctx, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sem.ReleaseLease(lease); err != nil {
+			t.Fatal(err)
+		}
+		ev := rec.snapshot()
+		if len(ev.acquired) != 0 {
+			t.Errorf("a semaphore's lease was heard acquired: %+v; want no acquisition", ev.acquired)
+		}
+		if len(ev.released) != 1 || ev.released[0].Lock != "observe:sem" || ev.released[0].Kind != observe.Lease ||
+			!strings.HasPrefix(ev.released[0].Owner, c.ID()+":") {
+			t.Errorf("releases %+v; want one, of observe:sem, kind lease, an owner of client %s", ev.released, c.ID())
+		}
+		rec.reset()
+
+		closing := relocktest.New(t, b, relock.WithObserver(rec))
+		held, err := closing.Lock("observe:close").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := closing.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !errors.Is(context.Cause(held), relock.ErrClosed) {
+			t.Fatalf("the hold's context after Close: cause %v; want ErrClosed", context.Cause(held))
+		}
+		if ev := rec.snapshot(); len(ev.released) != 1 || ev.released[0].Lock != "observe:close" || ev.released[0].Kind != observe.Lock {
+			t.Errorf("releases %+v after Close; want the one hold of observe:close", ev.released)
 		}
 	})
 }
