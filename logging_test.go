@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -113,8 +114,10 @@ func TestLogging(t *testing.T) {
 		// A hold found lost is logged with its lock: here the next renewal finds the key
 		// gone.
 		redistest.MustDo(t, side, "DEL", "logged")
+		// One record, WARN, with the lock and its owner (docs/operations.md, WithLogger).
+		lost := "lock=logged owner=" + c.ID() + ":"
 		redistest.Eventually(t, 10*time.Second, "no lost lease logged", func() bool {
-			return logs.index("WARN relock: lease lost") >= 0 && logs.index("lock=logged") >= 0
+			return logs.index("WARN relock: lease lost") >= 0 && logs.index(lost) == logs.index("WARN relock: lease lost")
 		})
 		// The hold's context tells the holder too. (Using it here also keeps it reachable:
 		// a hold whose context is dropped is abandoned, not lost.)
@@ -179,6 +182,96 @@ func TestLoggingSubscribeRefused(t *testing.T) {
 		}
 		if logs.index("NOPERM") < 0 {
 			t.Errorf("the subscriber's WARN does not carry Redis's refusal:\n%s", logs)
+		}
+	})
+}
+
+// refused returns how many commands the server refused with the error code code since it
+// started (INFO errorstats).
+func refused(t *testing.T, rc rueidis.Client, code string) int64 {
+	t.Helper()
+	text, err := redistest.Do(t, rc, "INFO", "errorstats").ToString()
+	if err != nil {
+		t.Fatalf("INFO errorstats: %v", err)
+	}
+	for _, line := range strings.Split(text, "\r\n") {
+		if rest, ok := strings.CutPrefix(line, "errorstat_"+code+":count="); ok {
+			n, err := strconv.ParseInt(rest, 10, 64)
+			if err != nil {
+				t.Fatalf("INFO errorstats: %q: %v", line, err)
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// A renewal outage that lasts several rounds is logged once, at its first failed round
+// (WARN), and once at its recovery (INFO): docs/operations.md says "once per episode".
+// Guards against a WARN per failed round, which floods the log of a client with many
+// holds for as long as Redis refuses writes.
+func TestLoggingRenewalOutageOnce(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		logs := &records{}
+		defer func() {
+			if t.Failed() {
+				t.Logf("records:\n%s", logs)
+			}
+		}()
+		// Renewals every 2s; a hold outlives two failed rounds, 4s after the last success.
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(6*time.Second), relock.WithLogger(slog.New(logs)))
+		side := b.Client(t)
+		held, err := c.Lock("logged:outage").Lock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		redistest.MustDo(t, side, "CONFIG", "SET", "min-replicas-to-write", "1")
+		redistest.Eventually(t, 10*time.Second, "no renewal failure logged", func() bool {
+			return logs.index("WARN relock: lease renewal failed") >= 0
+		})
+		// The first round's refusals are counted by now (it logged after them): one more is
+		// a later round's.
+		first := refused(t, side, "NOREPLICAS")
+		redistest.Eventually(t, 10*time.Second, "no second failed round", func() bool {
+			return refused(t, side, "NOREPLICAS") > first
+		})
+		redistest.MustDo(t, side, "CONFIG", "SET", "min-replicas-to-write", "0")
+		redistest.Eventually(t, 10*time.Second, "no recovery logged", func() bool {
+			return logs.index("INFO relock: lease renewal recovered") >= 0
+		})
+		if held.Err() != nil {
+			t.Fatalf("the hold ended across an outage shorter than its lease: %v", context.Cause(held))
+		}
+		if n, m := logs.count("relock: lease renewal failed"), logs.count("relock: lease renewal recovered"); n != 1 || m != 1 {
+			t.Errorf("an outage of two failed rounds logged %d failures and %d recoveries; want 1 and 1", n, m)
+		}
+	})
+}
+
+// A hold that no context can release any more is logged as abandoned, once, as a WARN with
+// its lock and owner (docs/operations.md, WithLogger): the operator's one sign that a
+// program dropped a hold without its Unlock.
+func TestLoggingAbandoned(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		logs := &records{}
+		defer func() {
+			if t.Failed() {
+				t.Logf("records:\n%s", logs)
+			}
+		}()
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(abandonLease), relock.WithLogger(slog.New(logs)))
+		func() {
+			if _, err := c.Lock("logged:abandoned").Lock(context.Background()); err != nil { // dropped
+				t.Fatal(err)
+			}
+		}()
+		collect(t, "no abandoned hold logged", func() bool { return logs.index("relock: hold abandoned") >= 0 })
+		i := logs.index("relock: hold abandoned")
+		if logs.index("WARN relock: hold abandoned") != i || logs.index("lock=logged:abandoned owner="+c.ID()+":") != i {
+			t.Errorf("the abandoned hold's record is not a WARN with its lock and owner:\n%s", logs)
+		}
+		if n := logs.count("relock: hold abandoned"); n != 1 {
+			t.Errorf("%d records of one abandoned hold; want 1", n)
 		}
 	})
 }
