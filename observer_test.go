@@ -3,10 +3,13 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
@@ -496,6 +499,64 @@ func TestObserverHoldsOfEveryKind(t *testing.T) {
 		}
 		if ev := rec.snapshot(); len(ev.released) != 1 || ev.released[0].Lock != "observe:close" || ev.released[0].Kind != observe.Lock {
 			t.Errorf("releases %+v after Close; want the one hold of observe:close", ev.released)
+		}
+	})
+}
+
+// The subscriber connection's return is heard with how long it was lost (observe: "down
+// is how long it was lost"). Here its subscriptions are refused (an ACL without SUBSCRIBE)
+// for a known time after the connection is cut, and the time reported must cover it; the
+// other tests' outages are too short to tell a time down from none.
+func TestObserverReconnectTimeDown(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		admin := b.Client(t)
+		redistest.MustDo(t, admin, "ACL", "SETUSER", "observed", "on", ">observed-pass", "~*", "&*", "+@all")
+		rc := b.ClientWith(t, func(o *rueidis.ClientOption) { o.Username, o.Password = "observed", "observed-pass" })
+		rec, logs := &recorder{}, &records{}
+		c, err := relock.New(rc, relock.WithObserver(rec), relock.WithLogger(slog.New(logs)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		holder := relocktest.New(t, b)
+		ctx := redistest.Context(t, time.Minute)
+		held, err := holder.Lock("observe:down").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waiting := make(chan error, 1)
+		go func() {
+			w, err := c.Lock("observe:down").Lock(relock.NewOwner(ctx))
+			if err == nil {
+				err = c.Lock("observe:down").Unlock(w)
+			}
+			waiting <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return relocktest.Waiting(c) == 1 })
+
+		redistest.MustDo(t, admin, "ACL", "SETUSER", "observed", "-subscribe")
+		cut := time.Now()
+		redistest.MustDo(t, admin, "CLIENT", "KILL", "TYPE", "pubsub")
+		// The client knows its subscriber is down once it says so: from then on, it stays
+		// down for as long as SUBSCRIBE is refused.
+		redistest.Eventually(t, 10*time.Second, "the subscriber's loss never logged", func() bool {
+			return logs.index("WARN relock: subscriber connection down") >= 0
+		})
+		const refusedFor = time.Second
+		time.Sleep(refusedFor)
+		redistest.MustDo(t, admin, "ACL", "SETUSER", "observed", "+subscribe")
+		redistest.Eventually(t, 15*time.Second, "no reconnect heard", func() bool { return len(rec.snapshot().reconnected) > 0 })
+		ev := rec.snapshot()
+		if len(ev.reconnected) != 1 {
+			t.Errorf("heard %d reconnects for one loss; want 1", len(ev.reconnected))
+		}
+		within(t, "the subscriber's time down", ev.reconnected[0], refusedFor, time.Since(cut))
+
+		if err := holder.Lock("observe:down").Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, waiting, 20*time.Second, "the waiter"); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
