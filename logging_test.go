@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -274,4 +275,56 @@ func TestLoggingAbandoned(t *testing.T) {
 			t.Errorf("%d records of one abandoned hold; want 1", n)
 		}
 	})
+}
+
+// A lost hold's record names its owner as the observer and the abandoned hold's record do,
+// "<client id>:<n>", for kinds whose hash field is not the owner: a read-write lock's
+// write hold (the field adds ":write") and a semaphore's lease (its fields are the permit
+// ids). An operator matches the record to the acquisition by it.
+func TestLoggingLostOwnerIsTheOwner(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		logs := &records{}
+		defer func() {
+			if t.Failed() {
+				t.Logf("records:\n%s", logs)
+			}
+		}()
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second), relock.WithLogger(slog.New(logs)))
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		sem := c.Semaphore("logged:sem")
+		if err := sem.AddPermits(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []struct {
+			name, key string
+			take      func() (context.Context, error)
+		}{
+			{"logged:rw", "logged:rw", func() (context.Context, error) { return c.RWLock("logged:rw").Lock(ctx) }},
+			{"logged:sem", "{logged:sem}:timeout", func() (context.Context, error) { return sem.AcquireLease(ctx, 1) }},
+		} {
+			held, err := k.take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			redistest.MustDo(t, side, "DEL", k.key)
+			redistest.Recv(t, held.Done(), 10*time.Second, "the end of the lost hold of "+k.name)
+			want := regexp.MustCompile(`^WARN relock: lease lost.* lock=` + regexp.QuoteMeta(k.name) + ` owner=` + regexp.QuoteMeta(c.ID()) + `:[0-9]+$`)
+			if !logs.matches(want) {
+				t.Errorf("no lost-lease record of %s naming its owner as %s:<n>", k.name, c.ID())
+			}
+		}
+	})
+}
+
+// matches reports whether a record matches re.
+func (r *records) matches(re *regexp.Regexp) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, m := range r.msgs {
+		if re.MatchString(m) {
+			return true
+		}
+	}
+	return false
 }

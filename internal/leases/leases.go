@@ -440,7 +440,9 @@ func (w *Watchdog) drop(h *Hold, cause error) {
 	switch {
 	case lost:
 		w.lost.Add(1)
-		w.log.Load().Warn("relock: lease lost; the hold's context ends", "lock", h.key.name, "owner", h.key.owner)
+		// The owner as the observer and the abandoned hold's record name it, not its
+		// hash field (a write hold's ":write", a lease's permit ids).
+		w.log.Load().Warn("relock: lease lost; the hold's context ends", "lock", h.key.name, "owner", h.who)
 		if w.obs != nil {
 			w.obs.LeaseLost(h.event())
 		}
