@@ -221,3 +221,22 @@ func TestInspectShowsWaitersOfAFreeLock(t *testing.T) {
 		await(t, "the waiter", waited)
 	})
 }
+
+// A read-write lock whose key is gone while a client waits on its channel and in no
+// registry, as Redisson's waiters do, is free with waiters parked: inspect counts the
+// subscription to the rwlock's channel, as for a held rwlock. Guards against a free lock's
+// view that counts only a plain lock's channel, and so hides an rwlock's waiters.
+func TestInspectShowsRWLockSubscribersOfAFreeLock(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		b.Listen(t, keys.Of("ledger").RWChannel)
+		r := inspectJSON(t, b.Addr, "ledger")
+		if r.Kind != "none" || r.Locked || r.Subscribers != 1 || len(r.WaitingClients) != 0 {
+			t.Errorf("inspect --json of a free rwlock with a client on its channel: %+v; want kind none, 1 subscriber", r)
+		}
+		out, err := relockCmd(t, b.Addr, "", "inspect", "ledger")
+		if err != nil || out != "ledger: free: no such key; waiters are parked, and try when the lease they last saw runs out\n"+
+			"  waiting clients  1 (subscribed to the lock's wake-up channel)\n" {
+			t.Errorf("inspect of a free rwlock with a client on its channel: %v\n%s", err, out)
+		}
+	})
+}

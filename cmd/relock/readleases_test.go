@@ -1,0 +1,49 @@
+package main
+
+import (
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
+)
+
+// inspect shows a re-entered reader's lease of each hold, read from that hold's own
+// timeout key (readTtlsMs in JSON, one per hold). Here the second hold's key is given a
+// lease of its own by hand. Guards against a reader shown with one lease whatever its
+// count, or with the first hold's lease for every hold.
+func TestInspectReaderLeasePerHold(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := redistest.Context(t, time.Minute)
+		mu := relocktest.New(t, b).RWLock("shelf")
+		// Fixed leases: no watchdog renews the keys behind the test's back.
+		r1, err := mu.RLock(relock.NewOwner(ctx), rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r2, err := mu.RLock(r1, rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = mu.RUnlock(r2); _ = mu.RUnlock(r1) }()
+		r := inspectJSON(t, b.Addr, "shelf")
+		if len(r.Owners) != 1 || r.Owners[0].Holds != 2 {
+			t.Fatalf("inspect --json shelf: %+v; want one reader holding twice", r)
+		}
+		owner := r.Owners[0].Owner
+		redistest.MustDo(t, b.Client(t), "PEXPIRE", keys.Of("shelf").ReadTimeout(owner, 2), "600000")
+
+		r = inspectJSON(t, b.Addr, "shelf")
+		if ttls := r.Owners[0].ReadTTLsMs; len(ttls) != 2 || ttls[0] <= 0 || ttls[0] > 60000 || ttls[1] <= 300000 {
+			t.Errorf("inspect --json shelf: reader leases %v; want the first hold's (up to 1m), then the second's (about 10m)", ttls)
+		}
+		out, err := relockCmd(t, b.Addr, "", "inspect", "shelf")
+		if err != nil || !regexp.MustCompile(`\n  `+regexp.QuoteMeta(owner)+` +reads ×2  \(leases [1-5]?\d(\.\d+)?s, (9m\d|10m0)[^,)]*\)`).MatchString(out) {
+			t.Errorf("inspect shelf: %v; want the reader's two leases, up to 1m and about 10m:\n%s", err, out)
+		}
+	})
+}
