@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
@@ -346,4 +348,30 @@ func TestClientFieldsOddLines(t *testing.T) {
 	if f["addr"] != "127.0.0.1:5000" || f["name"] != "relock:abc" || f["age"] != "12" {
 		t.Errorf("clientFields: %v", f)
 	}
+}
+
+// Of the connections that carry a client's name, inspect shows the oldest: its address, and
+// its age, which is how long the process has been connected. Here a second connection
+// takes the name seconds after the first. Guards against the newest connection shown,
+// which would make a long-lived holder look newly come.
+func TestInspectShowsTheOldestConnection(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := tracedClient(t, b)
+		holdLock(t, c, "orders")
+		first, code := traced(t, b, c)
+		var r *Report
+		redistest.Eventually(t, 20*time.Second, "the client's connection is not 2s old", func() bool {
+			_, r = inspectBinary(t, b, "--json", "orders")
+			return len(r.Owners) == 1 && r.Owners[0].Client != nil && r.Owners[0].Client.AgeSeconds >= 2
+		})
+		later := b.ClientWith(t, func(o *rueidis.ClientOption) { o.ClientName = "relock:" + c.ID() + ":" + code })
+		redistest.MustDo(t, later, "PING")
+		redistest.Eventually(t, 20*time.Second, "the second connection does not carry the name", func() bool {
+			return len(namedConns(t, b, c.ID())) == 2
+		})
+		_, r = inspectBinary(t, b, "--json", "orders")
+		if got := r.Owners[0].Client; got == nil || got.Addr != first || got.AgeSeconds < 2 || got.Connections != 2 {
+			t.Errorf("inspect --json orders: the holder's client is %+v; want the oldest connection, %s, at least 2s old, of 2", got, first)
+		}
+	})
 }
