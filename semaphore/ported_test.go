@@ -3,6 +3,7 @@ package semaphore_test
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,40 @@ import (
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/semaphore"
 )
+
+// Redisson's semaphore tests, method by method, with relock's names for its calls
+// (docs/migration-from-redisson.md, RSemaphore): release without an acquire is
+// AddPermits, tryAcquire with a wait is Acquire with a bounded context, drainPermits is
+// Drain. A "thread" of Redisson's is a goroutine here, and a Redisson client a relock
+// client. (The last two tests of this file port methods of the permit-expirable
+// semaphore's tests; their map is in ported_lease_test.go.)
+//
+// These tests wait on leases and wake-ups most of their time, so they run in parallel with
+// each other (t.Parallel): each has servers of its own, and the shared cluster takes turns.
+//
+// RedissonSemaphoreTest:
+//   - testAcquireAfterAddPermits: ported, TestRedissonAcquireAfterAddPermits.
+//   - testZero: covered by TestInvalidCount (0 permits to TryAcquire, Acquire and Release
+//     is ErrInvalidCount, where Redisson's answers true and does nothing: the
+//     documented difference) and TestCount (AvailablePermits of no count is 0).
+//   - testAcquireWithoutSetPermits: ported, TestRedissonSemaphoreSequences.
+//   - testTrySetPermits: covered by TestCount (TrySetPermits sets a count only when there
+//     is none, AvailablePermits reads it); its second half is not applicable: delete(),
+//     isExists() and trySetPermits with a time to live are not offered.
+//   - testAddPermits: ported, TestRedissonSemaphoreSequences.
+//   - testReducePermits: ported, TestRedissonSemaphoreSequences.
+//   - testBlockingAcquire: ported, TestRedissonBlockingAcquireInOneClient.
+//   - testBlockingNAcquire: ported, TestRedissonBlockingAcquireInOneClient.
+//   - testTryNAcquire: ported, TestRedissonBlockingAcquireInOneClient.
+//   - testReleaseWithoutPermits: covered by TestCount (AddPermits, relock's release
+//     without an acquire, on no count starts from 0) and TestReleaseAccounting (Release of
+//     permits the client did not take is ErrNotHeld and changes nothing).
+//   - testDrainPermits: ported, TestRedissonSemaphoreSequences.
+//   - testReleaseAcquire: ported, TestRedissonSemaphoreSequences.
+//   - testConcurrency_SingleInstance: ported, TestRedissonConcurrencyOneClient.
+//   - testConcurrencyLoopMax_MultiInstance: ported, TestRedissonMaxPermitsConcurrency.
+//   - testConcurrencyLoop_MultiInstance: ported, TestRedissonConcurrencyLoopClients.
+//   - testConcurrency_MultiInstance_1_permits: ported, TestRedissonConcurrencyClientsOnce.
 
 // Sequences of Redisson's RedissonSemaphoreTest, with relock's names for its calls
 // (docs/migration-from-redisson.md): its release without an acquire is AddPermits. Each
@@ -30,6 +65,7 @@ import (
 // Guards against a Drain that forgets the permits the client holds (it would refuse their
 // Release, and they would be lost), and a held count that AddPermits moves.
 func TestRedissonSemaphoreSequences(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c, side := relocktest.New(t, b), b.Client(t)
 		ctx := redistest.Context(t, time.Minute)
@@ -142,6 +178,7 @@ func mustAdd(t testing.TB, s *semaphore.Weighted, n int64) {
 // Guards against a release that wakes only the waiters of other clients (the client's
 // own waiter would sleep until its refresh), and an Acquire that takes fewer than n.
 func TestRedissonBlockingAcquireInOneClient(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-port:blocking"
 		c, side := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute)), b.Client(t)
@@ -181,6 +218,7 @@ func TestRedissonBlockingAcquireInOneClient(t *testing.T) {
 // Guards against an acquire that takes more permits than are free, and requests for all
 // permits starved by requests for one.
 func TestRedissonMaxPermitsConcurrency(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name, all, clients, rounds = "sem-port:max", int64(1<<31 - 1), 4, 10
 		side := b.Client(t)
@@ -244,6 +282,7 @@ func TestRedissonMaxPermitsConcurrency(t *testing.T) {
 // Guards against a waiter first in line that does not look again when the next leased
 // permit runs out, and a count that does not put back permits whose lease ran out.
 func TestRedissonLeaseRunsOutForRelockWaiter(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-port:expire"
 		side := b.Client(t)
@@ -291,6 +330,7 @@ func TestRedissonLeaseRunsOutForRelockWaiter(t *testing.T) {
 // Guards against a ReleaseLease that publishes nothing (the waiter would sleep until its
 // refresh), and one that wakes only other clients' waiters.
 func TestRedissonLeaseReleaseWakesWaiterOfTheClient(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-port:lease-wake"
 		side := b.Client(t)
@@ -326,5 +366,154 @@ func TestRedissonLeaseReleaseWakesWaiterOfTheClient(t *testing.T) {
 			t.Fatal(err)
 		}
 		wantValue(t, side, name, "2")
+	})
+}
+
+// RedissonSemaphoreTest's testAcquireAfterAddPermits: a goroutine adds a permit to a
+// semaphore that has no count and waits for 2. A permit taken and given back meanwhile
+// leaves it waiting (1 is free); the permit its client then adds lets it in. The permit
+// taken and given back is a Redisson client's: a relock Acquire(1) of any client would
+// queue behind the waiter for 2, as relock serves its waiters in turn, where Redisson's
+// takes the permit it finds (docs/migration-from-redisson.md, RSemaphore). The waiter's
+// client has a watchdog timeout of a minute, so its refresh (every 20s) cannot stand in
+// for the wake-up within the 15s bound.
+//
+// Guards against an AddPermits that publishes nothing (or whose message does not reach
+// the waiters of its own client), and an Acquire that takes fewer than n.
+func TestRedissonAcquireAfterAddPermits(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-port:after-add"
+		c, side := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute)), b.Client(t)
+		s, java := c.Semaphore(name), newRedisson(b, side, name)
+		done := make(chan error, 1)
+		go func() {
+			if err := s.AddPermits(context.Background(), 1); err != nil {
+				done <- err
+				return
+			}
+			done <- s.Acquire(redistest.Context(t, 30*time.Second), 2)
+		}()
+		parked(t, c, 1, "the waiter for 2 permits")
+		stillWaiting(t, done, 300*time.Millisecond, "Acquire(2) with 1 permit")
+		if !java.tryAcquire(t, 1) {
+			t.Fatal("Redisson's acquire of the free permit failed")
+		}
+		wantValue(t, side, name, "0")
+		java.releaseN(t, 1)
+		stillWaiting(t, done, 300*time.Millisecond, "Acquire(2) after a release that left 1 permit")
+		wantValue(t, side, name, "1")
+		mustAdd(t, s, 1)
+		if err := redistest.Recv(t, done, 15*time.Second, "Acquire(2) after its client added the second permit: it was not woken"); err != nil {
+			t.Fatalf("Acquire(2): %v", err)
+		}
+		wantValue(t, side, name, "0")
+		if st := c.PubSubStats(); st.TimedOut != 0 {
+			t.Errorf("stats %+v: a wait ended by its time bound, not by AddPermits", st)
+		}
+		mustRelease(t, s, 2)
+		wantValue(t, side, name, "2")
+	})
+}
+
+// inTurns runs, in a goroutine for each of sems (one semaphore of 1 permit, through one
+// client or several), rounds of Acquire(1), a hold of hold, a count and Release(1). It
+// fails t unless every round completes and no two goroutines held the permit at once.
+func inTurns(t *testing.T, sems []*semaphore.Weighted, rounds int, hold time.Duration) {
+	t.Helper()
+	var inside, over, counter atomic.Int64
+	errs := make(chan error, len(sems))
+	ctx := redistest.Context(t, 2*time.Minute)
+	for _, s := range sems {
+		go func() {
+			for range rounds {
+				if err := s.Acquire(ctx, 1); err != nil {
+					errs <- err
+					return
+				}
+				if inside.Add(1) > 1 {
+					over.Add(1)
+				}
+				time.Sleep(hold)
+				counter.Add(1)
+				inside.Add(-1)
+				if err := s.Release(context.Background(), 1); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range sems {
+		if err := redistest.Recv(t, errs, 90*time.Second, "a goroutine's rounds of Acquire and Release"); err != nil {
+			t.Fatalf("Acquire or Release: %v", err)
+		}
+	}
+	if n := over.Load(); n != 0 {
+		t.Fatalf("%d times two goroutines held the one permit", n)
+	}
+	if n, want := counter.Load(), int64(len(sems)*rounds); n != want {
+		t.Fatalf("counted %d; want %d", n, want)
+	}
+}
+
+// RedissonSemaphoreTest's testConcurrency_SingleInstance: 15 goroutines of one client
+// each take the one permit, count, and give it back: all 15 count, never two at once.
+//
+// Guards against an Acquire that takes a permit that is not free, and waiters of a client
+// left asleep (or queued in the process) after its own release.
+func TestRedissonConcurrencyOneClient(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-port:one-client"
+		side := b.Client(t)
+		s := relocktest.New(t, b).Semaphore(name)
+		mustSet(t, s, 1)
+		inTurns(t, slices.Repeat([]*semaphore.Weighted{s}, 15), 1, 0)
+		wantValue(t, side, name, "1")
+	})
+}
+
+// RedissonSemaphoreTest's testConcurrencyLoop_MultiInstance: several clients loop, each
+// taking the one permit, holding it a moment, counting, and giving it back: every round
+// of every client counts, never two at once. Redisson runs 16 clients of 100 rounds
+// holding 10ms each; here 4 clients of 25 rounds hold 5ms.
+//
+// Guards against an Acquire that takes a permit that is not free, and a client's waiter
+// left asleep after another client's release.
+func TestRedissonConcurrencyLoopClients(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-port:loop-clients"
+		side := b.Client(t)
+		mustSet(t, relocktest.New(t, b).Semaphore(name), 1)
+		var sems []*semaphore.Weighted
+		for range 4 {
+			sems = append(sems, relocktest.New(t, b).Semaphore(name))
+		}
+		inTurns(t, sems, 25, 5*time.Millisecond)
+		wantValue(t, side, name, "1")
+	})
+}
+
+// RedissonSemaphoreTest's testConcurrency_MultiInstance_1_permits: 30 clients each take
+// the one permit once, count, and give it back: all 30 count, never two at once.
+//
+// Guards against an Acquire that takes a permit that is not free, and a client first in
+// the queue that another client's release does not wake (or that does not pass the turn
+// on to the client behind it).
+func TestRedissonConcurrencyClientsOnce(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-port:clients-once"
+		side := b.Client(t)
+		mustSet(t, relocktest.New(t, b).Semaphore(name), 1)
+		var sems []*semaphore.Weighted
+		for range 30 {
+			sems = append(sems, relocktest.New(t, b).Semaphore(name))
+		}
+		inTurns(t, sems, 1, 0)
+		wantValue(t, side, name, "1")
 	})
 }
