@@ -29,6 +29,12 @@ func exact(t time.Time) span { return span{t, t} }
 
 func (s span) add(d time.Duration) span { return span{s.lo.Add(d), s.hi.Add(d)} }
 
+// copied is s as a script that ran within t leaves it when it copies it to a key (PTTL,
+// then PEXPIRE of what it read): Redis's clock runs during a script (PTTL and PEXPIRE
+// each read it), so a server held up between the two moves the copy later, by at most the
+// time the script ran, which t bounds. Never earlier: a copy never ends sooner.
+func (s span) copied(t span) span { return span{s.lo, s.hi.Add(t.hi.Sub(t.lo))} }
+
 // later is the span of max(a, b).
 func later(a, b span) span { return span{latest(a.lo, b.lo), latest(a.hi, b.hi)} }
 
@@ -346,7 +352,7 @@ func (m *model) grant(owner string, s side, lease time.Duration, fenced bool, t 
 	}
 	m.lock.fields[f]++
 	count := m.lock.fields[f]
-	m.lock.exp = later(m.lock.exp, exp)
+	m.lock.exp = later(m.lock.exp.copied(t), exp)
 	if s == read {
 		ks := m.reads[owner]
 		if ks == nil {
@@ -356,7 +362,7 @@ func (m *model) grant(owner string, s side, lease time.Duration, fenced bool, t 
 		shared := exp
 		for k := 1; k < count; k++ {
 			if e, ok := ks[k]; ok {
-				shared = later(shared, e)
+				shared = later(shared, e.copied(t))
 			}
 		}
 		for k := 1; k <= count; k++ {
@@ -467,10 +473,10 @@ func (m *model) release(owner string, s side, t span) released {
 		switch {
 		case m.lock.mode == "write":
 			if ok {
-				m.lock.exp = later(m.lock.exp, longest)
+				m.lock.exp = later(m.lock.exp.copied(t), longest.copied(t))
 			}
 		case ok:
-			m.lock.exp = longest
+			m.lock.exp = longest.copied(t)
 		default:
 			m.lock = nil
 		}
