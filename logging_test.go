@@ -40,6 +40,17 @@ func (r *records) Handle(_ context.Context, rec slog.Record) error {
 	return nil
 }
 
+// newRecords returns an empty records, whose records t logs if it fails.
+func newRecords(t *testing.T) *records {
+	r := &records{}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("records:\n%s", r)
+		}
+	})
+	return r
+}
+
 // index returns the position of the first record that contains want, or -1.
 func (r *records) index(want string) int {
 	r.mu.Lock()
@@ -76,12 +87,7 @@ func (r *records) String() string {
 // down and coming back.
 func TestLogging(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		logs := &records{}
-		defer func() {
-			if t.Failed() {
-				t.Logf("records:\n%s", logs)
-			}
-		}()
+		logs := newRecords(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second), relock.WithLogger(slog.New(logs)))
 		side := b.Client(t)
 		held, err := c.Lock("logged").Lock(context.Background(), rlock.WithWaitTimeout(30*time.Second)) // the hold must end by its own loss
@@ -137,12 +143,7 @@ func TestLoggingSubscribeRefused(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		redistest.MustDo(t, b.Client(t), "ACL", "SETUSER", "nosub", "on", ">nosub-pass", "~*", "&*", "+@all", "-subscribe")
 		user := b.ClientWith(t, func(o *rueidis.ClientOption) { o.Username, o.Password = "nosub", "nosub-pass" })
-		logs := &records{}
-		defer func() {
-			if t.Failed() {
-				t.Logf("records:\n%s", logs)
-			}
-		}()
+		logs := newRecords(t)
 		const lease = 2 * time.Second
 		holder := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 		waiter, err := relock.New(user, relock.WithWatchdogTimeout(lease), relock.WithLogger(slog.New(logs)))
@@ -213,12 +214,7 @@ func refused(t *testing.T, rc rueidis.Client, code string) int64 {
 // holds for as long as Redis refuses writes.
 func TestLoggingRenewalOutageOnce(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		logs := &records{}
-		defer func() {
-			if t.Failed() {
-				t.Logf("records:\n%s", logs)
-			}
-		}()
+		logs := newRecords(t)
 		// Renewals every 2s; a hold outlives two failed rounds, 4s after the last success.
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(6*time.Second), relock.WithLogger(slog.New(logs)))
 		side := b.Client(t)
@@ -254,12 +250,7 @@ func TestLoggingRenewalOutageOnce(t *testing.T) {
 // program dropped a hold without its Unlock.
 func TestLoggingAbandoned(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		logs := &records{}
-		defer func() {
-			if t.Failed() {
-				t.Logf("records:\n%s", logs)
-			}
-		}()
+		logs := newRecords(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(abandonLease), relock.WithLogger(slog.New(logs)))
 		func() {
 			if _, err := c.Lock("logged:abandoned").Lock(context.Background()); err != nil { // dropped
@@ -283,12 +274,7 @@ func TestLoggingAbandoned(t *testing.T) {
 // ids). An operator matches the record to the acquisition by it.
 func TestLoggingLostOwnerIsTheOwner(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		logs := &records{}
-		defer func() {
-			if t.Failed() {
-				t.Logf("records:\n%s", logs)
-			}
-		}()
+		logs := newRecords(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second), relock.WithLogger(slog.New(logs)))
 		side := b.Client(t)
 		ctx := redistest.Context(t, time.Minute)
