@@ -543,13 +543,22 @@ func (h *harness) inject(f fault) {
 // deleteHeld deletes a held lock's key behind its holder's back: it asks a worker to
 // linger in its next section, deletes that section's lock key (only if the hold is still
 // there), and waits for the section to end. The holder must learn of the loss from its
-// next renewal: its context ends with ErrLeaseLost.
+// next renewal: its context ends with ErrLeaseLost. A worker whose section does not linger
+// in time (between sections, waiting in Lock, near its last iteration) or whose hold is
+// gone already leaves the fault to the next worker, in a random order, each asked once.
 func (h *harness) deleteHeld() {
 	ws := h.lingerers()
-	if len(ws) == 0 {
-		return
+	rand.Shuffle(len(ws), func(i, j int) { ws[i], ws[j] = ws[j], ws[i] })
+	for _, w := range ws {
+		if h.deleteHeldOf(w) {
+			return
+		}
 	}
-	w := ws[rand.IntN(len(ws))]
+}
+
+// deleteHeldOf runs the deletion of deleteHeld on one worker's lingering section, and
+// reports whether it deleted the hold.
+func (h *harness) deleteHeldOf(w *worker) bool {
 	off := fileSize(w.history)
 	_ = w.cmd.Process.Signal(lingerSignal)
 	notes := h.awaitNotes(map[*worker]int64{w: off}, 3*time.Second)
@@ -557,7 +566,7 @@ func (h *harness) deleteHeld() {
 	if !ok {
 		_ = w.cmd.Process.Signal(stopLingerSignal)
 		h.t.Logf("delete: no section of %s lingered within 3s", w.id)
-		return
+		return false
 	}
 	from := time.Now().UnixNano()
 	fields, _ := h.lock.Do(h.t, "EVAL", deleteHeldScript, "1", lockKey(lockName, note.Lock), note.Owner).AsStrSlice()
@@ -566,9 +575,10 @@ func (h *harness) deleteHeld() {
 		h.deletions = append(h.deletions, deletion{win: Window{from, to}, fields: map[string]map[string]bool{note.Lock: set(fields)}})
 		h.landed[faultDelete]++
 	} else {
-		h.t.Logf("delete: the hold of %s's lingering section on %s was gone already", w.id, note.Lock)
+		h.t.Logf("delete: the hold of %s's lingering section on %s (field %q) was gone already", w.id, note.Lock, note.Owner)
 	}
 	h.awaitSections(notes, map[*worker]int64{w: off})
+	return len(fields) > 0
 }
 
 // deleteHeldScript deletes the lock KEYS[1] if ARGV[1] holds it, and returns the fields

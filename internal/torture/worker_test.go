@@ -257,8 +257,8 @@ type sectionEnv struct {
 }
 
 // section makes one attempt: lock, a fenced write (a read of the counter in a read
-// section), unlock. When the parent asked for it, the first section to acquire lingers
-// after acquiring: it notes that in the history and waits (at most lingerMax) for its
+// section), unlock. When the parent asked for it, the first section to acquire (with a
+// field the spy saw) lingers after acquiring: it notes that in the history and waits (at most lingerMax) for its
 // hold's context to end, then goes on (its write may then be a stale holder's).
 func section(lk locker, read bool, rrc rueidis.Client, id string, g, i int, env *sectionEnv) Record {
 	r := Record{Worker: id, Lock: lk.kind, G: g, I: i}
@@ -296,7 +296,11 @@ func section(lk locker, read bool, rrc rueidis.Client, id string, g, i int, env 
 			r.Token = grantToken
 		}
 	}
-	if env.linger.CompareAndSwap(true, false) {
+	// A hold handed over by an unlock of this process to a waiter that sent no attempt of
+	// its own has no field the spy saw (r.Owner is empty): the parent could neither delete
+	// that hold by its field nor tell its renewals apart, so it does not linger; the next
+	// section does.
+	if r.Owner != "" && env.linger.CompareAndSwap(true, false) {
 		r.Lingered = true
 		r.LingerFrom = time.Now().UnixNano()
 		if dl, ok := ctx.Deadline(); ok {
