@@ -73,6 +73,16 @@ func TestInspectSemaphoreAndLatch(t *testing.T) {
 		if r := inspectJSON(t, b.Addr, "ready"); r.Kind != "count" || r.Count == nil || *r.Count != 2 {
 			t.Errorf("inspect --json ready with nobody waiting: %+v; want kind count, 2", r)
 		}
+		// A count with nobody waiting is a bare string, a semaphore's or a latch's: still
+		// nobody holds it, and the operator's tool must not delete it.
+		before = redistest.Snapshot(t, rc, "ready")
+		out, err = relockCmd(t, b.Addr, "", "unlock", "--force", "-y", "ready")
+		if err == nil || !strings.Contains(err.Error(), "not a lock") || !strings.Contains(err.Error(), "nothing was changed") {
+			t.Errorf("unlock --force -y ready (a latch nobody waits on): %v; want a refusal\n%s", err, out)
+		}
+		if after := redistest.Snapshot(t, rc, "ready"); after != before {
+			t.Errorf("unlock --force changed the latch:\nbefore %s\nafter  %s", before, after)
+		}
 		awaited := async(func() error { return waiter.CountDownLatch("ready").Await(wctx) })
 		redistest.Eventually(t, 10*time.Second, "the latch's waiter subscribed", func() bool {
 			return inspectJSON(t, b.Addr, "ready").Subscribers == 1
