@@ -593,8 +593,8 @@ func TestPortedRenewalAfterAReentrantCycle(t *testing.T) {
 }
 
 // Four owners take and release one lock in a loop while their contexts are cancelled
-// without pause, for 3s. Every Lock either fails (and the Unlock after it finds nothing)
-// or returns a hold that its Unlock releases: once they stop, nothing is held, nothing was
+// without pause, for 3s. Every Lock either fails, leaving its owner holding nothing (and
+// the Unlock after it finds nothing), or returns a hold that its Unlock releases: once they stop, nothing is held, nothing was
 // abandoned, and the key is still gone three watchdog timeouts later (no renewal of a
 // hold nobody knows brought it back).
 func TestPortedCancelStormLeavesNoHold(t *testing.T) {
@@ -614,6 +614,7 @@ func TestPortedCancelStormLeavesNoHold(t *testing.T) {
 			taken, interrupted  atomic.Int32
 			wg                  sync.WaitGroup
 			unexpectedUnlockErr atomic.Int32
+			leftover            atomic.Int32 // failed Locks that left the owner holding
 		)
 		for w := 0; w < workers; w++ {
 			wg.Add(1)
@@ -631,6 +632,12 @@ func TestPortedCancelStormLeavesNoHold(t *testing.T) {
 						taken.Add(1)
 					case errors.Is(err, context.Canceled):
 						interrupted.Add(1)
+						// A Lock that failed holds nothing, even when its attempt had taken
+						// the lock by the time ctx ended: the finally block below would
+						// release such a hold and hide it, so it is looked for first.
+						if h, err := mu.IsHeld(owner); h || err != nil {
+							leftover.Add(1)
+						}
 					default:
 						t.Errorf("Lock: %v", err)
 					}
@@ -659,6 +666,9 @@ func TestPortedCancelStormLeavesNoHold(t *testing.T) {
 		t.Logf("%d holds taken, %d Locks cancelled", taken.Load(), interrupted.Load())
 		if interrupted.Load() == 0 {
 			t.Fatal("no Lock was cancelled: the test proved nothing")
+		}
+		if n := leftover.Load(); n > 0 {
+			t.Errorf("%d cancelled Locks left their owner holding the lock (or IsHeld failed)", n)
 		}
 		if st := c.WatchdogStats(); st.Holds != 0 || st.Abandoned != 0 {
 			t.Errorf("after the storm the watchdog knows %d holds and abandoned %d; want none", st.Holds, st.Abandoned)
