@@ -17,6 +17,17 @@
 //     lives as long as its longest read hold. A writer's field is "<owner>:write". A write
 //     unlock that leaves no holder deletes the hash and publishes "1" on
 //     redisson_rwlock:{<name>}.
+//   - RFairLock: the RLock's hash, with the list redisson_lock_queue:{<name>} of the
+//     waiting owners in arrival order and the zset redisson_lock_timeout:{<name>} of
+//     their deadlines, the Unix time in milliseconds on the client's clock by which each
+//     must come back or be dropped when it is at the head. A newcomer's deadline is the
+//     last waiter's (or, with nobody waiting, now plus the lock's PTTL) plus the thread
+//     wait time. An attempt first drops the waiters at the head whose deadline passed; it
+//     takes a free lock when the queue is empty or the owner is at its head, leaving the
+//     queue and taking the thread wait time off every other waiter's deadline. A waiter
+//     listens on redisson_lock__channel:{<name>}:<owner>; the unlock that frees the lock
+//     publishes "0" there for the owner at the head of the queue, and so does an unlock
+//     that finds the lock free already.
 //   - RSemaphore: the string <name> of available permits. A release adds to it and
 //     publishes the new count on redisson_sc:{<name>}.
 //   - RPermitExpirableSemaphore: the same count, and the zset {<name>}:timeout of the
@@ -199,6 +210,105 @@ return 0`)
 // hash and publishes "0" on the lock's channel.
 func (j *Java) Unlock(ctx context.Context, name, owner string) (Unlocked, error) {
 	return unlocked(j.run(ctx, unlockScript, []string{name, LockChannel(name)}, []string{owner, j.publish, "0"}))
+}
+
+// RFairLock.
+
+// FairQueue and FairTimeouts are the RFairLock name's queue and waiters' deadlines.
+func FairQueue(name string) string    { return tagged("redisson_lock_queue", name) }
+func FairTimeouts(name string) string { return tagged("redisson_lock_timeout", name) }
+
+// FairChannel is the channel on which the RFairLock name's waiter owner is told its turn.
+func FairChannel(name, owner string) string { return LockChannel(name) + ":" + owner }
+
+// dropStale is the part of both fair scripts that drops the waiters at the head of the
+// queue KEYS[2] whose deadline in KEYS[3] is not after now.
+const dropStale = `
+local function dropStale(now)
+  while true do
+    local head = redis.call('lindex', KEYS[2], 0)
+    if not head then return end
+    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
+    if deadline and deadline > now then return end
+    redis.call('zrem', KEYS[3], head)
+    redis.call('lpop', KEYS[2])
+  end
+end
+`
+
+// fairLockScript: KEYS[1] the hash, KEYS[2] the queue, KEYS[3] the deadlines; ARGV[1] the
+// owner, ARGV[2] the lease in ms, ARGV[3] the thread wait time in ms, ARGV[4] now (ms).
+// Replies {1, 0} when the owner holds it now, {0, ms to wait} otherwise.
+var fairLockScript = rueidis.NewLuaScript(dropStale + `
+local now, wait = tonumber(ARGV[4]), tonumber(ARGV[3])
+dropStale(now)
+local head = redis.call('lindex', KEYS[2], 0)
+if redis.call('exists', KEYS[1]) == 0 and (not head or head == ARGV[1]) then
+  if head then redis.call('lpop', KEYS[2]) end
+  redis.call('zrem', KEYS[3], ARGV[1])
+  for _, other in ipairs(redis.call('zrange', KEYS[3], 0, -1)) do
+    redis.call('zincrby', KEYS[3], -wait, other)
+  end
+  redis.call('hset', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, 0}
+end
+if redis.call('hexists', KEYS[1], ARGV[1]) == 1 then
+  redis.call('hincrby', KEYS[1], ARGV[1], 1)
+  redis.call('pexpire', KEYS[1], ARGV[2])
+  return {1, 0}
+end
+local mine = redis.call('zscore', KEYS[3], ARGV[1])
+if mine then
+  return {0, tonumber(mine) - wait - now}
+end
+local last = redis.call('lindex', KEYS[2], -1)
+local ttl
+if last and last ~= ARGV[1] then
+  ttl = tonumber(redis.call('zscore', KEYS[3], last)) - now
+else
+  ttl = redis.call('pttl', KEYS[1])
+end
+if redis.call('zadd', KEYS[3], ttl + wait + now, ARGV[1]) == 1 then
+  redis.call('rpush', KEYS[2], ARGV[1])
+end
+return {0, ttl}`)
+
+// FairLock is one attempt of RFairLock.tryLock(wait, lease) by owner at now on the Java
+// service's clock: it takes the lock, or a further hold of it, or else queues owner (once)
+// and reports how long it may wait for its turn before trying again. Redisson's default
+// thread wait time is five minutes (Config.fairLockWaitTimeout).
+func (j *Java) FairLock(ctx context.Context, name, owner string, lease, threadWait time.Duration, now time.Time) (bool, time.Duration, error) {
+	return granted(j.run(ctx, fairLockScript, []string{name, FairQueue(name), FairTimeouts(name)},
+		[]string{owner, ms(lease), ms(threadWait), strconv.FormatInt(now.UnixMilli(), 10)}))
+}
+
+// fairUnlockScript: KEYS[1] the hash, KEYS[2] the queue, KEYS[3] the deadlines, KEYS[4]
+// the lock's channel; ARGV[1] the owner, ARGV[2] now (ms), ARGV[3] the publish command.
+// Replies as unlockScript.
+var fairUnlockScript = rueidis.NewLuaScript(dropStale + `
+dropStale(tonumber(ARGV[2]))
+local function tellNext()
+  local head = redis.call('lindex', KEYS[2], 0)
+  if head then redis.call(ARGV[3], KEYS[4] .. ':' .. head, '0') end
+end
+if redis.call('exists', KEYS[1]) == 0 then
+  tellNext()
+  return -1
+end
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+if holds < 1 then return -1 end
+if holds > 1 then return redis.call('hincrby', KEYS[1], ARGV[1], -1) end
+redis.call('del', KEYS[1])
+tellNext()
+return 0`)
+
+// FairUnlock is RFairLock.unlock by owner at now on the Java service's clock: it drops
+// the stale waiters at the head, releases one of owner's holds, and when the lock is free
+// (by this unlock or before it) tells the waiter at the head of the queue.
+func (j *Java) FairUnlock(ctx context.Context, name, owner string, now time.Time) (Unlocked, error) {
+	return unlocked(j.run(ctx, fairUnlockScript, []string{name, FairQueue(name), FairTimeouts(name), LockChannel(name)},
+		[]string{owner, strconv.FormatInt(now.UnixMilli(), 10), j.publish}))
 }
 
 // RReadWriteLock.

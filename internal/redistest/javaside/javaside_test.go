@@ -50,6 +50,51 @@ func TestLayout(t *testing.T) {
 			heard(t, l, "the last unlock's message", "0")
 		})
 
+		t.Run("RFairLock", func(t *testing.T) {
+			const w = 5 * time.Second // the thread wait time
+			l := b.Listen(t, javaside.FairChannel("f", o))
+			now := time.Now()
+			if ok, _, err := j.FairLock(ctx, "f", a, time.Minute, w, now); !ok || err != nil {
+				t.Fatalf("FairLock = %v, %v", ok, err)
+			}
+			if m, _ := redistest.Do(t, rc, "HGETALL", "f").AsStrMap(); len(m) != 1 || m[a] != "1" {
+				t.Fatalf("hash after the hold: %v", m)
+			}
+			// The waiter is queued with the lock's PTTL plus the thread wait time, on the
+			// client's clock, and told to wait the PTTL; asking again does not queue it twice.
+			for range 2 {
+				if ok, wait, err := j.FairLock(ctx, "f", o, time.Minute, w, now); ok || wait <= 50*time.Second || wait > time.Minute || err != nil {
+					t.Fatalf("FairLock by another owner = %v, %v, %v; want queued, to wait about a minute", ok, wait, err)
+				}
+			}
+			if q, _ := redistest.Do(t, rc, "LRANGE", javaside.FairQueue("f"), "0", "-1").AsStrSlice(); len(q) != 1 || q[0] != o {
+				t.Fatalf("queue %v; want [%s]", q, o)
+			}
+			if d, _ := redistest.Do(t, rc, "ZSCORE", javaside.FairTimeouts("f"), o).AsInt64(); d <= now.UnixMilli()+50000+w.Milliseconds() || d > now.UnixMilli()+60000+w.Milliseconds() {
+				t.Fatalf("deadline %d; want about now %d + a minute + %v", d, now.UnixMilli(), w)
+			}
+			if u, err := j.FairUnlock(ctx, "f", a, now); u != javaside.Released || err != nil {
+				t.Fatalf("FairUnlock = %v, %v; want released", u, err)
+			}
+			heard(t, l, "the unlock's message to the head of the queue", "0")
+			if ok, _, err := j.FairLock(ctx, "f", o, time.Minute, w, now); !ok || err != nil {
+				t.Fatalf("FairLock by the head = %v, %v; want acquired", ok, err)
+			}
+			if n, _ := redistest.Do(t, rc, "EXISTS", javaside.FairQueue("f"), javaside.FairTimeouts("f")).AsInt64(); n != 0 {
+				t.Fatalf("%d of the queue's keys left once the only waiter took the lock", n)
+			}
+			// A waiter whose deadline passed is dropped from the head by the next attempt.
+			if ok, _, err := j.FairLock(ctx, "f", a, time.Minute, w, now); ok || err != nil {
+				t.Fatalf("FairLock while held = %v, %v; want queued", ok, err)
+			}
+			if ok, _, err := j.FairLock(ctx, "f", "c:1", time.Minute, w, now.Add(2*time.Minute)); ok || err != nil {
+				t.Fatalf("FairLock of a third owner = %v, %v; want queued", ok, err)
+			}
+			if q, _ := redistest.Do(t, rc, "LRANGE", javaside.FairQueue("f"), "0", "-1").AsStrSlice(); len(q) != 1 || q[0] != "c:1" {
+				t.Fatalf("queue %v; want the stale head dropped: [c:1]", q)
+			}
+		})
+
 		t.Run("RReadWriteLock", func(t *testing.T) {
 			l := b.Listen(t, "redisson_rwlock:{rw}")
 			if ok, _, err := j.ReadLock(ctx, "rw", a, time.Minute); !ok || err != nil {
