@@ -90,6 +90,7 @@ func takeHold(c *relock.Client, k int, name string) (context.Context, func(conte
 // abandoned: no longer renewed, reported, and another client gets the lock within one
 // lease.
 func TestAbandonedHoldFreesWithinALease(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(abandonLease))
 		other := relocktest.New(t, b)
@@ -171,6 +172,7 @@ func TestHoldThroughReleasedHoldIsAbandoned(t *testing.T) {
 // that the lock was taken with. Their holds are renewed past their lease, and that context
 // unlocks them.
 func TestHoldWithLiveOwnerIsNotAbandoned(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(abandonLease))
 		ctx := context.Background()
@@ -219,6 +221,7 @@ func TestHoldWithLiveOwnerIsNotAbandoned(t *testing.T) {
 // the hold ends: when it is lost while its owner lives on elsewhere, and when it is
 // abandoned because nothing names its owner any more. Garbage collections run all along.
 func TestDoneWithoutItsContext(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(abandonLease))
 		ctx := context.Background()

@@ -41,6 +41,7 @@ type badCase struct {
 // documents, that nothing panics, and that data that is not the lock's stays as it was.
 // docs/reliability.md lists the cases.
 func TestBadInput(t *testing.T) {
+	t.Parallel()
 	cases := append(badInputCases(), auxKeyCases()...)
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
@@ -783,6 +784,7 @@ func badInputCases() []badCase {
 // unlock latch, a touched field), which a full server refuses: every hold would then be
 // lost at its lease, and no lock could be released until memory is freed.
 func TestOutOfMemoryLeavesReleasesAndRenewals(t *testing.T) {
+	t.Parallel()
 	const lease = 3 * time.Second // the watchdog's: renewed every second
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)

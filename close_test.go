@@ -223,6 +223,7 @@ func TestCloseReportsWhatItCouldNotRelease(t *testing.T) {
 // reply comes 2s late, after Close. Guards against an acquisition that the closing client
 // refuses (ErrClosed) but leaves in Redis for the whole 30s lease.
 func TestCloseReleasesAnAcquisitionInFlight(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "close:in-flight"
 		side := b.Client(t)

@@ -19,6 +19,7 @@ import (
 // through it re-entered the read-write lock as a plain one; and a refused RUnlock through
 // a plain hold's context ended that hold's context and stopped its renewal.
 func TestHoldOfAnotherKind(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(2*time.Second))
 		c2 := relocktest.New(t, b)

@@ -503,6 +503,7 @@ func TestOwnerSharedByGoroutinesLockingAtOnce(t *testing.T) {
 // released (rlock.WithLease). Past the watchdog's lease, and the re-entry's, both contexts
 // are live and Redis still has both holds.
 func TestFixedReentryKeepsRenewal(t *testing.T) {
+	t.Parallel()
 	const watchdog = time.Second
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(watchdog))

@@ -41,6 +41,7 @@ func live(t *testing.T, ctx context.Context, what string) {
 // the plain lock and the read-write lock's write side. (It once set the key's expiry to
 // the new lease, and another client got in while both contexts were live.)
 func TestReentryWithShorterLeaseKeepsLonger(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		type kind struct {
@@ -84,6 +85,7 @@ func TestReentryWithShorterLeaseKeepsLonger(t *testing.T) {
 // once ended with ErrLeaseLost at the first lease, with HoldCount 2 and other owners
 // still refused.)
 func TestReentryWithLaterLeaseExtendsHold(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("truth:later")
@@ -117,6 +119,7 @@ func TestReentryWithLaterLeaseExtendsHold(t *testing.T) {
 // the lock is free at once. (Renewal once renewed every reader's keys, so a crashed
 // reader's share lived on, and the hash outlived the last live reader by up to a lease.)
 func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		alive := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second))
@@ -156,6 +159,7 @@ func TestRenewalTouchesOnlyOwnReadHolds(t *testing.T) {
 // reader with a long one: no writer gets in while the long reader's context is live.
 // (A renewal once set the hash and every reader's key to the renewer's lease.)
 func TestShortReaderDoesNotShortenLongReader(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		long := relocktest.New(t, b, relock.WithWatchdogTimeout(30*time.Second))
 		short := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
@@ -183,6 +187,7 @@ func TestShortReaderDoesNotShortenLongReader(t *testing.T) {
 // it, writers stay out, and releasing it frees the lock. (The hold's context once ended at
 // the first lease while the hash and the owner's field lived on.)
 func TestPartialReadReleaseKeepsPromise(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		rw := c.RWLock("truth:partial")
@@ -216,6 +221,7 @@ func TestPartialReadReleaseKeepsPromise(t *testing.T) {
 // the write lock waits like any writer (ErrLocked from TryLock while the lock is held by
 // others), not ErrUpgrade.
 func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
@@ -266,6 +272,7 @@ func TestDeadReadHoldIsNoUpgrade(t *testing.T) {
 // ends, not at its own refresh. (It once slept until its refresh period, up to 5s a
 // hand-over by default, and waiters with a wait bound lost their turn.)
 func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holderC, firstC, secondC := relocktest.New(t, b), relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
@@ -319,6 +326,7 @@ func TestFairHandoverAfterLeaseRunsOut(t *testing.T) {
 // refresh once counted as death whenever anybody looked at the queue, and the waiter was
 // queued anew at the back.)
 func TestLateFairWaiterKeepsItsPlace(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
@@ -543,6 +551,7 @@ func TestDowngradeThroughReentryContext(t *testing.T) {
 // its own lease while the read hold's renewals kept the lock write-locked, with nobody
 // knowing.)
 func TestWriteHoldLivesWithItsReadHold(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second))
 		other := relocktest.New(t, b)
@@ -617,6 +626,7 @@ func TestLockWithEndedContextTakesNothing(t *testing.T) {
 // lease rounded down and kept the whole of it, fraction and all, for the hold's context:
 // up to a millisecond in which both owners' contexts were live.)
 func TestFractionalLeaseEndsWithRedis(t *testing.T) {
+	t.Parallel()
 	const lease = 50*time.Millisecond + 900*time.Microsecond
 	for _, via := range []string{"WithLease", "Extend", "WithWatchdogTimeout"} {
 		t.Run(via, func(t *testing.T) {
@@ -720,6 +730,7 @@ func (l *lateRenewal) DoMulti(ctx context.Context, cmds ...rueidis.Completed) []
 // deadline past the expiry Redis set. When Redis lets the lock go, the hold's context has
 // ended.
 func TestLateRenewalReplyCountsFromTheSend(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		redistest.MustDo(t, side, "SCRIPT", "LOAD", script.RLockRenew().Source) // no NOSCRIPT round
@@ -751,6 +762,7 @@ func TestLateRenewalReplyCountsFromTheSend(t *testing.T) {
 // looks at a fixed-lease hold without extending it: a WithLease hold is not renewed, so the
 // lock still expires at its own lease, and its context ends then.
 func TestCheckLeavesAFixedLease(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b) // 30s watchdog: a renewal would carry the key far past its lease
 		side := b.Client(t)
@@ -791,6 +803,7 @@ func TestCheckLeavesAFixedLease(t *testing.T) {
 // holder's lease and a margin, and by then the holder's context has ended with
 // ErrLeaseLost. For each kind: a reader's silence lets a writer in.
 func TestSilentHolderFreesWithinALease(t *testing.T) {
+	t.Parallel()
 	const lease = 2 * time.Second
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		for _, tc := range []struct{ holder, waiter holdKind }{

@@ -86,6 +86,7 @@ func (r *records) String() string {
 // that fails (Redis refuses writes) and its recovery, and the subscriber connection going
 // down and coming back.
 func TestLogging(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		logs := newRecords(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second), relock.WithLogger(slog.New(logs)))
@@ -140,6 +141,7 @@ func TestLogging(t *testing.T) {
 // the subscriber's trouble carries Redis's refusal, the reason an operator needs (it said
 // only that the connection was down, once a second, with no cause).
 func TestLoggingSubscribeRefused(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		redistest.MustDo(t, b.Client(t), "ACL", "SETUSER", "nosub", "on", ">nosub-pass", "~*", "&*", "+@all", "-subscribe")
 		user := b.ClientWith(t, func(o *rueidis.ClientOption) { o.Username, o.Password = "nosub", "nosub-pass" })
@@ -213,6 +215,7 @@ func refused(t *testing.T, rc rueidis.Client, code string) int64 {
 // Guards against a WARN per failed round, which floods the log of a client with many
 // holds for as long as Redis refuses writes.
 func TestLoggingRenewalOutageOnce(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		logs := newRecords(t)
 		// Renewals every 2s; a hold outlives two failed rounds, 4s after the last success.
@@ -273,6 +276,7 @@ func TestLoggingAbandoned(t *testing.T) {
 // write hold (the field adds ":write") and a semaphore's lease (its fields are the permit
 // ids). An operator matches the record to the acquisition by it.
 func TestLoggingLostOwnerIsTheOwner(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		logs := newRecords(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second), relock.WithLogger(slog.New(logs)))

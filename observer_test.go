@@ -250,6 +250,7 @@ func TestObserverWokenByMessage(t *testing.T) {
 // A waiter whose wait ends because the holder's fixed lease ran out, with no unlock
 // message, is reported woken by the lease.
 func TestObserverWokenByLease(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rec := &recorder{}
 		c := relocktest.New(t, b, relock.WithObserver(rec))
@@ -279,6 +280,7 @@ func TestObserverWokenByLease(t *testing.T) {
 // A hold found lost is reported with its lock and how long it was held; so is an
 // abandoned one.
 func TestObserverLostAndAbandoned(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rec := &recorder{}
 		c := relocktest.New(t, b, relock.WithObserver(rec), relock.WithWatchdogTimeout(abandonLease))
@@ -325,6 +327,7 @@ func TestObserverLostAndAbandoned(t *testing.T) {
 // Renewals failing, and their recovery with how long they failed, and the subscriber
 // connection coming back with how long it was down, are heard once each per episode.
 func TestObserverRenewalsAndReconnects(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		rec := &recorder{}
 		c := relocktest.New(t, b, relock.WithObserver(rec), relock.WithWatchdogTimeout(6*time.Second))

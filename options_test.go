@@ -68,6 +68,7 @@ func build(t *testing.T, body string) (string, error) {
 // call. The control gives every kind rlock's options and its own, which must compile, so
 // that a failure below is the option's and not the setup's.
 func TestOptionOfAnotherKindDoesNotCompile(t *testing.T) {
+	t.Parallel()
 	control := `_ = c.Lock("x", rlock.WithLease(time.Second), rlock.WithFencing(), rlock.WithWaitTimeout(time.Second))
 	_ = c.FairLock("x", rlock.WithLease(time.Second), fairlock.WithRefreshPeriod(time.Second))
 	_ = c.RWLock("x", rlock.WithFencing(), rwlock.WithWriterPreference(), rwlock.WithRefreshPeriod(time.Second))

@@ -30,6 +30,7 @@ var outageKinds = []holdKind{kindRLock, fairKind(200 * time.Millisecond), kindWr
 // lives, and against one that sends blindly after a lost request, which counts a hold its
 // owner never asked for (a second Unlock would then be needed).
 func TestWaiterRidesOutAStall(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		for _, k := range outageKinds {
 			t.Run(k.name, func(t *testing.T) {
@@ -118,6 +119,7 @@ func (s fixedSource) Client(testing.TB) rueidis.Client { return s.rc }
 // is over. Guards against a waiter that rides out any stall, which would take the lock
 // once Redis runs again.
 func TestWaiterGivesUpOnAStallLongerThanALease(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		for _, k := range outageKinds {
 			t.Run(k.name, func(t *testing.T) {
@@ -154,6 +156,7 @@ func TestWaiterGivesUpOnAStallLongerThanALease(t *testing.T) {
 // lease of 6s runs out. Guards against a waiter that measures a stall from the first
 // failure of its wait rather than of the stall, which would give up in the second.
 func TestWaiterRidesOutTwoStalls(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "stalls:fair"
 		ctx := redistest.Context(t, 30*time.Second)

@@ -12,6 +12,7 @@ import (
 // readmetest.Run); but for the otel module's, which its own test runs
 // (otel/readme_test.go).
 func TestReadmeGoBlocks(t *testing.T) {
+	t.Parallel()
 	readmetest.Run(t, readmetest.Blocks{
 		README: "README.md",
 		Keep:   func(code string) bool { return !strings.Contains(code, "relockotel.") },

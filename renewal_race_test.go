@@ -20,6 +20,7 @@ import (
 // them; a round lands well within the lease even on a loaded machine. It runs on
 // redis-server alone, whose replies take real time.
 func TestReleaseDuringRenewalIsNotALoss(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		rec := &recorder{}
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(600*time.Millisecond), relock.WithObserver(rec))

@@ -19,6 +19,7 @@ import (
 // hash of such a hold taken for other data (ErrWrongType), which a Go service would then
 // neither wait for nor free.
 func TestRedissonThreadIDsOfAnyLong(t *testing.T) {
+	t.Parallel()
 	const uuid = "5df8512c-e096-4359-bc82-07efb0bc9d8e"
 	for _, id := range []string{"-42", "0", "-9223372036854775808", "9223372036854775807"} {
 		t.Run(id, func(t *testing.T) {
