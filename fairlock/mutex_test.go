@@ -147,6 +147,7 @@ func wakeCounter(t *testing.T, b *redistest.Backend, name string) func() int64 {
 // exactly that order; 32 rounds in shuffled orders make over 1,000 acquisitions. Each
 // unlock with someone waiting sends exactly one wake-up message.
 func TestFIFO(t *testing.T) {
+	t.Parallel()
 	const waiters, rounds = 32, 32
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		clients := []*relock.Client{relocktest.New(t, b), relocktest.New(t, b)}
@@ -268,6 +269,7 @@ func TestCancelledWaiterLeaves(t *testing.T) {
 // A live waiter that waits three times the eviction period (two refresh periods) stays in
 // place and acquires in its turn.
 func TestLiveWaiterNeverEvicted(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const refresh = time.Second // the patient waiter's: its entry lives 2s
 		c := relocktest.New(t, b)
@@ -321,6 +323,7 @@ func TestLiveWaiterNeverEvicted(t *testing.T) {
 // A waiter process killed with SIGKILL while queued: the waiters behind it acquire within
 // two refresh periods of the holder's unlock.
 func TestKilledWaiterSkipped(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const refresh = workerRefresh
 		c := relocktest.New(t, b)
@@ -493,6 +496,7 @@ func TestBadInput(t *testing.T) {
 
 // The fair lock holds like an rlock: re-entry, the watchdog, lease loss and fencing.
 func TestHoldsLikeRLock(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		side := b.Client(t)
@@ -543,6 +547,7 @@ func TestHoldsLikeRLock(t *testing.T) {
 // A parked waiter costs one small command per refresh period, and nothing else: it
 // refreshes its queue entry, it does not poll.
 func TestWaiterRefreshCost(t *testing.T) {
+	t.Parallel()
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const refresh = 300 * time.Millisecond
 		c := relocktest.New(t, b)
@@ -694,6 +699,7 @@ func TestNoQueueJumping(t *testing.T) {
 // ran out, and is told again when the turn is taken, so it acquires when the new hold's
 // lease ends, not at the old lease's end or its own next refresh.
 func TestTurnTakenTellsTheNextWaiter(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const (
 			lease = 2 * time.Second // the first waiter's hold, never unlocked
@@ -912,6 +918,7 @@ func TestShortRefreshKeepsLongerEntries(t *testing.T) {
 // holder's re-entry refused while somebody waits), and against answers that differ from
 // rlock's.
 func TestFairAnswersLikeRLock(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "fair:like-rlock"
 		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)

@@ -17,6 +17,7 @@ import (
 // redislock's Refresh does: past the first lease the hold's context is live, the owner
 // still holds the lock, and another owner is kept out.
 func TestExtendCarriesAFixedLease(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		mu := c.Lock("extend:fixed", rlock.WithLease(time.Second))

@@ -63,6 +63,7 @@ func handedOnce(t *testing.T, c *relock.Client, mu *rlock.Mutex, ctx context.Con
 // with a second waiter parked behind the first (the first then sends the hand call: see
 // internal/engine/handoff.go), which the release leaves parked.
 func TestUnlockHandsToWaiterOfItsClient(t *testing.T) {
+	t.Parallel()
 	for _, behind := range []bool{false, true} {
 		t.Run(waitersBehind(behind), func(t *testing.T) { handsToWaiter(t, behind) })
 	}
@@ -385,6 +386,7 @@ func handoffReplyLost(t *testing.T, behind bool) {
 // once: its owner's field counts one hold, the hold has the counter's token (the one the
 // handoff took), and its one Unlock frees the lock.
 func TestHandoffRunsLate(t *testing.T) {
+	t.Parallel()
 	for _, behind := range []bool{false, true} {
 		t.Run(waitersBehind(behind), func(t *testing.T) { handoffRunsLate(t, behind) })
 	}
@@ -460,6 +462,7 @@ func handoffRunsLate(t *testing.T, behind bool) {
 // itself: they are not told otherwise when their client is not registered to be woken
 // (its registry entry ran out; here it is deleted), which the announcement needs.
 func TestHandedLeaseWakesTheOthers(t *testing.T) {
+	t.Parallel()
 	for _, where := range []string{"another client", "the same client"} {
 		t.Run(where, func(t *testing.T) {
 			redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {

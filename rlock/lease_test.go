@@ -34,6 +34,7 @@ func waitDone(t *testing.T, ctx context.Context, d time.Duration, what string) t
 
 // A hold with a 1s watchdog timeout kept for 5s never lapses, and Unlock releases it.
 func TestWatchdogKeepsHold(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
 		side := b.Client(t)
@@ -69,6 +70,7 @@ func TestWatchdogKeepsHold(t *testing.T) {
 // 1,000 holds on one client are renewed with at most 10 script calls per tick, in one
 // round trip (no NOSCRIPT fallback), as INFO commandstats on the server confirms.
 func TestRenewalBatching(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(1500*time.Millisecond))
 		side, stats := b.Client(t), b.Commands(t)
@@ -132,6 +134,7 @@ func TestRenewalBatching(t *testing.T) {
 // Deleting the key behind the holder's back ends its context with ErrLeaseLost within one
 // renewal period (plus a round trip), and Unlock then reports ErrNotHeld.
 func TestLeaseLostWhenKeyGone(t *testing.T) {
+	t.Parallel()
 	const timeout = 900 * time.Millisecond // period 300ms
 	ways := map[string]func(t *testing.T, b *redistest.Backend, side rueidis.Client){
 		"DEL": func(t *testing.T, _ *redistest.Backend, side rueidis.Client) {
@@ -225,6 +228,7 @@ func TestLeaseLostWhenRedisPaused(t *testing.T) {
 // Redis restarted without persistence: the hold is reported lost, and a lock taken after
 // the restart is renewed normally (the scripts are sent again after NOSCRIPT).
 func TestLeaseLostOnRestart(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
 		held, err := c.Lock("restarted").Lock(redistest.Context(t, time.Minute))
@@ -267,6 +271,7 @@ func TestLeaseLostOnRestart(t *testing.T) {
 // A WithLease hold is not renewed: it expires after its lease, with no renewal sent, and
 // its context ends with ErrLeaseLost.
 func TestFixedLeaseNotRenewed(t *testing.T) {
+	t.Parallel()
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(600*time.Millisecond))
 		side, stats := b.Client(t), b.Commands(t)
@@ -313,6 +318,7 @@ func TestFixedLeaseNotRenewed(t *testing.T) {
 // After Unlock returns no renewal for that lock is sent again, however close to a tick
 // the unlock comes.
 func TestNoRenewalAfterUnlock(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		// Period 200ms: the unlocks below land at 12 points spread over a period. (A
 		// shorter lease would lapse whenever a loaded machine stalls the renewal.)

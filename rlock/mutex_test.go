@@ -158,6 +158,7 @@ func TestOtherOwner(t *testing.T) {
 }
 
 func TestLockContextTimeout(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c1, c2 := relocktest.New(t, b), relocktest.New(t, b)
 		if _, err := c1.Lock("busy").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute)); err != nil {
@@ -197,6 +198,7 @@ func TestLockContextTimeout(t *testing.T) {
 // A waiter behind a long lease sends nothing while it waits and is woken by the unlock
 // message, not by its TTL bound.
 func TestWaiterDoesNotPoll(t *testing.T) {
+	t.Parallel()
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
 		held, err := holder.Lock("long").Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute))

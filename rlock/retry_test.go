@@ -406,6 +406,7 @@ func busy(t *testing.T, c *relock.Client, n int) {
 // next connection, and count the hold once. The client pipelines on one connection, so
 // that the held handshake is the one the lock's calls wait for.
 func TestRetryAfterFailedHandshake(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		p := redistest.StartProxy(t, b.Addr)
 		via := &redistest.Backend{Name: b.Name, Addr: p.Addr()}
@@ -505,6 +506,7 @@ func TestUnlockReplyLostAfterTheLease(t *testing.T) {
 // Redis, returns the context's error and releases that hold again: nobody knows of it, and
 // kept it would hold the lock for a lease.
 func TestLockContextEndsInFlight(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "inflight"
 		side := b.Client(t)

@@ -16,6 +16,7 @@ import (
 // WithSyncReplicas(1, 200ms): with the replica running an acquisition succeeds; with the
 // replica paused (SIGSTOP) it fails with ErrNotSynced and leaves no hold behind.
 func TestSyncReplicas(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		_, port, _ := strings.Cut(b.Addr, ":")
 		replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", port)

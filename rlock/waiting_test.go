@@ -113,6 +113,7 @@ func TestJoiningWaiterWaitsInLine(t *testing.T) {
 // comes within the linger reuses the subscription, and needs no second attempt. After the
 // linger the channel is unsubscribed.
 func TestChannelLingersBetweenBursts(t *testing.T) {
+	t.Parallel()
 	redistest.RealWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
 		stats := b.Commands(t)
@@ -180,6 +181,7 @@ func TestChannelLingersBetweenBursts(t *testing.T) {
 // 5,000 waiters of one process on a lock held for three leases check the lock about once
 // per lease between them, not each at its own bound.
 func TestOneCheckPerLease(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		const (
 			waiters = 5000
@@ -254,6 +256,7 @@ func TestOneCheckPerLease(t *testing.T) {
 // and passes the wake-up on, or learns the new lease and sets the timer for it. Waiters
 // that give up on the way do not break the chain.
 func TestTimerChainWithoutMessages(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const waiters = 12
 		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
@@ -347,6 +350,7 @@ func TestNoLostWakeUpUnderContention(t *testing.T) {
 // late, as a busy holder's may, which the look's margin (a sixty-fourth of the lease,
 // 62ms) covers: a look at the very moment the lease was due would find the old expiry.
 func TestRenewedHolderIsLookedAtOncePerLease(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		const (
 			waiters = 50

@@ -132,6 +132,7 @@ func TestRelockUnlockWakesRedissonWaiters(t *testing.T) {
 // not left to its time bound. Both while the quitter's client still listens on the
 // channel (its subscription lingers a moment) and after it has stopped.
 func TestWakeUpPassedOnByClientThatGaveUp(t *testing.T) {
+	t.Parallel()
 	for _, when := range []string{"listening", "unsubscribed"} {
 		t.Run(when, func(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
@@ -230,6 +231,7 @@ func TestFirstAttemptAnnouncesItsLease(t *testing.T) {
 // lock, keeps it for a short fixed lease and never unlocks; the holder they waited behind
 // had the default 30s lease.
 func TestWaitersLearnNewHoldsLease(t *testing.T) {
+	t.Parallel()
 	for _, clientsOf := range []struct {
 		name   string
 		n      int  // clients the waiters are spread over

@@ -15,6 +15,7 @@ import (
 // RExtend carries fixed-lease read holds past their lease, and Extend a write hold: their
 // contexts stay live and a writer of another owner is kept out.
 func TestExtendReadAndWriteHolds(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		rw := c.RWLock("extend:rw")

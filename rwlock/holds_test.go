@@ -56,6 +56,7 @@ func timeoutKey(name, owner string, k int) string {
 // :2), and each release takes the newest one away. A re-entering reader never gives way
 // to a waiting writer, even under writer preference.
 func TestReadReentry(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
@@ -130,6 +131,7 @@ func TestReadReentry(t *testing.T) {
 // The watchdog renews a reader's hash and the timeout key of every read hold: after 2.5
 // leases both of a re-entered reader's timeout keys are still there.
 func TestReadTimeoutKeysRenewed(t *testing.T) {
+	t.Parallel()
 	const lease = 1500 * time.Millisecond
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
@@ -517,6 +519,7 @@ func TestWriterFencing(t *testing.T) {
 // After a downgrade (Lock, RLock with the write hold's context, Unlock), the read hold is
 // alive in Redis and renewed, but the context RLock returned must stay live too.
 func TestDowngradedReaderKeepsItsContext(t *testing.T) {
+	t.Parallel()
 	const lease = 1500 * time.Millisecond
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
@@ -550,6 +553,7 @@ func TestDowngradedReaderKeepsItsContext(t *testing.T) {
 // the watchdog at once, as when it was the last reader: its context ends with
 // context.Canceled and no renewal is sent for it any more.
 func TestReaderReleasedBesideOthers(t *testing.T) {
+	t.Parallel()
 	const lease = 1500 * time.Millisecond
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
@@ -659,6 +663,7 @@ func TestShortRefreshKeepsLongerWriters(t *testing.T) {
 // readers come back then by themselves, since no unlock will ever announce that its turn
 // has passed.
 func TestDeadWriterReleasesReaders(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b) // 30s watchdog: a reader sleeping a lease would miss the bound below
 		side := b.Client(t)
@@ -688,6 +693,7 @@ func TestDeadWriterReleasesReaders(t *testing.T) {
 // no key of its own). The write hold is then held longer than its own lease: its context
 // must stay live as long as Redis keeps it, and its Unlock must release it.
 func TestReadHoldBesideWriteKeepsTheWriteHold(t *testing.T) {
+	t.Parallel()
 	const writeLease, readLease = time.Second, 5 * time.Second
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
@@ -725,6 +731,7 @@ func TestReadHoldBesideWriteKeepsTheWriteHold(t *testing.T) {
 // the reader that stays never unlock, the waiting writer gets the lock when that reader's
 // lease ends, not at the old end.
 func TestReadUnlockTellsWaitersOfASoonerEnd(t *testing.T) {
+	t.Parallel()
 	const (
 		long  = time.Minute     // the reader that leaves
 		short = 2 * time.Second // the reader that stays and never unlocks
@@ -840,6 +847,7 @@ func TestLongestRefreshPeriod(t *testing.T) {
 // Guards against a write unlock that releases whatever write hold it finds, and a write
 // acquisition that takes the watchdog's lease in place of the one asked for.
 func TestWriteLeaseRunsOutUnderItsHolder(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name, lease = "rw:expire-write", time.Second
 		c1, c2 := relocktest.New(t, b), relocktest.New(t, b) // the watchdog's lease: the default 30s

@@ -103,6 +103,7 @@ func TestSharedReadersExclusiveWriter(t *testing.T) {
 // happen and to be seen. (miniredis runs every script in a fresh Lua interpreter, a
 // millisecond or more a call: it gets 100 sections each.)
 func TestTorture(t *testing.T) {
+	t.Parallel()
 	const goroutines = 16
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		sections := 500
@@ -241,6 +242,7 @@ func TestDowngradeAndUpgrade(t *testing.T) {
 
 // A reader whose key is deleted behind its back learns it from its context.
 func TestReaderLeaseLost(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		// A lease of 1.5s leaves a loaded machine a second to renew: renewals go out every
 		// 0.5s, and a hold is lost only when none succeeds for a whole lease.

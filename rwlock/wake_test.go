@@ -170,6 +170,7 @@ func TestWriterUnlockWakesReadersPastHungWriter(t *testing.T) {
 // (its key deleted), another client takes the free lock for a 300ms lease that runs out,
 // and the waiter must not sleep on the old 30s lease it was told of.
 func TestFirstAttemptAnnouncesItsLease(t *testing.T) {
+	t.Parallel()
 	for _, side := range []string{"write", "read"} {
 		t.Run(side, func(t *testing.T) {
 			redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
@@ -208,6 +209,7 @@ func TestFirstAttemptAnnouncesItsLease(t *testing.T) {
 // timer wakes one of them, and a reader that gets the lock wakes the next parked one,
 // which may share it (hub.Sub.Took).
 func TestReadersFollowEachOtherInWhenAWriteLeaseRunsOut(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const readers = 3
 		holder := relocktest.New(t, b)

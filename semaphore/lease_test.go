@@ -80,6 +80,7 @@ func available(t testing.TB, s *semaphore.Weighted) int64 {
 // Guards against a renewal that does not move the scores (the lease runs out
 // after 1s and the context ends), a release that does not remove the ids.
 func TestLeaseLayoutAndRenewal(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
@@ -177,6 +178,7 @@ func TestLeasesExpireWithTheSemaphore(t *testing.T) {
 // The whole life of one lease, kept: renewed past several leases, then released, which
 // leaves the count as it was and no zset behind.
 func TestLeaseReleased(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second))
@@ -208,6 +210,7 @@ func TestLeaseReleased(t *testing.T) {
 // Guards against a renewal that renews the ids it finds and ignores a missing
 // one.
 func TestLeaseLost(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second), relock.WithLogger(nil))
@@ -240,6 +243,7 @@ func TestLeaseLost(t *testing.T) {
 // Guards against a waiter that ignores when the next lease runs out, an
 // acquire script that never puts back permits whose lease ran out.
 func TestCrashedLeaseComesBack(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "lease-crash"
 		side := b.Client(t)
@@ -270,6 +274,7 @@ func TestCrashedLeaseComesBack(t *testing.T) {
 // A lease whose context is dropped without ReleaseLease is abandoned, as a lock's hold is:
 // the watchdog stops renewing it, and its permits are back within a lease.
 func TestLeaseAbandoned(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "lease-dropped"
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second), relock.WithLogger(nil))
@@ -386,6 +391,7 @@ func TestLeaseBadInput(t *testing.T) {
 //
 // Guards against a bound that is off by one, refusing the largest lease the contract allows.
 func TestLeaseOfTheMostPermits(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name, most = "lease-most", 10000
 		side := b.Client(t)
@@ -469,6 +475,7 @@ func (r *redisson) leaseRelease(t testing.TB, id string) bool {
 // back a relock lease that ran out (a dead relock process's), and relock puts back a
 // Redisson permit whose lease ran out. On a name of each master of the cluster.
 func TestRedissonLeasesShare(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second), relock.WithLogger(nil))
@@ -572,6 +579,7 @@ func TestRedissonLeasesShare(t *testing.T) {
 // Guards against reading that score as a wait in milliseconds without bounding it: the
 // wait overflows a Duration to below zero, and the first waiter tries again without pause.
 func TestRedissonPermitWithoutLeaseTime(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "lease-forever"
 		side := b.Client(t)
@@ -632,6 +640,7 @@ func TestRedissonPermitWithoutLeaseTime(t *testing.T) {
 // first: 2^64ns more than 3s wraps to 3s, and the waiter would look again then (and
 // again, without pause, as that wait runs down), where it must send nothing.
 func TestLeaseLongerThanADuration(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "lease-centuries"
 		side := b.Client(t)
@@ -927,6 +936,7 @@ func TestReleaseLeavesLeasedPermits(t *testing.T) {
 // Guards against an AcquireLease that keeps a lease its caller gave up on, and one that
 // returns the error but leaves the permits taken.
 func TestAcquireLeaseContextEndsInFlight(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "lease-late"
 		side := b.Client(t)
@@ -963,6 +973,7 @@ func TestAcquireLeaseContextEndsInFlight(t *testing.T) {
 // Guards against a lease that belongs to the owner of the context it was taken with: it
 // would be renewed as long as that owner is reachable, and never come back.
 func TestLeaseAbandonedUnderAnotherOwner(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "lease-dropped-owned"
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second), relock.WithLogger(nil))
@@ -1064,6 +1075,7 @@ func TestLeaseBelongsToItsSemaphore(t *testing.T) {
 // it at once, or at the bound, while the permits stay leased and renewed), and against a
 // bound that is ignored.
 func TestLeaseWaitTimeout(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "lease-wait"
 		side := b.Client(t)

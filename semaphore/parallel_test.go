@@ -37,6 +37,7 @@ func (c *inFlight) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisR
 // Acquires take turns in memory even when none of them waits, so that each one's round
 // trip waits for the one before.
 func TestAcquiresInParallel(t *testing.T) {
+	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		const name, goroutines = "sem-parallel", 4
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

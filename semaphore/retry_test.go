@@ -20,6 +20,7 @@ import (
 // again within the client's timeout instead of failing, as a lock's calls do: the refusal
 // says the script never ran, so the count moves once per call.
 func TestRetryWhileServerNotReady(t *testing.T) {
+	t.Parallel()
 	redistest.EachRefusal(t, func(t *testing.T, b *redistest.Backend, refuse func()) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)

@@ -654,6 +654,7 @@ func TestTryAcquireYieldsToWaiters(t *testing.T) {
 // Guards against an acquire script that never skips an expired entry at the
 // head of the queue: the live waiter would wait behind the dead one for ever.
 func TestDeadWaiterSkipped(t *testing.T) {
+	t.Parallel()
 	const timeout = 2 * time.Second
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-dead"
@@ -710,6 +711,7 @@ func TestDeadWaiterSkipped(t *testing.T) {
 //
 // Guards against the same fault as the test before it.
 func TestDeadEntrySkipped(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-dead-entry"
 		side := b.Client(t)
@@ -1226,6 +1228,7 @@ func TestAcquireEndedContext(t *testing.T) {
 // entry (or not waking the next), which holds the next waiter back until the entry
 // expires.
 func TestWaiterContextEnds(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
 		holder := relocktest.New(t, b)
@@ -1625,6 +1628,7 @@ func TestCallsAfterCloseChangeNothing(t *testing.T) {
 // Guards against a waiter that returns on ctx but stays in its client's queue, where the
 // turn handed to it is lost and every waiter behind it waits until its own context ends.
 func TestMiddleWaiterContextEnds(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-ctx:middle"
 		side := b.Client(t)
@@ -1744,6 +1748,7 @@ func TestWaiterContextEndsAsItsTurnComes(t *testing.T) {
 // Guards against a waiter whose entry runs out between its refreshes (a refresh period as
 // long as the entry's life): it would be skipped as dead while it waits.
 func TestWaiterKeepsItsPlaceAcrossLeases(t *testing.T) {
+	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-keep-place"
 		const timeout = 2 * time.Second
