@@ -393,3 +393,32 @@ func TestSemaphoreKeysKeepThePermitsExpiry(t *testing.T) {
 		}
 	})
 }
+
+// A client found dead (its deadline passed) leaves both the queue and the deadlines: the
+// deadlines hold the clients that wait, each with the time by which it must come back.
+// Guards against an acquire that drops a dead client from the queue only: on a semaphore
+// that always has a client waiting, whose keys never run out, every dead client's deadline
+// would stay for good, and each acquire would go over them all again.
+func TestSemaphoreAcquireDropsTheDeadFromTheDeadlines(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "sem-dead-deadline"
+		k := keys.SemaphoreOf(name)
+		const dead = "6f1c2a3b-0000-4000-8000-000000000006"
+		live := first
+		redistest.MustDo(t, rc, "SET", name, "1")
+		now := redistest.Millis(t, rc)
+		redistest.MustDo(t, rc, "ZADD", k.Queue, "1", dead, "2", live)
+		redistest.MustDo(t, rc, "ZADD", k.Deadlines, strconv.FormatInt(now-1000, 10), dead, strconv.FormatInt(now+60000, 10), live)
+
+		// A single attempt behind the live client fails, after finding dead's entry run out.
+		if v, err := semAcquire(rc, name, 1, holder, "0", ""); err != nil || len(v) != 4 || v[0] != 0 {
+			t.Fatalf("single attempt behind a live client = %v, %v; want a failure", v, err)
+		}
+		for _, key := range []string{k.Queue, k.Deadlines} {
+			if left := redistest.Members(t, rc, key); !slices.Equal(left, []string{live}) {
+				t.Fatalf("%s holds %v after the dead client was found; want only the live one, %s", key, left, live)
+			}
+		}
+	})
+}
