@@ -422,3 +422,34 @@ func TestSemaphoreAcquireDropsTheDeadFromTheDeadlines(t *testing.T) {
 		}
 	})
 }
+
+// A leased permit has run out once Redis's time reaches the end it is scored with, for
+// every script alike (lua/permit.lua): a renewal finds its lease lost, a give-back counts
+// it as given back but not held, and a read of the count puts it back. Redis's time is
+// held still on miniredis, so that the scripts read exactly the permit's end.
+//
+// Guards against scripts that disagree at that millisecond: a renewal that reports the
+// lease lost while the count does not have the permit back yet.
+func TestSemaphoreLeaseRunsOutAtItsEnd(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	k := keys.SemaphoreOf("sem-lease-end")
+	now := time.Now().Truncate(time.Millisecond)
+	b.Mini.SetTime(now)
+	end := strconv.FormatInt(now.UnixMilli(), 10)
+	renewed, returned := strings.Repeat("ab", 16), strings.Repeat("cd", 16)
+	redistest.MustDo(t, rc, "SET", k.Permits, "0")
+	redistest.MustDo(t, rc, "ZADD", k.Leases, end, strings.Repeat("\xab", 16), end, strings.Repeat("\xcd", 16))
+
+	if v, err := script.SemaphoreRenew().Exec(context.Background(), rc, []string{k.Permits, k.Leases}, []string{"60000", renewed}).AsIntSlice(); err != nil || !slices.Equal(v, []int64{0}) {
+		t.Fatalf("renewal of a permit at its end = %v, %v; want [0], lost", v, err)
+	}
+	if v, err := script.SemaphoreReturn().Exec(context.Background(), rc, []string{k.Permits, k.Leases, k.Channel},
+		[]string{returned, "publish"}).AsIntSlice(); err != nil || !slices.Equal(v, []int64{1, 0}) {
+		t.Fatalf("give-back of a permit at its end = %v, %v; want [1 0], given back but not held", v, err)
+	}
+	v, err := script.SemaphoreAvailable().Exec(context.Background(), rc, []string{k.Permits, k.Leases, k.Channel}, []string{"publish"}).AsInt64()
+	if err != nil || v != 2 {
+		t.Fatalf("available with one permit given back and one at its end = %d, %v; want 2, both back", v, err)
+	}
+}
