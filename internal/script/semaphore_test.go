@@ -453,3 +453,31 @@ func TestSemaphoreLeaseRunsOutAtItsEnd(t *testing.T) {
 		t.Fatalf("available with one permit given back and one at its end = %d, %v; want 2, both back", v, err)
 	}
 }
+
+// The queue and its deadlines live until the latest deadline of the clients in it, not
+// the deadline of the client that called last: a client with a short entry life (its
+// lease) that queues behind one with a long one does not cut the other's entry short.
+// Guards against keys that expire with the caller's deadline: the first client, still
+// live, would lose its place to a client that queued after the keys ran out.
+func TestSemaphoreQueueLivesToTheLatestDeadline(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "sem-queue-latest"
+		k := keys.SemaphoreOf(name)
+		redistest.MustDo(t, rc, "SET", name, "0")
+		// holder queues with an entry life of 30000ms (semAcquire's), first with 1000ms.
+		if v, err := semAcquire(rc, name, 1, holder, "1", ""); err != nil || len(v) != 4 || v[0] != 0 {
+			t.Fatalf("acquire of 1 of 0 = %v, %v; want a failure", v, err)
+		}
+		v, err := script.SemaphoreAcquire().Exec(context.Background(), rc, []string{k.Permits, k.Queue, k.Deadlines, k.Leases, k.Channel},
+			[]string{"1", first, "1", "1000", "publish", k.Waiters, "0", ""}).AsIntSlice()
+		if err != nil || len(v) != 4 || v[0] != 0 {
+			t.Fatalf("acquire of 1 of 0 by a client whose entry lives 1000ms = %v, %v; want a failure", v, err)
+		}
+		for _, key := range []string{k.Queue, k.Deadlines} {
+			if ms := redistest.PTTL(t, rc, key); ms <= 2000 || ms > 30000 {
+				t.Errorf("%s has PTTL %dms; want the first client's deadline, about 30000ms, not the 1000ms of the last", key, ms)
+			}
+		}
+	})
+}
