@@ -733,6 +733,50 @@ func TestDeadEntrySkipped(t *testing.T) {
 	})
 }
 
+// A client that comes first in line because the client ahead of it was found dead, when
+// no permit is free, is told so at once (lua/semaphore_acquire.lua) and listens for
+// releases from then on: the next release reaches it well within its refresh period (20s,
+// its watchdog timeout being a minute), beyond the 12s bound. Another client's single
+// attempt is what finds the dead entry here.
+//
+// Guards against a message to the new first that carries the permits free, 0, which
+// wakes nobody: the client would go on listening on its own channel, deaf to the release,
+// until its refresh.
+func TestNewFirstListensForReleasesWithNoneFree(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-new-first-none-free"
+		const dead = "5e0b7c1d-2f3a-4b5c-8d6e-7f8091a2b3c4"
+		side := b.Client(t)
+		holder := relocktest.New(t, b)
+		live := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		mustSet(t, holder.Semaphore(name), 1)
+		mustTry(t, holder.Semaphore(name), 1, true)
+		deadline := redistest.Millis(t, side) + 3000
+		redistest.MustDo(t, side, "ZADD", queueKey(name), "1", dead)
+		redistest.MustDo(t, side, "ZADD", deadlinesKey(name), strconv.FormatInt(deadline, 10), dead)
+
+		liveDone := acquireAsync(redistest.Context(t, 30*time.Second), live.Semaphore(name), 1)
+		parked(t, live, 1, "the waiter behind the soon dead entry")
+		redistest.Eventually(t, 10*time.Second, "the live client queued behind the dead entry", func() bool {
+			return len(redistest.Members(t, side, queueKey(name))) == 2
+		})
+		redistest.Eventually(t, 10*time.Second, "Redis's time past the dead entry's deadline", func() bool {
+			return redistest.Millis(t, side) > deadline
+		})
+		mustTry(t, holder.Semaphore(name), 1, false)
+		if q := redistest.Members(t, side, queueKey(name)); len(q) != 1 || q[0] == dead {
+			t.Fatalf("queue %v after an attempt found the dead entry; want the live client alone", q)
+		}
+		if err := holder.Semaphore(name).Release(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, liveDone, 12*time.Second, "the waiter that came first with no permit free, after a release"); err != nil {
+			t.Fatalf("live waiter: %v", err)
+		}
+		wantValue(t, side, name, "0")
+	})
+}
+
 // Close ends the client's waiters with ErrClosed and they leave the queue: the next
 // client's waiter is served at once, and no queue key is left (the calls after Close:
 // TestCallsAfterCloseChangeNothing).
