@@ -249,7 +249,7 @@ func TestSemaphoreLeave(t *testing.T) {
 		deadline := strconv.FormatInt(redistest.Millis(t, rc)+60000, 10)
 		redistest.MustDo(t, rc, "ZADD", k.Queue, "1", holder, "2", first, "3", second)
 		redistest.MustDo(t, rc, "ZADD", k.Deadlines, deadline, holder, deadline, first, deadline, second)
-		firstL, secondL := b.Listen(t, k.Waiters+first), b.Listen(t, k.Waiters+second)
+		holderL, firstL, secondL := b.Listen(t, k.Waiters+holder), b.Listen(t, k.Waiters+first), b.Listen(t, k.Waiters+second)
 
 		// second, not first in line, leaves: nobody is told.
 		if v := leave(second); v != 1 {
@@ -272,6 +272,9 @@ func TestSemaphoreLeave(t *testing.T) {
 		}
 		if got := heard(t, rc, secondL, k.Waiters+second); len(got) != 0 {
 			t.Fatalf("the client that left heard %q; want nothing", got)
+		}
+		if got := heard(t, rc, holderL, k.Waiters+holder); len(got) != 0 {
+			t.Fatalf("the client first in line heard %q when one behind it left; want nothing", got)
 		}
 	})
 }
@@ -478,6 +481,31 @@ func TestSemaphoreQueueLivesToTheLatestDeadline(t *testing.T) {
 			if ms := redistest.PTTL(t, rc, key); ms <= 2000 || ms > 30000 {
 				t.Errorf("%s has PTTL %dms; want the first client's deadline, about 30000ms, not the 1000ms of the last", key, ms)
 			}
+		}
+	})
+}
+
+// Leased permits given back onto a count that stays below one publish nothing, as a
+// release of plain permits does (lua/semaphore_release.lua): Redisson's waiters take the
+// message as that many wake-ups, and a count below one wakes none.
+func TestSemaphoreReturnBelowOnePublishesNothing(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		k := keys.SemaphoreOf("sem-return-quiet")
+		id := strings.Repeat("ab", 16)
+		redistest.MustDo(t, rc, "SET", k.Permits, "-3")
+		redistest.MustDo(t, rc, "ZADD", k.Leases, strconv.FormatInt(redistest.Millis(t, rc)+60000, 10), strings.Repeat("\xab", 16))
+		l := b.Listen(t, k.Channel)
+		v, err := script.SemaphoreReturn().Exec(context.Background(), rc, []string{k.Permits, k.Leases, k.Channel},
+			[]string{id, "publish"}).AsIntSlice()
+		if err != nil || !slices.Equal(v, []int64{1, 1}) {
+			t.Fatalf("give-back of a live permit onto a count of -3 = %v, %v; want [1 1]", v, err)
+		}
+		if got, err := redistest.Do(t, rc, "GET", k.Permits).ToString(); err != nil || got != "-2" {
+			t.Fatalf("permits %q, %v after the give-back; want -2", got, err)
+		}
+		if got := heard(t, rc, l, k.Channel); len(got) != 0 {
+			t.Fatalf("the channel heard %q after a give-back left -2 permits; want nothing", got)
 		}
 	})
 }
