@@ -935,3 +935,38 @@ func TestTaggedNameReaders(t *testing.T) {
 		}
 	})
 }
+
+// A renewal round renews a read hold but never looks at a write hold on a fixed lease,
+// whose deadline is enough. The write field lives in the same hash as the read hold's, so
+// when a round finds the owner's read hold gone (here the lock was deleted), the client
+// has learnt that its write hold beside it may be gone too: it must look at once, and the
+// write hold's context must end with ErrLeaseLost then, not when its own lease runs out.
+func TestReadHoldLostLooksAtTheWriteHoldBesideIt(t *testing.T) {
+	const lease = 3 * time.Second // the watchdog's: a round every second
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
+		mu := c.RWLock("beside-lost")
+		w, err := mu.Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := mu.RLock(w) // renewed by the watchdog
+		if err != nil {
+			t.Fatal(err)
+		}
+		gone, err := relocktest.New(t, b).RWLock("beside-lost").ForceUnlock(context.Background())
+		if err != nil || !gone {
+			t.Fatalf("ForceUnlock by another client: %v, %v; want true", gone, err)
+		}
+		redistest.Recv(t, r.Done(), 2*lease, "the read hold's context did not end after its lock was deleted")
+		if cause := context.Cause(r); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Fatalf("the read hold's context ended with cause %v; want ErrLeaseLost", cause)
+		}
+		// A check is one round trip; a lease is room for a loaded machine, and still far
+		// below the write hold's own minute.
+		redistest.Recv(t, w.Done(), lease, "the write hold's context lives on after the read hold beside it was found gone with the hash")
+		if cause := context.Cause(w); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Errorf("the write hold's context ended with cause %v; want ErrLeaseLost", cause)
+		}
+	})
+}
