@@ -502,6 +502,40 @@ func TestUnlockReplyLostAfterTheLease(t *testing.T) {
 	})
 }
 
+// An Unlock that began while the client still counted the hold, but whose first send that
+// Redis could have run went out only after the hold's lease (its earlier sends were refused
+// unrun), and whose reply was then lost, cannot tell that it released anything: the hold
+// may have run out first. When the send again finds the hold gone, the answer is
+// ErrNotHeld and the hold's context ends as lost; only a lost send made before the lease's
+// end is known to have found the hold there.
+func TestUnlockReplyLostAfterRefusalsPastTheLease(t *testing.T) {
+	const lease = 200 * time.Millisecond
+	b := redistest.Mini(t) // a server that refuses commands unrun on demand
+	c, proxy := throughProxy(t, b)
+	mu := c.Lock("refused-then-lost")
+	held, err := mu.Lock(redistest.Context(t, time.Minute), rlock.WithLease(lease))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Mini.SetError("LOADING Redis is loading the dataset in memory")
+	defer b.Mini.SetError("")
+	unlocked := make(chan error, 1)
+	go func() { unlocked <- mu.Unlock(held) }() // in its turn at once, then refused
+	time.Sleep(3 * lease)                       // past the lease, locally and in Redis
+	proxy.LoseReplyTo(unlockMarker("refused-then-lost"))
+	b.Mini.SetError("")
+	err = redistest.Recv(t, unlocked, 10*time.Second, "Unlock did not return")
+	if proxy.Armed() != 0 {
+		t.Fatal("the fault never fired: the test proved nothing")
+	}
+	if !errors.Is(err, relock.ErrNotHeld) {
+		t.Errorf("Unlock whose first send that could run went out after the lease, its reply lost: %v; want ErrNotHeld", err)
+	}
+	if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+		t.Errorf("the hold's context: %v; want ErrLeaseLost", cause)
+	}
+}
+
 // A Lock whose context ends while its attempt is in flight, the attempt taking the lock in
 // Redis, returns the context's error and releases that hold again: nobody knows of it, and
 // kept it would hold the lock for a lease.
