@@ -318,6 +318,21 @@ func TestSpinBackOffDoubles(t *testing.T) {
 	})
 }
 
+// A waiter's back-off grows up to its most and no further: behind a hold of about 3s (its
+// lease a minute, far beyond the sleeps), a waiter whose back-off is 10ms to 20ms sleeps at
+// most 20ms a time, about 150 tries; 30 leaves room for a loaded machine (100ms a try). A
+// back-off that kept doubling past its most would have slept the 3s in about 8 tries.
+// Guards against the most being ignored.
+func TestSpinBackOffStopsAtItsMost(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		tries, took := spinBehind(t, b, "spin:most", 3*time.Second, spinlock.WithBackOff(10*time.Millisecond, 20*time.Millisecond))
+		t.Logf("%d tries in %v", tries, took.Round(time.Millisecond))
+		if tries < 30 {
+			t.Errorf("the spin waiter tried %d times in %v; a back-off of at most 20ms tries about 150 times", tries, took.Round(time.Millisecond))
+		}
+	})
+}
+
 // A spin waiter's context ends its wait in the middle of a back-off: behind a hold with a
 // lease of a minute, a waiter whose back-off is a minute returns with the context's error
 // once it is cancelled, well within the 15s bound, not when its sleep is over. Guards
