@@ -121,3 +121,50 @@ func TestFairReleaseDropsDeadlinesOfNobody(t *testing.T) {
 		}
 	})
 }
+
+// A waiter that takes its turn at a free fair lock tells the next live waiter, which now
+// sleeps until the new hold's lease ends, and nobody behind it: an unlock or a turn wakes
+// exactly one waiter, never the whole queue.
+func TestFairTurnTakenTellsTheNextWaiterOnly(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		n := keys.Of("fair-turn-one")
+		const third = "6f1c2a3b-0000-4000-8000-000000000004:1"
+		redistest.MustDo(t, rc, "RPUSH", n.Queue, first, second, third)
+		redistest.MustDo(t, rc, "ZADD", n.Deadlines, "99999999999999", first, "99999999999999", second, "99999999999999", third)
+		secondL, thirdL := b.Listen(t, n.Waiter(second)), b.Listen(t, n.Waiter(third))
+		if v, err := fairAcquire(rc, n, first); err != nil || v[0] != 1 {
+			t.Fatalf("the first waiter's attempt at the free lock = %v, %v; want {1, ...}", v, err)
+		}
+		redistest.Eventually(t, 10*time.Second, "the next waiter never heard of the new hold", func() bool { return slices.Equal(secondL.Messages(), []string{"2"}) })
+		// A message of our own after the script's: once it arrives, any the script sent
+		// the third waiter has arrived too.
+		redistest.MustDo(t, rc, "PUBLISH", n.Waiter(third), "end")
+		redistest.Eventually(t, 10*time.Second, "the marker never reached the third waiter", func() bool { return slices.Contains(thirdL.Messages(), "end") })
+		if m := thirdL.Messages(); !slices.Equal(m, []string{"end"}) {
+			t.Errorf("the third waiter heard %v; want nothing but the marker: only the next waiter is told", m)
+		}
+	})
+}
+
+// A waiter behind another live waiter is told to come back by the time the first one's
+// entry runs out, or by the lock's PTTL when that is sooner: a hold that ends without an
+// unlock (a crash, a fixed lease) publishes nothing, and a waiter that slept on past it
+// would leave the lock free meanwhile.
+func TestFairWaitIsBoundByTheLocksPTTL(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		n := keys.Of("fair-wait-bound")
+		redistest.MustDo(t, rc, "HSET", n.Lock, holder, "1")
+		redistest.MustDo(t, rc, "PEXPIRE", n.Lock, "2000")
+		redistest.MustDo(t, rc, "RPUSH", n.Queue, first)
+		redistest.MustDo(t, rc, "ZADD", n.Deadlines, "99999999999999", first) // lives far longer than the lock
+		v, err := fairAcquire(rc, n, second)
+		if err != nil || len(v) != 2 || v[0] != 0 {
+			t.Fatalf("attempt behind a live waiter = %v, %v; want {0, ms}", v, err)
+		}
+		if v[1] <= 0 || v[1] > 2000 {
+			t.Errorf("wait bound %dms with the lock's PTTL at most 2000ms; want (0, 2000]", v[1])
+		}
+	})
+}
