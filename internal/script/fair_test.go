@@ -3,6 +3,7 @@ package script_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -147,24 +148,32 @@ func TestFairTurnTakenTellsTheNextWaiterOnly(t *testing.T) {
 	})
 }
 
-// A waiter behind another live waiter is told to come back by the time the first one's
-// entry runs out, or by the lock's PTTL when that is sooner: a hold that ends without an
-// unlock (a crash, a fixed lease) publishes nothing, and a waiter that slept on past it
-// would leave the lock free meanwhile.
-func TestFairWaitIsBoundByTheLocksPTTL(t *testing.T) {
+// A waiter behind another live waiter is told to come back by the sooner of the lock's
+// PTTL and the end of the first waiter's entry: a hold that ends without an unlock (a
+// crash, a fixed lease) publishes nothing, and neither does a first waiter that died, so a
+// waiter that slept on past either would leave the lock free meanwhile.
+func TestFairWaitIsBoundByTheSoonerEnd(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
-		n := keys.Of("fair-wait-bound")
-		redistest.MustDo(t, rc, "HSET", n.Lock, holder, "1")
-		redistest.MustDo(t, rc, "PEXPIRE", n.Lock, "2000")
-		redistest.MustDo(t, rc, "RPUSH", n.Queue, first)
-		redistest.MustDo(t, rc, "ZADD", n.Deadlines, "99999999999999", first) // lives far longer than the lock
-		v, err := fairAcquire(rc, n, second)
-		if err != nil || len(v) != 2 || v[0] != 0 {
-			t.Fatalf("attempt behind a live waiter = %v, %v; want {0, ms}", v, err)
-		}
-		if v[1] <= 0 || v[1] > 2000 {
-			t.Errorf("wait bound %dms with the lock's PTTL at most 2000ms; want (0, 2000]", v[1])
+		for _, c := range []struct {
+			what       string
+			pttl, left int64 // the lock's PTTL and the first waiter's entry, in ms
+		}{
+			{"lock ends first", 2000, 600000},
+			{"first waiter's entry ends first", 600000, 2000},
+		} {
+			n := keys.Of("fair-wait-bound:" + c.what)
+			redistest.MustDo(t, rc, "HSET", n.Lock, holder, "1")
+			redistest.MustDo(t, rc, "PEXPIRE", n.Lock, strconv.FormatInt(c.pttl, 10))
+			redistest.MustDo(t, rc, "RPUSH", n.Queue, first)
+			redistest.MustDo(t, rc, "ZADD", n.Deadlines, strconv.FormatInt(redistest.Millis(t, rc)+c.left, 10), first)
+			v, err := fairAcquire(rc, n, second)
+			if err != nil || len(v) != 2 || v[0] != 0 {
+				t.Fatalf("%s: attempt behind a live waiter = %v, %v; want {0, ms}", c.what, v, err)
+			}
+			if bound := min(c.pttl, c.left) + 1; v[1] <= 0 || v[1] > bound {
+				t.Errorf("%s: wait bound %dms; want (0, %d]: the lock's PTTL %dms or the first waiter's entry %dms, the sooner", c.what, v[1], bound, c.pttl, c.left)
+			}
 		}
 	})
 }
