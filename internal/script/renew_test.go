@@ -97,3 +97,22 @@ func TestRWLockRenewNeverShortens(t *testing.T) {
 		}
 	})
 }
+
+// A renewal of a plain lock never shortens its expiry (lua/rlock_renew.lua): a re-entry
+// may have promised a fixed lease longer than the watchdog's, and renewing a hold of 60s
+// with a lease of 2s leaves the lock as it was.
+func TestRLockRenewNeverShortens(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "renew-shorter-plain"
+		redistest.MustDo(t, rc, "HSET", name, holder, "1")
+		redistest.MustDo(t, rc, "PEXPIRE", name, "60000")
+		v, err := script.RLockRenew().Exec(context.Background(), rc, []string{name}, []string{"2000", holder}).AsIntSlice()
+		if err != nil || !slices.Equal(v, []int64{1}) {
+			t.Fatalf("renewal of a held lock = %v, %v; want [1]", v, err)
+		}
+		if pttl := redistest.PTTL(t, rc, name); pttl < 50000 {
+			t.Errorf("PTTL %dms after a renewal of 2s of a 60s hold; want about 60000", pttl)
+		}
+	})
+}
