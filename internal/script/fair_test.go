@@ -177,3 +177,28 @@ func TestFairWaitIsBoundByTheSoonerEnd(t *testing.T) {
 		}
 	})
 }
+
+// A waiter that leaves the queue of a held lock as its last waiter deletes the deadlines
+// too, when entries of owners no longer in line remain there (lua/fair_release.lua,
+// "leave"): no key of the queue outlives its last waiter.
+func TestFairLeaveDropsDeadlinesOfNobody(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		n := keys.Of("fair-leave-stray-deadline")
+		redistest.MustDo(t, rc, "HSET", n.Lock, holder, "1")
+		redistest.MustDo(t, rc, "PEXPIRE", n.Lock, "30000")
+		redistest.MustDo(t, rc, "RPUSH", n.Queue, first)
+		redistest.MustDo(t, rc, "ZADD", n.Deadlines, "99999999999999", first, "99999999999999", second) // second is not in line
+		v, err := script.FairRelease().Exec(context.Background(), rc, []string{n.Lock, n.Queue, n.Deadlines},
+			[]string{"leave", first, "", "publish", n.FairChannel, "0"}).AsInt64()
+		if err != nil || v != 1 {
+			t.Fatalf("leave: %v %v; want 1", v, err)
+		}
+		if m := redistest.Members(t, rc, n.Deadlines); len(m) != 0 {
+			t.Errorf("deadlines %v after the last waiter left; want the key gone", m)
+		}
+		if got, err := redistest.Do(t, rc, "HGET", n.Lock, holder).ToString(); err != nil || got != "1" {
+			t.Errorf("the holder's count after a waiter left: %q, %v; want 1 (the lock untouched)", got, err)
+		}
+	})
+}
