@@ -2,7 +2,9 @@ package script_test
 
 import (
 	"context"
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -168,6 +170,75 @@ func TestWaitingWritersKeyExpiresWithItsEntry(t *testing.T) {
 		}
 		if pttl := redistest.PTTL(t, rc, n.Writers); pttl <= 0 || pttl > 10000 {
 			t.Errorf("waiting writers' PTTL %dms with one entry that lives 10000ms; want (0, 10000]", pttl)
+		}
+	})
+}
+
+// releases returns the release messages ("0" and "1") l heard once it has heard the
+// marker that the test published after the release: wake codes and lease announcements
+// are left out, and a message the release sent has arrived by then.
+func releases(t *testing.T, rc rueidis.Client, l *redistest.Listener, channel string) []string {
+	t.Helper()
+	redistest.MustDo(t, rc, "PUBLISH", channel, "marker")
+	redistest.Eventually(t, 10*time.Second, "the marker on "+channel, func() bool { return slices.Contains(l.Messages(), "marker") })
+	var got []string
+	for _, m := range l.Messages() {
+		if m == "0" || m == "1" {
+			got = append(got, m)
+		}
+	}
+	return got
+}
+
+// A writer that releases its write hold while it keeps read holds leaves the lock in read
+// mode, and tells every waiter so with "1": waiting readers may all join it at once.
+func TestDowngradeTellsTheReaders(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "downgrade-tells"
+		n := keys.Of(name)
+		if v, err := writeAcquire(t, rc, name, first, "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("the write hold: %v %v", v, err)
+		}
+		if v, err := readAcquire(t, rc, name, first, "0", "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("the read hold beside it: %v %v", v, err)
+		}
+		l := b.Listen(t, n.RWChannel)
+		if r, err := rwUnlock(t, rc, name, keys.WriteField(first), "write", "1"); err != nil || r != 2 {
+			t.Fatalf("release of the write hold: %d %v; want 2 (the read hold remains)", r, err)
+		}
+		if got := releases(t, rc, l, n.RWChannel); !slices.Equal(got, []string{"1"}) {
+			t.Errorf("release messages %q after the downgrade; want [1]: waiting readers may all enter", got)
+		}
+		if mode, err := redistest.Do(t, rc, "HGET", n.Lock, "mode").ToString(); err != nil || mode != "read" {
+			t.Errorf("mode %q (%v) after the downgrade; want read", mode, err)
+		}
+	})
+}
+
+// A read unlock that leaves the lock ending sooner than before (the longest read hold
+// went) publishes "0": a waiter told to sleep until the old end tries again and sleeps
+// until the new one, lest the lock stand free meanwhile.
+func TestReadUnlockTellsOfASoonerEnd(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "read-unlock-sooner"
+		n := keys.Of(name)
+		if v, err := readAcquireFor(t, rc, name, first, "60000", "0", "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("the long read hold: %v %v", v, err)
+		}
+		if v, err := readAcquireFor(t, rc, name, second, "20000", "0", "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("the short read hold: %v %v", v, err)
+		}
+		l := b.Listen(t, n.RWChannel)
+		if r, err := rwUnlock(t, rc, name, first, "read", "1"); err != nil || r != 2 {
+			t.Fatalf("release of the long read hold: %d %v; want 2 (another reader holds the lock)", r, err)
+		}
+		if got := releases(t, rc, l, n.RWChannel); !slices.Equal(got, []string{"0"}) {
+			t.Errorf("release messages %q after the longest read hold went; want [0]: the lock ends sooner now", got)
+		}
+		if pttl := redistest.PTTL(t, rc, n.Lock); pttl > 20000 {
+			t.Errorf("PTTL %dms after the longest read hold went; want at most the 20s hold left", pttl)
 		}
 	})
 }
