@@ -726,6 +726,39 @@ func TestReadHoldBesideWriteKeepsTheWriteHold(t *testing.T) {
 	})
 }
 
+// A read hold that the watchdog renews, taken with the context of its owner's write hold
+// on a shorter fixed lease, keeps the hash and so the write field alive past that lease:
+// each renewal says so (the renewal script's 2), and the write hold's context must stay
+// live as long as Redis keeps it, past the read hold's first lease too.
+func TestRenewedReadHoldBesideWriteKeepsTheWriteHold(t *testing.T) {
+	const watchdog, writeLease = 2 * time.Second, 500 * time.Millisecond
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(watchdog))
+		mu := c.RWLock("renewed-beside-write")
+		w, err := mu.Lock(redistest.Context(t, time.Minute), rlock.WithLease(writeLease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := mu.RLock(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(watchdog + 3*writeLease) // past the write lease and the read hold's first lease
+		if n, err := mu.HoldCount(context.WithoutCancel(w)); err != nil || n != 1 {
+			t.Fatalf("write holds in Redis %d (%v) after the read hold's renewals; want 1: they kept the hash", n, err)
+		}
+		if w.Err() != nil {
+			t.Errorf("the write hold's context ended (cause %v) while Redis keeps the hold, for the renewed read hold beside it", context.Cause(w))
+		}
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Errorf("Unlock of the write hold kept by the renewed read hold: %v", err)
+		}
+	})
+}
+
 // A read unlock that leaves the lock ending sooner than before (the reader that stays
 // has a shorter lease) tells a waiter, which was told to sleep until the old end: should
 // the reader that stays never unlock, the waiting writer gets the lock when that reader's

@@ -3,6 +3,7 @@ package script_test
 import (
 	"context"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -239,6 +240,28 @@ func TestReadUnlockTellsOfASoonerEnd(t *testing.T) {
 		}
 		if pttl := redistest.PTTL(t, rc, n.Lock); pttl > 20000 {
 			t.Errorf("PTTL %dms after the longest read hold went; want at most the 20s hold left", pttl)
+		}
+	})
+}
+
+// A new reader that gives way to a waiting writer (writer preference) is told to come back
+// by the sooner of the lock's PTTL and the end of that writer's entry: a writer that died
+// never takes the lock, so nobody publishes when its turn passes.
+func TestReaderGivingWayIsBoundByTheWritersEntry(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const name = "give-way-bound"
+		n := keys.Of(name)
+		if v, err := readAcquireFor(t, rc, name, first, "60000", "0", "", ""); err != nil || v[0] != 1 {
+			t.Fatalf("the read hold: %v %v", v, err)
+		}
+		redistest.MustDo(t, rc, "ZADD", n.Writers, strconv.FormatInt(redistest.Millis(t, rc)+2000, 10), keys.WriteField(second))
+		v, err := readAcquire(t, rc, name, holder, "1", "", "")
+		if err != nil || len(v) != 2 || v[0] != 0 {
+			t.Fatalf("a new reader beside a waiting writer = %v, %v; want {0, ms} (it gives way)", v, err)
+		}
+		if v[1] <= 0 || v[1] > 2001 {
+			t.Errorf("wait bound %dms; want (0, 2001]: the waiting writer's entry ends in 2000ms, the lock's PTTL in 60000ms", v[1])
 		}
 	})
 }
