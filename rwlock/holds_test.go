@@ -731,6 +731,7 @@ func TestReadHoldBesideWriteKeepsTheWriteHold(t *testing.T) {
 // each renewal says so (the renewal script's 2), and the write hold's context must stay
 // live as long as Redis keeps it, past the read hold's first lease too.
 func TestRenewedReadHoldBesideWriteKeepsTheWriteHold(t *testing.T) {
+	t.Parallel()
 	const watchdog, writeLease = 2 * time.Second, 500 * time.Millisecond
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(watchdog))
@@ -975,6 +976,7 @@ func TestTaggedNameReaders(t *testing.T) {
 // has learnt that its write hold beside it may be gone too: it must look at once, and the
 // write hold's context must end with ErrLeaseLost then, not when its own lease runs out.
 func TestReadHoldLostLooksAtTheWriteHoldBesideIt(t *testing.T) {
+	t.Parallel()
 	const lease = 3 * time.Second // the watchdog's: a round every second
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))

@@ -743,6 +743,7 @@ func TestDeadEntrySkipped(t *testing.T) {
 // wakes nobody: the client would go on listening on its own channel, deaf to the release,
 // until its refresh.
 func TestNewFirstListensForReleasesWithNoneFree(t *testing.T) {
+	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "sem-new-first-none-free"
 		const dead = "5e0b7c1d-2f3a-4b5c-8d6e-7f8091a2b3c4"
