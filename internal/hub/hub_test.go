@@ -262,3 +262,46 @@ func TestClose(t *testing.T) {
 		h.Close() // idempotent
 	})
 }
+
+// A subscriber that took a kept permit (the wake-up came between its attempt and its wait)
+// owes the channel an attempt: one that leaves instead passes the wake-up on to a waiter
+// of the same client parked meanwhile (package pubsub), or the release it stands for is
+// lost for that waiter.
+func TestPermitTakerPassesOn(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		first := subscribe(t, h, "kept")
+		publish(t, rc, "kept", hub.WakeOne)
+		eventually(t, "message not received", func() bool { return h.Stats().Messages == 1 })
+		if err := first.Wait(context.Background(), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		second := wait(subscribe(t, h, "kept"), time.Hour)
+		eventually(t, "the second waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		first.Release()
+		if err := redistest.Recv(t, second, 10*time.Second, "the wake-up passed on by the subscriber that took the permit"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A read unlock ("1") lets every waiter try, a subscriber between its attempt and its wait
+// too: it keeps a permit, and its next Wait returns at once.
+func TestWakeAllKeepsPermits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		parked := wait(subscribe(t, h, "readers"), time.Hour)
+		between := subscribe(t, h, "readers")
+		eventually(t, "the waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		publish(t, rc, "readers", hub.WakeAll)
+		if err := redistest.Recv(t, parked, 10*time.Second, "the parked waiter's wake-up"); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, wait(between, time.Hour), 10*time.Second, "the wait of the subscriber that was between attempts"); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); st.Woken != 2 || st.TimedOut != 0 {
+			t.Errorf("stats %+v: want both subscribers woken by the read unlock", st)
+		}
+	})
+}

@@ -396,3 +396,52 @@ func TestLastSubscriberPassesItsWakeUpOn(t *testing.T) {
 		}
 	})
 }
+
+// A new hold's lease ("-<ms>") sets the channel's timer to that hold's end when it is
+// sooner than the parked waiters' bounds (package pubsub): a waiter parked for an hour
+// looks when the announced lease runs out, by the timer, not as woken by an unlock.
+func TestLeaseMessageSetsTheTimer(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		s := subscribe(t, h, "leased")
+		done := wait(s, time.Hour)
+		eventually(t, "waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		publish(t, rc, "leased", "-200")
+		if err := redistest.Recv(t, done, 10*time.Second, "the wake-up at the end of the announced lease"); err != nil {
+			t.Fatal(err)
+		}
+		if !s.Timed() {
+			t.Errorf("stats %+v: the waiter was woken as by an unlock; want by the lease's timer", h.Stats())
+		}
+	})
+}
+
+// A wake code's lock message that was lost with a dropped connection must not make the
+// hub ignore the first message after the reconnect: that one is an unlock of its own.
+func TestReconnectForgetsACodesMessage(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		h := hub.New(rc, hub.Config{Code: "5555"})
+		t.Cleanup(h.Close)
+		s := subscribe(t, h, "cut")
+		publish(t, rc, "cut", "7777") // another client's code; its "0" never comes
+		eventually(t, "the code not heard", func() bool { return h.Stats().Messages == 1 })
+		if err := rc.Do(context.Background(), rc.B().ClientKill().TypePubsub().Build()).Error(); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "no reconnect", func() bool { return h.Stats().Reconnects > 0 })
+		if err := s.Ready(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		// The reconnect's own wake-up, kept as a permit: the subscriber was not parked.
+		if err := s.Wait(context.Background(), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		done := wait(s, time.Hour)
+		eventually(t, "waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		publish(t, rc, "cut", hub.WakeOne)
+		if err := redistest.Recv(t, done, 10*time.Second, "the wake-up by the unlock after the reconnect"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
