@@ -166,3 +166,94 @@ func TestClaimedWaiterWaitsForTheClaim(t *testing.T) {
 		})
 	}
 }
+
+// A claim settled with nothing wakes its waiter to try, as a message would: the waiter owes
+// the channel an attempt, and one that leaves instead passes the wake-up on to the next
+// parked waiter, so that the release the claim stood for is not lost.
+func TestUnhandedClaimIsOwed(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		ctx := context.Background()
+		claimed, woken := parked(t, h, ctx, "owed", "lock", "offer")
+		_, next := parked(t, h, ctx, "owed", "lock", nil)
+		cl := h.Claim("owed", "lock")
+		if cl == nil {
+			t.Fatal("no claim")
+		}
+		cl.Settle(nil, 0)
+		if got := redistest.Recv(t, woken, 10*time.Second, "the claimed waiter"); got.err != nil || got.handed != nil {
+			t.Fatalf("claimed waiter: %v, handed %v; want nil and nothing", got.err, got.handed)
+		}
+		claimed.Release()
+		if got := redistest.Recv(t, next, 10*time.Second, "the wake-up passed on by the claimed waiter that left"); got.err != nil {
+			t.Fatalf("next waiter: %v", got.err)
+		}
+	})
+}
+
+// A waiter handed the lock holds it with the lease it offered: the waiters still parked,
+// told to sleep by attempts made while the previous holder held the lock, look when that
+// new hold's lease runs out, woken by the channel's timer.
+func TestHandoffSetsTheTimer(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		ctx := context.Background()
+		_, handed := parked(t, h, ctx, "handed", "lock", "offer")
+		next, woken := parked(t, h, ctx, "handed", "lock", nil)
+		cl := h.Claim("handed", "lock")
+		if cl == nil {
+			t.Fatal("no claim")
+		}
+		cl.Settle("the lock", 200*time.Millisecond)
+		if got := redistest.Recv(t, handed, 10*time.Second, "the handed waiter"); got.err != nil {
+			t.Fatalf("handed waiter: %v", got.err)
+		}
+		if got := redistest.Recv(t, woken, 10*time.Second, "the parked waiter's look at the end of the new hold's lease"); got.err != nil {
+			t.Fatalf("parked waiter: %v", got.err)
+		}
+		if !next.Timed() {
+			t.Errorf("stats %+v: the parked waiter was woken as by an unlock; want by the channel's timer", h.Stats())
+		}
+	})
+}
+
+// Lined tells whether the client has subscribers on a channel: a channel that lingers after
+// its last subscriber left has none, and a new waiter must try rather than join a line
+// that is not there.
+func TestLinedCountsSubscribers(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		h.SetLinger(time.Minute)
+		if h.Lined("queue") {
+			t.Error("Lined on a channel never subscribed")
+		}
+		s := subscribe(t, h, "queue")
+		if !h.Lined("queue") {
+			t.Error("not Lined with a subscriber")
+		}
+		s.Release()
+		if h.Lined("queue") {
+			t.Error("Lined on a channel that lingers with no subscriber")
+		}
+	})
+}
+
+// Others tells a subscriber whether other subscribers of its client share the channel, not
+// counting itself.
+func TestOthers(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		first := subscribe(t, h, "others")
+		if first.Others() {
+			t.Error("Others with the subscriber alone on the channel")
+		}
+		second := subscribe(t, h, "others")
+		if !first.Others() || !second.Others() {
+			t.Error("not Others with two subscribers on the channel")
+		}
+		second.Release()
+		if first.Others() {
+			t.Error("Others after the other subscriber left")
+		}
+	})
+}
