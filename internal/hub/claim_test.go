@@ -219,11 +219,12 @@ func TestHandoffSetsTheTimer(t *testing.T) {
 
 // Lined tells whether the client has subscribers on a channel: a channel that lingers after
 // its last subscriber left has none, and a new waiter must try rather than join a line
-// that is not there.
+// that is not there, even while the client waits on other locks.
 func TestLinedCountsSubscribers(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		h, _ := newHub(t, b)
 		h.SetLinger(time.Minute)
+		subscribe(t, h, "elsewhere") // the client waits on another lock meanwhile
 		if h.Lined("queue") {
 			t.Error("Lined on a channel never subscribed")
 		}
