@@ -445,3 +445,88 @@ func TestReconnectForgetsACodesMessage(t *testing.T) {
 		}
 	})
 }
+
+// A release that picked a client by its wake code wakes one of that client's waiters, and
+// the lock message after the code wakes nobody more, in that client or another (package
+// pubsub).
+func TestWakeCodeWakesItsClientOnly(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		picked := hub.New(rc, hub.Config{Code: "5555"})
+		t.Cleanup(picked.Close)
+		other := hub.New(rc, hub.Config{Code: "7777"})
+		t.Cleanup(other.Close)
+		var done []<-chan error
+		for i, h := range []*hub.Hub{picked, picked, other} {
+			done = append(done, wait(subscribe(t, h, "coded"), time.Hour))
+			eventually(t, "waiter not parked", func() bool {
+				return picked.Stats().Waiting+other.Stats().Waiting == i+1
+			})
+		}
+		publish(t, rc, "coded", "5555")
+		publish(t, rc, "coded", hub.WakeOne)
+		if err := redistest.Recv(t, done[0], 10*time.Second, "the picked client's longest-parked waiter"); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the lock message not heard", func() bool {
+			return picked.Stats().Messages == 2 && other.Stats().Messages == 2
+		})
+		time.Sleep(settle)
+		if p, o := picked.Stats(), other.Stats(); p.Woken != 1 || p.Waiting != 1 || o.Woken != 0 || o.Waiting != 1 {
+			t.Errorf("picked %+v, other %+v: want one waiter of the picked client woken, nobody else", p, o)
+		}
+	})
+}
+
+// A client whose wake code comes when it has no waiter left (the channel lingers) passes
+// the wake-up on (package pubsub): with no other client registered, every client's waiter
+// is woken once, rather than the release being lost.
+func TestCodeForALingeringChannelIsPassedOn(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		left := hub.New(rc, hub.Config{Code: "5555"})
+		t.Cleanup(left.Close)
+		left.SetLinger(time.Minute)
+		other := hub.New(rc, hub.Config{Code: "7777"})
+		t.Cleanup(other.Close)
+		s, err := left.Subscribe("lingering", hub.LockMessages, nil, hub.Registry{Wake: "wake:{lingering}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ready(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		s.Release()
+		woken := wait(subscribe(t, other, "lingering"), time.Hour)
+		eventually(t, "the other client's waiter not parked", func() bool { return other.Stats().Waiting == 1 })
+		publish(t, rc, "lingering", "5555")
+		publish(t, rc, "lingering", hub.WakeOne)
+		if err := redistest.Recv(t, woken, 10*time.Second, "the wake-up passed on by the client with no waiter left"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A waiter with its own schedule (WaitOwn) does not set the channel's timer: a shared
+// waiter parked beside it is not woken at the other's bound, which it was never told of.
+func TestOwnBoundLeavesTheTimer(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		shared := subscribe(t, h, "apart")
+		sharedDone := wait(shared, time.Hour)
+		eventually(t, "the shared waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		own := subscribe(t, h, "apart")
+		if err := own.WaitOwn(context.Background(), 100*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(settle)
+		select {
+		case err := <-sharedDone:
+			t.Fatalf("the shared waiter woke (%v) at the bound of a waiter with its own schedule", err)
+		default:
+		}
+		if st := h.Stats(); st.Waiting != 1 || st.TimedOut != 1 {
+			t.Errorf("stats %+v: want the own waiter back at its bound, the shared one parked", st)
+		}
+	})
+}
