@@ -530,3 +530,40 @@ func TestOwnBoundLeavesTheTimer(t *testing.T) {
 		}
 	})
 }
+
+// A client that lets go of a channel leaves the lock's wake registries before it
+// unsubscribes, so that no unlock picks it once it no longer hears the channel.
+func TestUnsubscribeLeavesTheRegistries(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		h := hub.New(rc, hub.Config{Code: "5555"})
+		t.Cleanup(h.Close)
+		h.SetLinger(100 * time.Millisecond)
+		reg := hub.Registry{Wake: "wake:{left}", Readers: "readers:{left}"}
+		ctx := context.Background()
+		for _, key := range []string{reg.Wake, reg.Readers} {
+			// As a waiter's attempt registers its client.
+			if err := rc.Do(ctx, rc.B().Zadd().Key(key).ScoreMember().ScoreMember(1, "5555").ScoreMember(2, "7777").Build()).Error(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s, err := h.Subscribe("left", hub.LockMessages, nil, reg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Ready(ctx, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		s.Release()
+		eventually(t, "the channel never unsubscribed", func() bool { return h.Stats().Channels == 0 })
+		for _, key := range []string{reg.Wake, reg.Readers} {
+			members, err := rc.Do(ctx, rc.B().Zrange().Key(key).Min("0").Max("-1").Build()).AsStrSlice()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(members) != 1 || members[0] != "7777" {
+				t.Errorf("%s holds %v after the client let go of the channel; want only the other client, 7777", key, members)
+			}
+		}
+	})
+}
