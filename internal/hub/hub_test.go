@@ -305,3 +305,26 @@ func TestWakeAllKeepsPermits(t *testing.T) {
 		}
 	})
 }
+
+// Sharded pub/sub (SSUBSCRIBE) keeps the promise of the classic subscriber: a
+// subscription that ends while wanted (here the server restarts) is made again, and
+// its waiters are woken once then, since an unlock may have been published meanwhile.
+// Redis 7 serves SSUBSCRIBE outside a cluster too.
+func TestShardedReconnectWakesEveryone(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		h := hub.New(rc, hub.Config{Sharded: true})
+		t.Cleanup(h.Close)
+		done := wait(subscribe(t, h, "sharded"), time.Hour)
+		eventually(t, "waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		// CLIENT KILL TYPE pubsub spares RESP3 connections such as the one SSUBSCRIBE
+		// uses: a restart drops it.
+		b.Server.Restart(t)
+		if err := redistest.Recv(t, done, 10*time.Second, "the waiter's wake-up once the channel is subscribed again"); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); st.Reconnects == 0 || st.Woken != 1 || st.TimedOut != 0 {
+			t.Errorf("stats %+v: want a reconnect that woke the waiter", st)
+		}
+	})
+}
