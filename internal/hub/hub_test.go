@@ -328,3 +328,25 @@ func TestShardedReconnectWakesEveryone(t *testing.T) {
 		}
 	})
 }
+
+// Permits never exceed the subscribers (package pubsub), even when one leaves: two kept
+// wake-ups for two subscribers, one of which leaves, wake the one left once.
+func TestPermitsCappedWhenOneLeaves(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		stays, leaves := subscribe(t, h, "shrinking"), subscribe(t, h, "shrinking")
+		publish(t, rc, "shrinking", hub.WakeOne)
+		publish(t, rc, "shrinking", hub.WakeOne)
+		eventually(t, "messages not received", func() bool { return h.Stats().Messages == 2 })
+		leaves.Release()
+		if err := stays.Wait(context.Background(), time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if err := stays.Wait(context.Background(), 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); st.Woken != 1 || st.TimedOut != 1 {
+			t.Errorf("stats %+v: want one wake-up and then a timeout", st)
+		}
+	})
+}

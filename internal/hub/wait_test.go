@@ -567,3 +567,30 @@ func TestUnsubscribeLeavesTheRegistries(t *testing.T) {
 		}
 	})
 }
+
+// A waiter woken by the channel's timer that leaves passes the timer's check on to a
+// waiter of its own class (package pubsub: the timer wakes one waiter per class): a
+// reader's check goes to the next reader, not to a writer parked before it, or the readers
+// would sleep past the lease they were told of.
+func TestTimersCheckPassedOnWithinItsClass(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		first := subscribeClass(t, h, "kinds", "read")
+		if err := redistest.Recv(t, wait(first, 100*time.Millisecond), 10*time.Second, "the first reader's wake-up at its bound"); err != nil {
+			t.Fatal(err)
+		}
+		writer := wait(subscribeClass(t, h, "kinds", "write"), time.Hour)
+		eventually(t, "the writer not parked", func() bool { return h.Stats().Waiting == 1 })
+		reader := wait(subscribeClass(t, h, "kinds", "read"), time.Hour)
+		eventually(t, "the reader not parked", func() bool { return h.Stats().Waiting == 2 })
+		first.Release()
+		if err := redistest.Recv(t, reader, 10*time.Second, "the next reader, given the check the first one left with"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-writer:
+			t.Fatalf("the writer was woken (%v) with a reader's check", err)
+		default:
+		}
+	})
+}
