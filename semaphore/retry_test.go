@@ -301,6 +301,49 @@ func TestReleaseLeaseResentFindsItPartlyGone(t *testing.T) {
 	})
 }
 
+// A ReleaseLease that began while the client still counted the lease, but whose first
+// send that Redis could run went out only after the lease had run out (its earlier sends
+// were refused unrun, and the refused renewals let the lease lapse), and whose reply was
+// then lost, cannot tell that it released anything: its resend finds none of the ids, and
+// that is the lease's running out, not the lost send's doing. The answer is ErrNotHeld and
+// the lease's context ends as lost (Weighted.ReleaseLease: only a resend after a first
+// send made while the lease was live reports that send's release).
+func TestReleaseLeaseReplyLostAfterRefusalsPastTheLease(t *testing.T) {
+	t.Parallel()
+	const name, lease = "lease-refused-then-lost", 300 * time.Millisecond
+	b := redistest.Mini(t) // a server that refuses commands unrun on demand
+	proxy := redistest.StartProxy(t, b.Addr)
+	c := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()}, relock.WithWatchdogTimeout(lease))
+	ctx := redistest.Context(t, time.Minute)
+	s := c.Semaphore(name)
+	mustSet(t, s, 3)
+	// The scripts loaded first, so that the fault hits the call itself.
+	warmLeases(t, s, ctx)
+	held := acquireLease(t, s, 2)
+
+	b.Mini.SetError("LOADING Redis is loading the dataset in memory")
+	defer b.Mini.SetError("")
+	released := make(chan error, 1)
+	go func() { released <- s.ReleaseLease(held) }() // in its turn at once, then refused
+	time.Sleep(3 * lease)                            // past the lease, locally and in Redis
+	// The channel is in the return script's keys and in no renewal's.
+	proxy.LoseReplyTo("redisson_sc:{" + name + "}")
+	b.Mini.SetError("")
+	err := redistest.Recv(t, released, 10*time.Second, "ReleaseLease did not return")
+	if proxy.Armed() != 0 {
+		t.Fatal("the fault never fired: the test proved nothing")
+	}
+	if !errors.Is(err, relock.ErrNotHeld) {
+		t.Errorf("ReleaseLease whose first send that could run went out after the lease, its reply lost: %v; want ErrNotHeld", err)
+	}
+	if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+		t.Errorf("the lease's context: %v; want ErrLeaseLost", cause)
+	}
+	if n := available(t, s); n != 3 {
+		t.Errorf("AvailablePermits after the lease ran out = %d; want 3", n)
+	}
+}
+
 // warmLeases takes a lease of one permit of s and releases it, which loads the scripts of
 // leases.
 func warmLeases(t *testing.T, s *semaphore.Weighted, ctx context.Context) {
