@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,39 +265,52 @@ func TestReleaseLeaseReplyLost(t *testing.T) {
 
 // A ReleaseLease whose first send never ran (its connection broke before Redis read it)
 // is sent again, and the resend's answer is the release's: when one of the lease's two
-// permits was taken away meanwhile, the resend gives back the one left, and ReleaseLease
-// says the lease was lost (ErrNotHeld, the context's cause ErrLeaseLost), as a release
-// whose reply came would (Weighted.ReleaseLease), rather than a whole release.
+// permits was taken away meanwhile, or ran out without being put back yet, the resend
+// gives back what is left of it, and ReleaseLease says the lease was lost (ErrNotHeld, the
+// context's cause ErrLeaseLost), as a release whose reply came would
+// (Weighted.ReleaseLease), rather than a whole release.
 func TestReleaseLeaseResentFindsItPartlyGone(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		const name = "lease-release-resent"
-		side := b.Client(t)
-		late := redistest.NewLateRequests(b.Client(t))
-		c, err := relock.New(late, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
-		ctx := redistest.Context(t, time.Minute)
-		s := c.Semaphore(name)
-		mustSet(t, s, 3)
-		// The scripts loaded first, so that the fault hits the call itself.
-		warmLeases(t, s, ctx)
-		held := acquireLease(t, s, 2)
-		id, _ := hex.DecodeString(s.PermitIDs(held)[1])
-		redistest.MustDo(t, side, "ZREM", leasesKey(name), string(id))
+		for _, tc := range []struct {
+			how  string
+			lose func(name, id string) []string // the command that takes the permit away
+			back string                         // the count after ReleaseLease
+		}{
+			{"taken away", func(name, id string) []string { return []string{"ZREM", leasesKey(name), id} }, "2"},
+			// Its id still in the zset, its lease over: given back, but not as held.
+			{"run out", func(name, id string) []string { return []string{"ZADD", leasesKey(name), "XX", "1", id} }, "3"},
+		} {
+			t.Run(tc.how, func(t *testing.T) {
+				name := "lease-release-resent:" + strings.ReplaceAll(tc.how, " ", "-")
+				side := b.Client(t)
+				late := redistest.NewLateRequests(b.Client(t))
+				c, err := relock.New(late, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
+				if err != nil {
+					t.Fatalf("relock.New: %v", err)
+				}
+				t.Cleanup(func() { _ = c.Close() })
+				ctx := redistest.Context(t, time.Minute)
+				s := c.Semaphore(name)
+				mustSet(t, s, 3)
+				// The scripts loaded first, so that the fault hits the call itself.
+				warmLeases(t, s, ctx)
+				held := acquireLease(t, s, 2)
+				id, _ := hex.DecodeString(s.PermitIDs(held)[1])
+				redistest.MustDo(t, side, tc.lose(name, string(id))...)
 
-		arrived, send := late.HoldBroken(script.SemaphoreReturn().SHA1, "redisson_sc:{"+name+"}")
-		defer send() // it finds none of the lease's permits then
-		err = s.ReleaseLease(held)
-		redistest.Arrived(t, arrived, "ReleaseLease", err)
-		wantErr(t, err, relock.ErrNotHeld, name)
-		wantValue(t, side, name, "2")
-		if zs := leased(t, side, name); len(zs) != 0 {
-			t.Fatalf("%d permits still leased after ReleaseLease", len(zs))
-		}
-		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
-			t.Errorf("the lease's context has cause %v; want ErrLeaseLost", context.Cause(held))
+				arrived, send := late.HoldBroken(script.SemaphoreReturn().SHA1, "redisson_sc:{"+name+"}")
+				defer send() // it finds none of the lease's permits then
+				err = s.ReleaseLease(held)
+				redistest.Arrived(t, arrived, "ReleaseLease", err)
+				wantErr(t, err, relock.ErrNotHeld, name)
+				wantValue(t, side, name, tc.back)
+				if zs := leased(t, side, name); len(zs) != 0 {
+					t.Fatalf("%d permits still leased after ReleaseLease", len(zs))
+				}
+				if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+					t.Errorf("the lease's context has cause %v; want ErrLeaseLost", context.Cause(held))
+				}
+			})
 		}
 	})
 }
