@@ -29,8 +29,7 @@ func TestFairReleasePassesOverDeadWaiters(t *testing.T) {
 		redistest.MustDo(t, rc, "RPUSH", n.Queue, dead, live)
 		redistest.MustDo(t, rc, "ZADD", n.Deadlines, "1", dead, "99999999999999", live) // dead ran out long ago
 		deadL, liveL := b.Listen(t, n.Waiter(dead)), b.Listen(t, n.Waiter(live))
-		v, err := script.FairRelease().Exec(context.Background(), rc, []string{n.Lock, n.Queue, n.Deadlines},
-			[]string{"unlock", holder, "1", "publish", n.FairChannel, "0"}).AsInt64()
+		v, err := fairRelease(rc, n, "unlock", holder, "1")
 		if err != nil || v != 1 {
 			t.Fatalf("release: %v %v; want 1", v, err)
 		}
@@ -47,6 +46,13 @@ func TestFairReleasePassesOverDeadWaiters(t *testing.T) {
 
 // fairAcquire runs the fair lock's acquire script for owner on n, queueing it when it
 // cannot take the lock, with waiters' entries living 10s.
+// fairRelease runs the fair lock's release script in mode ("unlock", "leave" or "force")
+// for owner, with the hold count it expects, publishing "0" to the next waiter.
+func fairRelease(rc rueidis.Client, n keys.Names, mode, owner, count string) (int64, error) {
+	return script.FairRelease().Exec(context.Background(), rc, []string{n.Lock, n.Queue, n.Deadlines},
+		[]string{mode, owner, count, "publish", n.FairChannel, "0"}).AsInt64()
+}
+
 func fairAcquire(rc rueidis.Client, n keys.Names, owner string) ([]int64, error) {
 	r := script.FairAcquire().Exec(context.Background(), rc, []string{n.Lock, n.Queue, n.Deadlines},
 		[]string{"30000", owner, "10000", "1", "publish", n.FairChannel, "2"})
@@ -112,8 +118,7 @@ func TestFairReleaseDropsDeadlinesOfNobody(t *testing.T) {
 		redistest.MustDo(t, rc, "HSET", n.Lock, holder, "1")
 		redistest.MustDo(t, rc, "PEXPIRE", n.Lock, "30000")
 		redistest.MustDo(t, rc, "ZADD", n.Deadlines, "99999999999999", second) // not in the queue
-		v, err := script.FairRelease().Exec(context.Background(), rc, []string{n.Lock, n.Queue, n.Deadlines},
-			[]string{"unlock", holder, "1", "publish", n.FairChannel, "0"}).AsInt64()
+		v, err := fairRelease(rc, n, "unlock", holder, "1")
 		if err != nil || v != 1 {
 			t.Fatalf("release: %v %v; want 1", v, err)
 		}
@@ -189,8 +194,7 @@ func TestFairLeaveDropsDeadlinesOfNobody(t *testing.T) {
 		redistest.MustDo(t, rc, "PEXPIRE", n.Lock, "30000")
 		redistest.MustDo(t, rc, "RPUSH", n.Queue, first)
 		redistest.MustDo(t, rc, "ZADD", n.Deadlines, "99999999999999", first, "99999999999999", second) // second is not in line
-		v, err := script.FairRelease().Exec(context.Background(), rc, []string{n.Lock, n.Queue, n.Deadlines},
-			[]string{"leave", first, "", "publish", n.FairChannel, "0"}).AsInt64()
+		v, err := fairRelease(rc, n, "leave", first, "")
 		if err != nil || v != 1 {
 			t.Fatalf("leave: %v %v; want 1", v, err)
 		}

@@ -19,13 +19,18 @@ import (
 // semaphore name for client, asking for n permits; join "1" queues the client when it
 // cannot take them; ids, when not "", leases the permits for 30s under those ids (hex).
 func semAcquire(rc rueidis.Client, name string, n int, client, join, ids string) ([]int64, error) {
+	return semAcquireLiving(rc, name, n, client, join, "30000", ids)
+}
+
+// semAcquireLiving is semAcquire for a client whose queue entry lives life milliseconds.
+func semAcquireLiving(rc rueidis.Client, name string, n int, client, join, life, ids string) ([]int64, error) {
 	k := keys.SemaphoreOf(name)
 	lease := "0"
 	if ids != "" {
 		lease = "30000"
 	}
 	return script.SemaphoreAcquire().Exec(context.Background(), rc, []string{k.Permits, k.Queue, k.Deadlines, k.Leases, k.Channel},
-		[]string{strconv.Itoa(n), client, join, "30000", "publish", k.Waiters, lease, ids}).AsIntSlice()
+		[]string{strconv.Itoa(n), client, join, life, "publish", k.Waiters, lease, ids}).AsIntSlice()
 }
 
 // heard publishes an end marker on channel and returns what l heard before it, once the
@@ -472,8 +477,7 @@ func TestSemaphoreQueueLivesToTheLatestDeadline(t *testing.T) {
 		if v, err := semAcquire(rc, name, 1, holder, "1", ""); err != nil || len(v) != 4 || v[0] != 0 {
 			t.Fatalf("acquire of 1 of 0 = %v, %v; want a failure", v, err)
 		}
-		v, err := script.SemaphoreAcquire().Exec(context.Background(), rc, []string{k.Permits, k.Queue, k.Deadlines, k.Leases, k.Channel},
-			[]string{"1", first, "1", "1000", "publish", k.Waiters, "0", ""}).AsIntSlice()
+		v, err := semAcquireLiving(rc, name, 1, first, "1", "1000", "")
 		if err != nil || len(v) != 4 || v[0] != 0 {
 			t.Fatalf("acquire of 1 of 0 by a client whose entry lives 1000ms = %v, %v; want a failure", v, err)
 		}
