@@ -219,3 +219,31 @@ func TestForceUnlockQuestionEndsWithTheCommand(t *testing.T) {
 		}
 	})
 }
+
+// The question reads [y/N]: only a yes forces the lock open. Enter alone (the default the
+// capital N names), the end of the input (Ctrl-D) and any other word decline, with status
+// 1, and the holder keeps its hold. Guards against a question that takes whatever is not a
+// no for a yes.
+func TestForceUnlockDefaultsToNo(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		ctx := redistest.Context(t, time.Minute)
+		l := c.Lock("asked")
+		h, err := l.Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, typed := range []string{"\n", "", "maybe\n", "yep\n"} {
+			out, err := relockCmd(t, b.Addr, typed, "unlock", "--force", "asked")
+			if err == nil || !strings.Contains(err.Error(), "not unlocked: the confirmation was declined") || strings.Contains(out, "force-unlocked") {
+				t.Errorf("unlock --force answered %q: %v; want it declined (status 1)\n%s", typed, err, out)
+			}
+			if locked, err := l.IsLocked(ctx); err != nil || !locked || h.Err() != nil {
+				t.Fatalf("after the answer %q: locked %v (%v), the holder's context %v; want the hold kept", typed, locked, err, context.Cause(h))
+			}
+		}
+		if err := l.Unlock(h); err != nil {
+			t.Errorf("the holder's unlock: %v; want its hold kept", err)
+		}
+	})
+}
