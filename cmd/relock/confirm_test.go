@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
@@ -138,6 +139,44 @@ func TestForceUnlockConfirmsTheHoldersShown(t *testing.T) {
 				if after := redistest.Snapshot(t, rc, name); after != before {
 					t.Errorf("unlock --force changed %s:\nbefore %s\nafter  %s", name, before, after)
 				}
+			}
+		})
+
+		// A fair lock's hash with nobody queued reads as a plain lock's; a waiter that
+		// queues while the operator reads makes it a fair lock's, and the force unlock
+		// then releases it as one, waking that waiter on its own channel. Guards against
+		// a force unlock that goes by the kind the first look saw, whose plain release no
+		// fair waiter hears.
+		t.Run("fair waiter queued meanwhile", func(t *testing.T) {
+			waiting := relocktest.New(t, b)
+			if _, err := c.FairLock("queued").Lock(relock.NewOwner(ctx)); err != nil {
+				t.Fatal(err)
+			}
+			// A refresh period beyond the test: only a message wakes the waiter in time.
+			fl := waiting.FairLock("queued", fairlock.WithRefreshPeriod(time.Minute))
+			var done <-chan error
+			out, err := answering(t, b.Addr, "queued")(func() {
+				done = async(func() error {
+					wctx, cancel := context.WithTimeout(relock.NewOwner(ctx), 30*time.Second)
+					defer cancel()
+					h, err := fl.Lock(wctx)
+					if err != nil {
+						return err
+					}
+					return fl.Unlock(h)
+				})
+				redistest.Eventually(t, 20*time.Second, "the fair waiter is not queued", func() bool {
+					return waiting.PubSubStats().Waiting == 1 && len(redistest.FairQueue(t, b.Client(t), "queued")) == 1
+				})
+			}, "y\n")
+			if err != nil || !strings.Contains(out, "force-unlocked") {
+				t.Fatalf("the answer after a fair waiter queued: %v; want the lock force-unlocked\n%s", err, out)
+			}
+			if err := redistest.Recv(t, done, 25*time.Second, "the fair waiter after the force unlock"); err != nil {
+				t.Fatal(err)
+			}
+			if st := waiting.PubSubStats(); st.TimedOut != 0 || st.Woken != 1 {
+				t.Errorf("the fair waiter's hub %+v; want it woken by the force unlock's message, not by a time bound", st)
 			}
 		})
 
