@@ -47,3 +47,26 @@ func TestInspectReaderLeasePerHold(t *testing.T) {
 		}
 	})
 }
+
+// inspect shows the lock's remaining lease in milliseconds (ttlMs in JSON) and as a
+// duration in the text view: a hold with a fixed lease of a minute, just taken, shows
+// close to a minute, not a number of seconds read as milliseconds. Guards against a lease
+// read with TTL (seconds) where PTTL is meant.
+func TestInspectShowsTheLeaseLeft(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := redistest.Context(t, time.Minute)
+		mu := relocktest.New(t, b).Lock("lease-left")
+		h, err := mu.Lock(relock.NewOwner(ctx), rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = mu.Unlock(h) }()
+		if r := inspectJSON(t, b.Addr, "lease-left"); r.TTLMs <= 30000 || r.TTLMs > 60000 {
+			t.Errorf("inspect --json lease-left: ttlMs %d; want the minute's lease left in milliseconds (30000 to 60000)", r.TTLMs)
+		}
+		out, err := relockCmd(t, b.Addr, "", "inspect", "lease-left")
+		if err != nil || !regexp.MustCompile(`^lease-left: rlock, held, lease [3-5]\d(\.\d+)?s left\n`).MatchString(out) {
+			t.Errorf("inspect lease-left: %v; want a lease of 30s to 1m left:\n%s", err, out)
+		}
+	})
+}
