@@ -49,3 +49,34 @@ func TestInspectShowsDeadEntries(t *testing.T) {
 		}
 	})
 }
+
+// Between a waiting writer's turn coming and its taking the lock, an rwlock with writer
+// preference is its waiting writers alone, with no hash: inspect shows it as an rwlock,
+// free, with its writers queued, not as a name with no key, and unlock --force has nothing
+// to do and changes nothing. Guards against the writers' registry read only beside a
+// hash.
+func TestInspectWritersAloneAreAnRWLock(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const writer = "5b0e0f4c-93d1-4d7e-a0f2-1a3c6f1b2d9e:2"
+		writers := keys.Of("turn").Writers
+		redistest.MustDo(t, rc, "ZADD", writers, strconv.FormatInt(redistest.Millis(t, rc)+50000, 10), writer+":write")
+		redistest.MustDo(t, rc, "PEXPIRE", writers, "60000")
+		r := inspectJSON(t, b.Addr, "turn")
+		if r.Kind != "rwlock" || r.Locked || len(r.Owners) != 0 || len(r.Writers) != 1 || r.Writers[0].Owner != writer || r.Writers[0].ExpiresInMs <= 0 {
+			t.Errorf("inspect --json of an rwlock's waiting writer alone: %+v; want an rwlock, free, with the writer waiting", r)
+		}
+		out, err := relockCmd(t, b.Addr, "", "inspect", "turn")
+		if err != nil || !regexp.MustCompile(`^turn: rwlock, free, waiters queued\n  writer   `+writer+` +waits \(new readers give way\)`).MatchString(out) {
+			t.Errorf("inspect of an rwlock's waiting writer alone: %v; want an rwlock, free, with the writer waiting:\n%s", err, out)
+		}
+		before := redistest.Snapshot(t, rc, writers)
+		out, err = relockCmd(t, b.Addr, "", "unlock", "--force", "-y", "turn")
+		if err != nil || out != "turn is not held; nothing to do\n" {
+			t.Errorf("unlock --force -y of an rwlock's waiting writer alone: %v, %q; want nothing to do", err, out)
+		}
+		if after := redistest.Snapshot(t, rc, writers); after != before {
+			t.Errorf("unlock --force changed the waiting writers:\nbefore %s\nafter  %s", before, after)
+		}
+	})
+}
