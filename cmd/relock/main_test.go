@@ -59,6 +59,7 @@ func TestUsageErrors(t *testing.T) {
 		{"unlock", "x"},
 		{"unlock", "--force"},
 		{"inspect", "--no-such-flag", "x"},
+		{"inspect", "--", "-x", "--json"}, // after "--" every argument is a name: two names
 	} {
 		var stdout, stderr bytes.Buffer
 		err := run(context.Background(), args, func(string) string { return "" }, strings.NewReader(""), &stdout, &stderr)
