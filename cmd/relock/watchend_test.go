@@ -1,0 +1,43 @@
+package main
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/redistest"
+)
+
+// Ctrl-C ends watch quietly even while a look waits on a server that stopped answering:
+// the interrupted look is no view, and watch ends with no error and no "could not be
+// read" view (within the look's bound of 5s: the stalled read is not cut short). Guards
+// against an interrupted look shown as a failed one.
+func TestWatchInterruptedWhileLooking(t *testing.T) {
+	s := redistest.StartServer(t)
+	redistest.MustDo(t, s.Client(t), "HSET", "nightly", "someone:1", "1")
+
+	var buf syncBuffer
+	ctx, interrupt := context.WithCancelCause(context.Background())
+	defer interrupt(nil)
+	done := async(func() error {
+		return run(ctx, []string{"watch", "--redis", s.Addr(), "--interval", "100ms", "nightly"},
+			func(string) string { return "" }, strings.NewReader(""), &buf, &buf)
+	})
+	redistest.Eventually(t, 20*time.Second, "no first view", func() bool { return strings.Contains(buf.String(), "someone:1") })
+	s.Pause(t)
+	defer s.Resume(t)
+	// The next look starts 100ms after the first and waits up to 5s for the stopped
+	// server: a second into the pause, one is under way.
+	time.Sleep(time.Second)
+	interrupt(signalled{os.Interrupt})
+	select {
+	case err := <-done:
+		if err != nil || strings.Contains(buf.String(), "could not be read") {
+			t.Errorf("watch interrupted while looking: %v; want it ended quietly, with no view of the interrupted look:\n%s", err, buf.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("watch did not end within 30s of its interrupt:\n%s", buf.String())
+	}
+}
