@@ -135,3 +135,20 @@ func TestOwnersAcrossBatches(t *testing.T) {
 		}
 	}
 }
+
+// A context that carries owners of several clients is one owner on each (the package's
+// promise): a hold taken on a second client does not hide the first client's owner from
+// a lock taken through the hold's context, which re-enters as that owner rather than
+// being made a new one that would wait for itself.
+func TestOwnFindsAnOwnerBehindAnotherClients(t *testing.T) {
+	a, b, c := NewIssuer("A"), NewIssuer("B"), NewIssuer("C")
+	ca, oa := ensure(a, context.Background())
+	cb, _ := ensure(b, ca)
+	cc, _ := ensure(c, cb)
+	for _, ctx := range []context.Context{cb, cc} {
+		o, carried, fresh := a.Own(ctx)
+		if o != oa || carried == nil || fresh != (Binding{}) {
+			t.Errorf("Own behind other clients' owners = %q, carried %v; want %q, carried", o, carried != nil, oa)
+		}
+	}
+}
