@@ -602,6 +602,9 @@ func badInputCases() []badCase {
 		{"WithTimeout(-1)", relock.WithTimeout(-1), relock.ErrInvalidOption},
 		{"WithSyncReplicas(0, 1s)", relock.WithSyncReplicas(0, time.Second), relock.ErrInvalidOption},
 		{"WithSyncReplicas(1, 0)", relock.WithSyncReplicas(1, 0), relock.ErrInvalidOption},
+		// WAIT takes whole milliseconds, and WAIT with 0 waits for ever: a timeout under a
+		// millisecond cannot bound the wait as WithSyncReplicas promises ("at most timeout").
+		{"WithSyncReplicas(1, 999µs)", relock.WithSyncReplicas(1, 999*time.Microsecond), relock.ErrInvalidOption},
 	} {
 		add("New "+c.what, func(t *testing.T, e *badEnv) {
 			rc, err := relock.New(e.b.Client(t), c.opt)
