@@ -108,3 +108,22 @@ func TestDetachedKeepsValuesNotCancellation(t *testing.T) {
 		})
 	}
 }
+
+// WithTimeout bounds each detached call: its context ends no later than the timeout after
+// the call plus one grain, a sixteenth of the timeout (at least a millisecond), whether the
+// call makes a deadline or shares one made earlier. Guards against a grain that stretches
+// the bound by as much as the timeout again.
+func TestDetachedEndsWithinAGrainOfTheTimeout(t *testing.T) {
+	for _, timeout := range []time.Duration{time.Minute, 5 * time.Millisecond} {
+		c := &Client{Timeout: timeout, deadlines: newDeadlines(timeout)}
+		grain := max(timeout/16, time.Millisecond)
+		for range 3 * deadlineShards { // every shard, and each made or reused
+			d := c.Detached(context.Background())
+			after := time.Now()
+			at, _ := d.Deadline()
+			if over := at.Sub(after) - timeout; over > grain {
+				t.Fatalf("timeout %v: a detached call's context ends %v after the timeout; want at most a grain, %v", timeout, over, grain)
+			}
+		}
+	}
+}
