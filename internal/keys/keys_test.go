@@ -92,6 +92,10 @@ func TestCheckReasons(t *testing.T) {
 		{"jobs{7}:" + owner, `waiter of the fair lock "jobs{7}"`},
 		// A Redisson owner's thread id is any Java long, its fair waiters' channels too.
 		{"{x}:5df8512c-e096-4359-bc82-07efb0bc9d8e:-7", `ends in an owner id "5df8512c-e096-4359-bc82-07efb0bc9d8e:-7"`},
+		// A UUID's hex digits in either case, as IsUUID reads them and lua/shape.lua's %x.
+		{"{x}:5DF8512C-E096-4359-BC82-07EFB0BC9D8E:7", `ends in an owner id "5DF8512C-E096-4359-BC82-07EFB0BC9D8E:7"`},
+		// The read holds' infix anywhere in the name, its start too.
+		{":rwlock_timeout:1", `":rwlock_timeout:" (at 0)`},
 	}
 	for _, c := range cases {
 		err := Check(c.name)
