@@ -49,3 +49,33 @@ func TestConnectionsCarryTheClientID(t *testing.T) {
 		})
 	})
 }
+
+// Close closes the rueidis client that Dial made (Dial: "a rueidis client of its own that
+// Close closes"): once the relock client is closed, none of its connections is left open.
+func TestDialCloseClosesItsConnections(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		named := func(id string) int {
+			list, err := b.Server.Do(t, "CLIENT", "LIST").ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return strings.Count(list, " name=relock:"+id+":")
+		}
+		d, err := relock.Dial("redis://" + b.Addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Lock("dialclose").TryLock(t.Context()); err != nil { // a command connection
+			t.Fatal(err)
+		}
+		redistest.Eventually(t, 10*time.Second, "the Dial client's connections are not named after it", func() bool {
+			return named(d.ID()) >= 2 // its command connection and its subscriber
+		})
+		if err := d.Close(); err != nil {
+			t.Fatal(err)
+		}
+		redistest.Eventually(t, 10*time.Second, "connections of the Dial client left open after its Close", func() bool {
+			return named(d.ID()) == 0
+		})
+	})
+}
