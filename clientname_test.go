@@ -79,3 +79,21 @@ func TestDialCloseClosesItsConnections(t *testing.T) {
 		})
 	})
 }
+
+// A Dial that fails on an invalid option leaves no connection open: the rueidis client it
+// made is closed before the error returns.
+func TestDialRefusedLeavesNoConnection(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		d, err := relock.Dial("redis://"+b.Addr, relock.WithTimeout(0))
+		if err == nil || d != nil {
+			t.Fatalf("Dial with WithTimeout(0) = %v, %v; want nil and an error", d, err)
+		}
+		redistest.Eventually(t, 10*time.Second, "a connection of the refused Dial left open", func() bool {
+			list, err := b.Server.Do(t, "CLIENT", "LIST").ToString()
+			if err != nil {
+				t.Fatal(err)
+			}
+			return !strings.Contains(list, " name=relock:")
+		})
+	})
+}
