@@ -487,6 +487,42 @@ func TestSentinelFailover(t *testing.T) {
 	}
 }
 
+// On a sentinel deployment pub/sub is classic by default (WithShardedPubSub: on by default
+// only for a cluster client of Redis 7 or newer, as the nodes here are): an unlock
+// publishes with PUBLISH, and a waiter subscribed with SUBSCRIBE, as Redisson's clients
+// are there, is woken by its message rather than by the holder's lease running out.
+func TestSentinelClassicPubSubByDefault(t *testing.T) {
+	s := redistest.StartSentinel(t)
+	holder, err := relock.New(s.Client(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	waiter, err := relock.New(s.Client(t), relock.WithShardedPubSub(false)) // subscribes as Redisson does
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer waiter.Close()
+	master, name := s.Master(), "sentinel-classic"
+	held, acquired := parkWaiter(t, holder, waiter, name, func() bool {
+		return master.Subscribers(t, "NUMSUB", "redisson_lock__channel:{"+name+"}") == 1
+	})
+	before, st := master.CommandStats(t), waiter.PubSubStats()
+	if err := holder.Lock(name).Unlock(held); err != nil {
+		t.Fatal(err)
+	}
+	redistest.Eventually(t, 10*time.Second, "the waiter subscribed with SUBSCRIBE was not woken by the unlock's message", func() bool {
+		return waiter.PubSubStats().Woken > st.Woken
+	})
+	if err := redistest.Recv(t, acquired, 30*time.Second, "the waiter's Lock after the unlock"); err != nil {
+		t.Fatal(err)
+	}
+	after := master.CommandStats(t)
+	if after["publish"] == before["publish"] || after["spublish"] != before["spublish"] {
+		t.Errorf("the unlock sent %d PUBLISH and %d SPUBLISH; want classic PUBLISH only", after["publish"]-before["publish"], after["spublish"]-before["spublish"])
+	}
+}
+
 func mustString(m rueidis.RedisMessage) string {
 	s, _ := m.ToString()
 	return s
