@@ -124,7 +124,9 @@ func WithShardedPubSub(on bool) Option {
 // (WAIT, sent in the same round trip as the acquire script). When no replica confirms it
 // in time the acquisition is rolled back and fails with ErrNotSynced; when some but fewer
 // than n do, it stands. It narrows, but cannot close, the window in which a failover loses
-// a lock just granted: replication stays asynchronous (see docs/operations.md).
+// a lock just granted: replication stays asynchronous (see docs/operations.md). n must be
+// at least 1 and timeout at least a millisecond (WAIT counts whole milliseconds, and takes
+// 0 for no bound), else New fails with ErrInvalidOption.
 func WithSyncReplicas(n int, timeout time.Duration) Option {
 	return func(c *config) error {
 		if n < 1 || timeout < time.Millisecond {
