@@ -623,3 +623,45 @@ func TestTryLockWriterHoldsNoReaderBack(t *testing.T) {
 		}
 	})
 }
+
+// Writer preference is decided on both sides (WithWriterPreference: readers decide to
+// give way, writers decide to register): a writer that waits without the option registers
+// nowhere, so a reader that has it still enters beside the reader holding the lock.
+func TestWriterWithoutPreferenceHoldsNoReaderBack(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		ctx := redistest.Context(t, time.Minute)
+		plain := c.RWLock("plain-writer")
+		r1, err := plain.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrote := make(chan error, 1)
+		go func() {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			w, err := plain.Lock(relock.NewOwner(wctx))
+			if err == nil {
+				err = plain.Unlock(w)
+			}
+			wrote <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the writer did not park", func() bool { return c.PubSubStats().Waiting == 1 })
+		if n, err := redistest.Do(t, b.Client(t), "EXISTS", "relock_rwlock_writers:{plain-writer}").AsInt64(); err != nil || n != 0 {
+			t.Errorf("writers zset while a writer without preference waits: EXISTS %d %v; want 0", n, err)
+		}
+		r2, err := c.RWLock("plain-writer", rwlock.WithWriterPreference()).TryRLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatalf("a preferring reader's TryRLock while a writer without preference waits: %v; want it in beside the first reader", err)
+		}
+		for _, r := range []context.Context{r2, r1} {
+			if err := plain.RUnlock(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := redistest.Recv(t, wrote, 30*time.Second, "the writer's turn"); err != nil {
+			t.Fatalf("writer: %v", err)
+		}
+	})
+}
