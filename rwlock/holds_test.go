@@ -415,6 +415,41 @@ func TestForceUnlock(t *testing.T) {
 	})
 }
 
+// ForceUnlock wakes every waiter: on the lock's channel it publishes "1", the message after
+// which every waiter may try (readers can all enter), as a writer's last unlock does, and
+// not "0", after which a client wakes one waiter (a Redisson client's other waiting readers
+// would sleep out the forced holder's lease).
+func TestForceUnlockPublishesOne(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		ctx := redistest.Context(t, time.Minute)
+		mu := c.RWLock("forced-one")
+		if _, err := mu.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		heard := b.Listen(t, "redisson_rwlock:{forced-one}")
+		if ok, err := mu.ForceUnlock(ctx); !ok || err != nil {
+			t.Fatalf("ForceUnlock of a write lock = %v, %v; want true", ok, err)
+		}
+		var releases []string
+		if !redistest.Await(10*time.Second, func() bool {
+			releases = releases[:0]
+			for _, m := range heard.Messages() {
+				if m == "0" || m == "1" {
+					releases = append(releases, m)
+				}
+			}
+			return len(releases) > 0
+		}) {
+			t.Fatalf("after 10s: nothing published by ForceUnlock (messages %q)", heard.Messages())
+		}
+		if releases[0] != "1" {
+			t.Errorf("ForceUnlock published %q; want \"1\", every waiter may try (messages %q)", releases[0], heard.Messages())
+		}
+	})
+}
+
 // Writers of a lock taken WithFencing get a token that grows with every first-level write
 // acquisition, by any client; re-entry and read holds taken by the writer keep it; readers
 // and locks without fencing get none.
