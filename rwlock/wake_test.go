@@ -247,3 +247,53 @@ func TestReadersFollowEachOtherInWhenAWriteLeaseRunsOut(t *testing.T) {
 		}
 	})
 }
+
+// A reader that waits registers its client in the lock's reader registry and listens on
+// the lock's presence channel for its wake code, relock_wake:{<name>}:<code>, while it waits (docs/design.md, "One wake-up per
+// release across clients"): an unlock picks only a client that listens, and drops the
+// entry of one that does not.
+func TestWaitingReaderListensOnItsPresenceChannel(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		holder, c := relocktest.New(t, b), relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		mu := holder.RWLock("present")
+		w, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		read := make(chan error, 1)
+		go func() {
+			rctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			defer cancel()
+			r, err := c.RWLock("present").RLock(relock.NewOwner(rctx))
+			if err == nil {
+				err = c.RWLock("present").RUnlock(r)
+			}
+			read <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the reader did not park", func() bool { return c.PubSubStats().Waiting == 1 })
+		codes, err := redistest.Do(t, side, "ZRANGE", "relock_wake_readers:{present}", "0", "-1").AsStrSlice()
+		if err != nil || len(codes) != 1 {
+			t.Fatalf("reader registry while a reader waits: %q %v; want its client's code", codes, err)
+		}
+		presence := "relock_wake:{present}:" + codes[0]
+		if !redistest.Await(10*time.Second, func() bool {
+			v, err := redistest.Do(t, side, "PUBSUB", "NUMSUB", presence).ToArray()
+			if err != nil || len(v) != 2 {
+				return false
+			}
+			n, _ := v[1].AsInt64()
+			return n == 1
+		}) {
+			t.Errorf("after 10s: nobody listens on %s while the reader waits; want its client", presence)
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, read, 30*time.Second, "the reader's turn"); err != nil {
+			t.Fatalf("reader: %v", err)
+		}
+	})
+}
