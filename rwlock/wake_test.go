@@ -249,10 +249,10 @@ func TestReadersFollowEachOtherInWhenAWriteLeaseRunsOut(t *testing.T) {
 }
 
 // A reader that waits registers its client in the lock's reader registry and listens on
-// the lock's presence channel for its wake code, relock_wake:{<name>}:<code>, while it waits (docs/design.md, "One wake-up per
-// release across clients"): an unlock picks only a client that listens, and drops the
-// entry of one that does not.
-func TestWaitingReaderListensOnItsPresenceChannel(t *testing.T) {
+// the lock's presence channel for its wake code, relock_wake:{<name>}:<code>, while it
+// waits, and its client leaves the registry when its last waiting reader gets in
+// (docs/design.md, "One wake-up per release across clients"; lua/wake.lua, settle).
+func TestWaitingReaderRegistersUntilItGetsIn(t *testing.T) {
 	t.Parallel()
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		holder, c := relocktest.New(t, b), relocktest.New(t, b)
@@ -294,6 +294,11 @@ func TestWaitingReaderListensOnItsPresenceChannel(t *testing.T) {
 		}
 		if err := redistest.Recv(t, read, 30*time.Second, "the reader's turn"); err != nil {
 			t.Fatalf("reader: %v", err)
+		}
+		// Its client had no other waiter on the lock: it left the registry as it got in,
+		// so that later releases wake one client again rather than every one.
+		if n, err := redistest.Do(t, side, "ZCARD", "relock_wake_readers:{present}").AsInt64(); err != nil || n != 0 {
+			t.Errorf("reader registry after its only waiting reader got in: %d entries %v; want none", n, err)
 		}
 	})
 }
