@@ -3,6 +3,7 @@ package rwlock_test
 import (
 	"context"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -299,6 +300,60 @@ func TestWaitingReaderRegistersUntilItGetsIn(t *testing.T) {
 		// so that later releases wake one client again rather than every one.
 		if n, err := redistest.Do(t, side, "ZCARD", "relock_wake_readers:{present}").AsInt64(); err != nil || n != 0 {
 			t.Errorf("reader registry after its only waiting reader got in: %d entries %v; want none", n, err)
+		}
+	})
+}
+
+// A woken writer that gets the lock while other writers of its client still wait keeps its
+// client in the wake registry, at the back (docs/design.md, "Staying registered"), so
+// that a later release wakes that client again by its code rather than leaving its
+// writers to their time bound when another client is picked first.
+func TestWokenWriterKeepsItsClientRegistered(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		holder, c := relocktest.New(t, b), relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		h, err := holder.RWLock("stay").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan context.Context, 2)
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+				defer cancel()
+				mu := c.RWLock("stay")
+				w, err := mu.Lock(relock.NewOwner(wctx))
+				if err != nil {
+					t.Errorf("writer: %v", err)
+					return
+				}
+				got <- w
+				<-release
+				if err := mu.Unlock(w); err != nil {
+					t.Errorf("writer's unlock: %v", err)
+				}
+			}()
+		}
+		defer wg.Wait()
+		defer close(release)
+		redistest.Eventually(t, 10*time.Second, "the writers did not park", func() bool { return c.PubSubStats().Waiting == 2 })
+		codes, err := redistest.Do(t, side, "ZRANGE", "relock_wake:{stay}", "0", "-1").AsStrSlice()
+		if err != nil || len(codes) != 1 {
+			t.Fatalf("wake registry while two writers of one client wait: %q %v; want its code", codes, err)
+		}
+		if err := holder.RWLock("stay").Unlock(h); err != nil {
+			t.Fatal(err)
+		}
+		redistest.Recv(t, got, 30*time.Second, "the first writer's turn")
+		after, err := redistest.Do(t, side, "ZRANGE", "relock_wake:{stay}", "0", "-1").AsStrSlice()
+		if err != nil || len(after) != 1 || after[0] != codes[0] {
+			t.Errorf("wake registry once one of the client's two writers got in: %q %v; want %q, the other still waits", after, err, codes[0])
 		}
 	})
 }
