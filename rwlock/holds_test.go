@@ -723,6 +723,46 @@ func TestDeadWriterReleasesReaders(t *testing.T) {
 	})
 }
 
+// A waiting writer's entry lives two refresh periods from its last refresh, not a lease
+// (WithWriterPreference: a writer that dies stops holding readers back within two
+// periods): its deadline, in Redis time, is never further off than that.
+func TestWaitingWriterEntryLivesTwoRefreshPeriods(t *testing.T) {
+	t.Parallel()
+	const period = 500 * time.Millisecond
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b) // 30s lease: far beyond two periods
+		side := b.Client(t)
+		mu := c.RWLock("entry-life", rwlock.WithWriterPreference(), rwlock.WithRefreshPeriod(period))
+		r, err := mu.RLock(relock.NewOwner(redistest.Context(t, time.Minute)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wrote := startWaitingWriter(t, mu, side)
+		for i := 0; i < 3; i++ {
+			writers := "relock_rwlock_writers:{entry-life}"
+			v, err := redistest.Do(t, side, "ZRANGE", writers, "0", "-1").AsStrSlice()
+			if err != nil || len(v) != 1 {
+				t.Fatalf("writers zset while one writer waits: %q %v", v, err)
+			}
+			deadline, err := redistest.Do(t, side, "ZSCORE", writers, v[0]).AsFloat64()
+			now := redistest.Millis(t, side)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left := time.Duration(int64(deadline)-now) * time.Millisecond; left > 2*period {
+				t.Fatalf("the waiting writer's entry runs out in %v; want at most two refresh periods (%v)", left, 2*period)
+			}
+			time.Sleep(period)
+		}
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, wrote, 30*time.Second, "the writer's turn"); err != nil {
+			t.Fatalf("writer: %v", err)
+		}
+	})
+}
+
 // A read hold taken with the context of its owner's write hold, on a longer fixed lease,
 // raises the hash's expiry, and the write field lives as long as the hash (a write hold has
 // no key of its own). The write hold is then held longer than its own lease: its context
