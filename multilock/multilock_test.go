@@ -667,3 +667,33 @@ func TestMultiUnlockNamesTheMembersNotReleased(t *testing.T) {
 		}
 	})
 }
+
+// Do releases every member when fn panics, and the panic goes on to Do's caller: "also
+// when fn panics". Guards against a Do that unlocks only when fn returns, which left every
+// member held (and renewed by the watchdog) after a panic under it.
+func TestMultiDoReleasesWhenFnPanics(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := redistest.Context(t, 30*time.Second)
+		c := relocktest.New(t, b)
+		ml := c.MultiLock(members(c)...)
+		boom := errors.New("boom")
+		var inside []bool
+		got := func() (v any) {
+			defer func() { v = recover() }()
+			_ = ml.Do(ctx, func(held context.Context) error {
+				inside = locked(t, held, c)
+				panic(boom)
+			})
+			return nil
+		}()
+		if got != boom {
+			t.Fatalf("Do's fn panicked with %v; Do's caller recovered %v", boom, got)
+		}
+		if !slices.Equal(inside, []bool{true, true, true}) {
+			t.Fatalf("under fn, locked = %v; want every member", inside)
+		}
+		if got := locked(t, ctx, c); got[0] || got[1] || got[2] {
+			t.Errorf("after fn panicked under Do, locked = %v; want every member released", got)
+		}
+	})
+}
