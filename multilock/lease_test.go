@@ -151,3 +151,64 @@ func TestMultiLockMemberLostWhileWaiting(t *testing.T) {
 		})
 	}
 }
+
+// Members with fixed leases of their own, of different lengths, are each kept from running
+// out while the call waits for a later member: the extensions come every third of the
+// shortest lease, not of the longest. ml:mix:a has a lease of 6s, ml:mix:b one of 1.5s,
+// and ml:mix:c is held elsewhere for 3s. Past ml:mix:b's lease another owner still cannot
+// take it, the call gets all three, and once it has, each member expires within its own
+// lease. Guards against extensions paced by the longest lease (every 2s here, after
+// ml:mix:b ran out) and against members extended to another member's lease at the end.
+func TestMultiLockMembersOwnLeasesKeptWhileWaiting(t *testing.T) {
+	const long, short = 6 * time.Second, 1500 * time.Millisecond
+	const a, bb, last = "ml:mix:a", "ml:mix:b", "ml:mix:c"
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := redistest.Context(t, 30*time.Second)
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		side := b.Client(t)
+		blocker, err := other.Lock(last).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		freed := time.AfterFunc(2*short, func() { _ = other.Lock(last).Unlock(blocker) })
+		defer freed.Stop()
+		ml := c.MultiLock(
+			relock.Member(c.Lock(last)),
+			relock.Member(c.Lock(bb, rlock.WithLease(short))),
+			relock.Member(c.Lock(a, rlock.WithLease(long))),
+		)
+		type result struct {
+			held context.Context
+			err  error
+		}
+		done := make(chan result, 1)
+		go func() {
+			held, err := ml.Lock(ctx)
+			done <- result{held, err}
+		}()
+		redistest.Eventually(t, 10*time.Second, "the MultiLock never took "+bb, func() bool {
+			ok, err := other.Lock(bb).IsLocked(ctx)
+			return ok && err == nil
+		})
+		time.Sleep(short + short/4)
+		if _, err := other.Lock(bb).TryLock(ctx); !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("another owner's TryLock of %s, past its lease of %v while the MultiLock waits: %v; want ErrLocked", bb, short, err)
+		}
+		r := redistest.Recv(t, done, 20*time.Second, "the MultiLock's Lock")
+		if r.err != nil {
+			t.Fatalf("Lock of members with leases of %v and %v and a longer wait for the last: %v", long, short, r.err)
+		}
+		if err := r.held.Err(); err != nil {
+			t.Errorf("the MultiLock's hold ended: %v", context.Cause(r.held))
+		}
+		if ms := pttl(t, side, bb); ms <= 0 || ms > short.Milliseconds() {
+			t.Errorf("%s expires in %dms; want within its own lease (%v)", bb, ms, short)
+		}
+		if ms := pttl(t, side, a); ms <= short.Milliseconds() || ms > long.Milliseconds() {
+			t.Errorf("%s expires in %dms; want within its own lease (%v), past %v", a, ms, long, short)
+		}
+		if err := ml.Unlock(r.held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
