@@ -13,6 +13,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
 )
 
 // A Locker is a sync.Locker: goroutines that share one, and goroutines of another client
@@ -185,4 +186,60 @@ func recovered(f func()) (v any) {
 	defer func() { v = recover() }()
 	f()
 	return nil
+}
+
+// A Locker takes the lock with the options the lock was made with, as every acquisition
+// through the lock does: a fixed lease (WithLease) is the hold's expiry, with no renewal,
+// for each kind of mutex, and a wait bound (WithWaitTimeout) ends a Lock behind another
+// owner's hold with a panic of the *Error of context.DeadlineExceeded, long before ctx's
+// own end. Guards against a Locker that takes the lock with default settings: a watchdog
+// lease of the client's timeout, and a wait bounded only by ctx.
+func TestLockerTakesTheLocksOptions(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := redistest.Context(t, 30*time.Second)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		side := b.Client(t)
+		const lease = 5 * time.Second
+		for name, make := range map[string]func() (sync.Locker, error){
+			"locker:opts:lock": func() (sync.Locker, error) {
+				return c.Lock("locker:opts:lock", rlock.WithLease(lease)).Locker(ctx)
+			},
+			"locker:opts:fair": func() (sync.Locker, error) {
+				return c.FairLock("locker:opts:fair", rlock.WithLease(lease)).Locker(ctx)
+			},
+			"locker:opts:spin": func() (sync.Locker, error) {
+				return c.SpinLock("locker:opts:spin", rlock.WithLease(lease)).Locker(ctx)
+			},
+		} {
+			l, err := make()
+			if err != nil {
+				t.Fatal(err)
+			}
+			l.Lock()
+			if ms := redistest.PTTL(t, side, name); ms <= 0 || ms > lease.Milliseconds() {
+				t.Errorf("%s taken through its Locker expires in %dms; want within the lock's lease of %v", name, ms, lease)
+			}
+			l.Unlock()
+		}
+
+		const name = "locker:opts:wait"
+		held, err := c.Lock(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		l, err := c.Lock(name, rlock.WithWaitTimeout(300*time.Millisecond)).Locker(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan any, 1)
+		go func() { got <- recovered(l.Lock) }()
+		v := redistest.Recv(t, got, 10*time.Second, "a Locker's Lock with a wait bound of 300ms behind another owner's hold")
+		var e *relock.Error
+		if err, _ := v.(error); !errors.As(err, &e) || e.Name != name || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("a Locker's Lock whose lock's wait bound ran out: panic %v; want the *Error of the deadline", v)
+		}
+		if err := c.Lock(name).Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
