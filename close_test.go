@@ -256,3 +256,74 @@ func TestCloseReleasesAnAcquisitionInFlight(t *testing.T) {
 		}
 	})
 }
+
+// Close releases every hold the client has, whatever took it: the members of a MultiLock
+// (a mutex, a fair lock, the write side of a read-write lock and a spin lock, in several
+// cluster slots) and a spin lock taken twice by one owner. Once Close returns every key is
+// gone and the holds' contexts have ended with ErrClosed. A MultiLock of the closing client
+// that waits for a member another client holds ends with ErrClosed, and the member it took
+// before is free. Guards against a Close that leaves a MultiLock's members or a spin
+// lock's holds (whose unlock publishes nothing) to run out their leases, and against a
+// MultiLock waiting through Close that keeps what it took.
+func TestCloseReleasesMultiLockAndSpinHolds(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		closing, other := relocktest.New(t, b), relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		members := []string{"close:ml:a", "close:ml:b", "close:ml:c", "close:ml:d"}
+		ml := closing.MultiLock(
+			relock.Member(closing.Lock(members[0])),
+			relock.Member(closing.FairLock(members[1])),
+			relock.WriteMember(closing.RWLock(members[2])),
+			relock.Member(closing.SpinLock(members[3])),
+		)
+		multi, err := ml.Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		const spin = "close:spin"
+		spun, err := closing.SpinLock(spin).Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if spun, err = closing.SpinLock(spin).Lock(spun); err != nil { // re-entered: two holds
+			t.Fatal(err)
+		}
+
+		// A MultiLock of the closing client waits for close:wait:b, which the other holds.
+		blocker, err := other.Lock("close:wait:b").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() { _ = other.Lock("close:wait:b").Unlock(blocker) }()
+		waiting := make(chan error, 1)
+		go func() {
+			_, err := closing.MultiLock(relock.Member(closing.Lock("close:wait:a")), relock.Member(closing.Lock("close:wait:b"))).Lock(relock.NewOwner(ctx))
+			waiting <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiting MultiLock never took close:wait:a", func() bool {
+			n, _ := redistest.Do(t, side, "EXISTS", "close:wait:a").AsInt64()
+			return n == 1 && relocktest.Waiting(closing) == 1
+		})
+
+		if err := closing.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		for _, name := range append(members, spin) {
+			if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+				t.Errorf("%s is still held after Close (PTTL %dms)", name, redistest.PTTL(t, side, name))
+			}
+		}
+		for name, held := range map[string]context.Context{"MultiLock": multi, "spin": spun} {
+			if held.Err() == nil || !errors.Is(context.Cause(held), relock.ErrClosed) {
+				t.Errorf("%s hold's context: err %v, cause %v; want ended with ErrClosed", name, held.Err(), context.Cause(held))
+			}
+		}
+		if err := redistest.Recv(t, waiting, 10*time.Second, "the closing client's waiting MultiLock"); !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("the MultiLock waiting through Close: %v; want ErrClosed", err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", "close:wait:a").AsInt64(); n != 0 {
+			t.Errorf("close:wait:a, taken by the MultiLock that waited through Close, is still held (PTTL %dms)", redistest.PTTL(t, side, "close:wait:a"))
+		}
+	})
+}

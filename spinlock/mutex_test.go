@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/observe"
@@ -549,6 +550,83 @@ func TestSpinHoldsLikeRLock(t *testing.T) {
 		}
 		if last != 6 {
 			t.Errorf("%d tokens handed out; want 6", last)
+		}
+	})
+}
+
+// A spin lock's ForceUnlock publishes the unlock message, so that a pub/sub waiter on the
+// name (rlock's, Redisson's RLock's) looks at once: behind a spin hold with a lease of a
+// minute, an rlock waiter of another client gets the lock within seconds of the
+// ForceUnlock, not when the lease it saw would have run out. Guards against a ForceUnlock
+// that publishes nothing (or a message no waiter acts on), as the spin lock's Unlock does.
+func TestSpinForceUnlockWakesPubSubWaiters(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:forced"
+		ctx := redistest.Context(t, 30*time.Second)
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		if _, err := c.SpinLock(name, rlock.WithLease(time.Minute)).Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			held, err := other.Lock(name).Lock(ctx)
+			if err == nil {
+				err = other.Lock(name).Unlock(held)
+			}
+			got <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the rlock waiter never parked", func() bool { return relocktest.Waiting(other) == 1 })
+		if ok, err := c.SpinLock(name).ForceUnlock(ctx); !ok || err != nil {
+			t.Fatalf("ForceUnlock = %v, %v; want true", ok, err)
+		}
+		if err := redistest.Recv(t, got, 5*time.Second, "the rlock waiter after the spin lock's ForceUnlock (the lease is a minute)"); err != nil {
+			t.Fatalf("the rlock waiter: %v", err)
+		}
+	})
+}
+
+// A spin waiter registers its client nowhere to be woken: behind another owner's hold, after
+// a dozen tries or more, the lock's wake registry (where rlock's waiters register their
+// client for an unlock to pick) does not exist, and once the waiter has taken and released
+// the lock no key of the name is left. Guards against a spin attempt that sends its
+// client's wake code, as rlock's waiting attempts do: the client would be registered for
+// wake-ups it never listens for, and the registry left behind to run out.
+func TestSpinWaitersRegisterNowhere(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:unregistered"
+		ctx := redistest.Context(t, 30*time.Second)
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		side := b.Client(t)
+		held, err := other.Lock(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			mu := c.SpinLock(name, spinlock.WithBackOff(10*time.Millisecond, 20*time.Millisecond))
+			h, err := mu.Lock(ctx)
+			if err == nil {
+				err = mu.Unlock(h)
+			}
+			got <- err
+		}()
+		time.Sleep(300 * time.Millisecond) // the waiter tries every 20ms at most meanwhile
+		wake := keys.Of(name).Wake
+		if n := redistest.Do(t, side, "EXISTS", wake); n.Error() != nil {
+			t.Fatal(n.Error())
+		} else if v, _ := n.AsInt64(); v != 0 {
+			t.Errorf("while a spin waiter waits, the wake registry %s exists: the spin client registered to be woken", wake)
+		}
+		if err := other.Lock(name).Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, got, 10*time.Second, "the spin waiter"); err != nil {
+			t.Fatal(err)
+		}
+		for _, key := range []string{name, wake} {
+			if v, _ := redistest.Do(t, side, "EXISTS", key).AsInt64(); v != 0 {
+				t.Errorf("%s left behind (PTTL %dms)", key, redistest.PTTL(t, side, key))
+			}
 		}
 	})
 }
