@@ -554,32 +554,46 @@ func TestSpinHoldsLikeRLock(t *testing.T) {
 	})
 }
 
-// A spin lock's ForceUnlock publishes the unlock message, so that a pub/sub waiter on the
-// name (rlock's, Redisson's RLock's) looks at once: behind a spin hold with a lease of a
-// minute, an rlock waiter of another client gets the lock within seconds of the
-// ForceUnlock, not when the lease it saw would have run out. Guards against a ForceUnlock
-// that publishes nothing (or a message no waiter acts on), as the spin lock's Unlock does.
+// A spin lock's ForceUnlock publishes the unlock message, "0", on the lock's channel, so
+// that a pub/sub waiter on the name (rlock's, Redisson's RLock's, which acts on that
+// message only) looks at once: behind a spin hold with a lease of a minute, an rlock
+// waiter of another client gets the lock within seconds of the ForceUnlock, not when the
+// lease it saw would have run out, and the first message on the channel is "0". Guards
+// against a ForceUnlock that publishes nothing, or another message than Redisson's
+// waiters act on, as though it were the spin lock's Unlock.
 func TestSpinForceUnlockWakesPubSubWaiters(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "spin:forced"
 		ctx := redistest.Context(t, 30*time.Second)
 		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		listener := b.Listen(t, keys.Of(name).Channel)
 		if _, err := c.SpinLock(name, rlock.WithLease(time.Minute)).Lock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		got := make(chan error, 1)
+		taken := make(chan struct{})
 		go func() {
 			held, err := other.Lock(name).Lock(ctx)
 			if err == nil {
+				<-taken
 				err = other.Lock(name).Unlock(held)
 			}
 			got <- err
 		}()
+		defer close(taken)
 		redistest.Eventually(t, 10*time.Second, "the rlock waiter never parked", func() bool { return relocktest.Waiting(other) == 1 })
 		if ok, err := c.SpinLock(name).ForceUnlock(ctx); !ok || err != nil {
 			t.Fatalf("ForceUnlock = %v, %v; want true", ok, err)
 		}
-		if err := redistest.Recv(t, got, 5*time.Second, "the rlock waiter after the spin lock's ForceUnlock (the lease is a minute)"); err != nil {
+		redistest.Eventually(t, 5*time.Second, "the rlock waiter did not get the lock after the spin lock's ForceUnlock (the lease is a minute)", func() bool {
+			ok, err := other.Lock(name).IsLocked(ctx)
+			return ok && err == nil && relocktest.Waiting(other) == 0
+		})
+		if msgs := listener.Messages(); len(msgs) == 0 || msgs[0] != "0" {
+			t.Errorf("the lock's channel carried %q; want the unlock message \"0\" first, from ForceUnlock", msgs)
+		}
+		taken <- struct{}{}
+		if err := redistest.Recv(t, got, 10*time.Second, "the rlock waiter's Unlock"); err != nil {
 			t.Fatalf("the rlock waiter: %v", err)
 		}
 	})
