@@ -55,11 +55,12 @@ func locked(t *testing.T, ctx context.Context, c *relock.Client) []bool {
 }
 
 // A MultiLock is all or nothing: while another owner holds one member, Lock waits and,
-// when its context ends, fails with the context's error naming that member and leaves no
-// member held; once that member is free, Lock takes all three (of three kinds, in three
-// cluster slots) for one owner, and Unlock frees all three. Guards against a MultiLock
-// that keeps the members it took before the one it could not take (no rollback), and
-// against one that takes them for different owners.
+// when its context ends, fails with the context's error naming that member, returns its
+// context unchanged and leaves no member held; once that member is free, Lock takes all
+// three (of three kinds, in three cluster slots) for one owner, and Unlock frees all
+// three. Guards against a MultiLock that keeps the members it took before the one it
+// could not take (no rollback), returns the context of the holds it gave back, or takes
+// them for different owners.
 func TestMultiLockAllOrNothing(t *testing.T) {
 	if s := map[uint16]bool{keys.Slot(memberNames[0]): true, keys.Slot(memberNames[1]): true, keys.Slot(memberNames[2]): true}; len(s) != 3 {
 		t.Fatalf("the member names share slots: %v", s)
@@ -74,11 +75,14 @@ func TestMultiLockAllOrNothing(t *testing.T) {
 		}
 		ml := c.MultiLock(members(c)...)
 		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
-		_, err = ml.Lock(wctx)
+		got, err := ml.Lock(wctx)
 		wcancel()
 		var e *relock.Error
 		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Name != memberNames[1] {
 			t.Fatalf("Lock while %s is held: %v; want context.DeadlineExceeded naming it", memberNames[1], err)
+		}
+		if got != wctx {
+			t.Error("the failed Lock returned another context than its ctx")
 		}
 		if got := locked(t, ctx, c); got[0] || got[2] {
 			t.Errorf("after the failed Lock, locked = %v; want the members it took released again", got)
@@ -117,8 +121,9 @@ func TestMultiLockAllOrNothing(t *testing.T) {
 	})
 }
 
-// TryLock fails with ErrLocked naming the member another owner holds, and releases the
-// members it took. Guards against a TryLock that waits, or keeps what it took.
+// TryLock fails with ErrLocked naming the member another owner holds, returns ctx
+// unchanged, and releases the members it took. Guards against a TryLock that waits, keeps
+// what it took, or returns the context of the holds it gave back.
 func TestMultiTryLock(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -130,10 +135,13 @@ func TestMultiTryLock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, err = c.MultiLock(members(c)...).TryLock(ctx)
+		got, err := c.MultiLock(members(c)...).TryLock(ctx)
 		var e *relock.Error
 		if !errors.Is(err, relock.ErrLocked) || !errors.As(err, &e) || e.Name != memberNames[1] {
 			t.Fatalf("TryLock: %v; want ErrLocked naming %s", err, memberNames[1])
+		}
+		if got != ctx {
+			t.Error("the failed TryLock returned another context than ctx")
 		}
 		if got := locked(t, ctx, c); got[0] || got[2] {
 			t.Errorf("after the failed TryLock, locked = %v; want the members it took released", got)
