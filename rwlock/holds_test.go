@@ -434,12 +434,7 @@ func TestForceUnlockPublishesOne(t *testing.T) {
 		}
 		var releases []string
 		if !redistest.Await(10*time.Second, func() bool {
-			releases = releases[:0]
-			for _, m := range heard.Messages() {
-				if m == "0" || m == "1" {
-					releases = append(releases, m)
-				}
-			}
+			releases = releaseMessages(heard)
 			return len(releases) > 0
 		}) {
 			t.Fatalf("after 10s: nothing published by ForceUnlock (messages %q)", heard.Messages())
@@ -905,12 +900,7 @@ func TestLastReaderPublishesOneToWaitingWriters(t *testing.T) {
 		// Wake codes and lease announcements go out too; "0" and "1" are the releases'.
 		var releases []string
 		if !redistest.Await(10*time.Second, func() bool {
-			releases = releases[:0]
-			for _, m := range heard.Messages() {
-				if m == "0" || m == "1" {
-					releases = append(releases, m)
-				}
-			}
+			releases = releaseMessages(heard)
 			return len(releases) >= 2
 		}) {
 			t.Fatalf("after 10s: releases published %q; want the reader's and the writer's (messages %q)", releases, heard.Messages())
@@ -1079,4 +1069,16 @@ func TestReadHoldLostLooksAtTheWriteHoldBesideIt(t *testing.T) {
 			t.Errorf("the write hold's context ended with cause %v; want ErrLeaseLost", cause)
 		}
 	})
+}
+
+// releaseMessages is what a listener on a read-write lock's channel heard of releases, in
+// order: "0" and "1". Wake codes and lease announcements go out on the channel too.
+func releaseMessages(l *redistest.Listener) []string {
+	var releases []string
+	for _, m := range l.Messages() {
+		if m == "0" || m == "1" {
+			releases = append(releases, m)
+		}
+	}
+	return releases
 }
