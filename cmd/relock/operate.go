@@ -66,6 +66,10 @@ func (c *connFlags) connect(ctx context.Context, getenv func(string) string) (ru
 	}
 	opt.DisableCache = true
 	opt.Dialer.Timeout = 5 * time.Second
+	// Every call goes through rueidis's pipeline, where a call waits on its context as well
+	// as on the reply: Ctrl-C ends a look at a server that stopped answering at once. A call
+	// sent on its own waits on the connection's deadline alone (lookTimeout).
+	opt.AlwaysPipelining = true
 	type made struct {
 		rc  rueidis.Client
 		err error
@@ -205,10 +209,21 @@ func (o *operator) inspect(ctx context.Context, args []string, env func(string) 
 	}
 	r, err := look(ctx, rc, name)
 	if err != nil {
-		rc.Close()
+		hangUp(ctx, rc)
 		return nil, nil, err
 	}
 	return r, rc, nil
+}
+
+// hangUp closes a command's client. rueidis's Close waits up to a second on each connection
+// to a server that stopped answering; after an interrupt the command returns at once and
+// leaves the close to finish behind it, as the process is about to exit.
+func hangUp(ctx context.Context, rc rueidis.Client) {
+	if ctx.Err() != nil {
+		go rc.Close()
+		return
+	}
+	rc.Close()
 }
 
 // lookTimeout bounds each look at a lock (the reads of one view) and a force unlock's
@@ -230,7 +245,7 @@ func inspectCmd(ctx context.Context, args []string, env func(string) string, std
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
+	defer hangUp(ctx, rc)
 	return r.print(stdout, *asJSON)
 }
 
@@ -247,7 +262,7 @@ func watchCmd(ctx context.Context, args []string, env func(string) string, stdou
 		}
 		return err
 	}
-	defer rc.Close()
+	defer hangUp(ctx, rc)
 	t := time.NewTicker(*every)
 	defer t.Stop()
 	tty := isTerminal(stdout)
@@ -299,7 +314,7 @@ func unlockCmd(ctx context.Context, args []string, env func(string) string, stdi
 	if err != nil {
 		return err
 	}
-	defer rc.Close()
+	defer hangUp(ctx, rc)
 	name := r.Name
 	if err := refusal(r); err != nil {
 		return err
