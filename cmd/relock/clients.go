@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -187,7 +188,7 @@ func (r *Report) clientNotes() []string {
 	for _, o := range r.Owners {
 		missing = missing || o.Client == nil
 	}
-	for _, q := range append(append([]QueueEntry(nil), r.Queue...), r.Writers...) {
+	for _, q := range slices.Concat(r.Queue, r.Writers, r.PermitWaiters) {
 		missing = missing || q.Client == nil
 	}
 	for _, w := range r.WaitingClients {

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/hex"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
@@ -158,6 +160,28 @@ func TestInspectPermitLeasedWithoutExpiry(t *testing.T) {
 		out, err := relockCmd(t, b.Addr, "", "inspect", "perm")
 		if err != nil || !strings.Contains(out, "leased permit "+want+"  leased without expiry") {
 			t.Errorf("inspect perm: %v\n%s", err, out)
+		}
+	})
+}
+
+// A client queued for a semaphore's permits whose process is gone (no connection is named
+// after it) shows as "client not connected", and the note under the view says what that
+// means, as it does for a lock's holders and waiters. Guards against a note that looks at
+// the locks' holders and waiters alone.
+func TestInspectPermitWaiterNotConnected(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const gone = "00000000-0000-4000-8000-00000000dead"
+		names := keys.SemaphoreOf("gone-builds")
+		redistest.MustDo(t, rc, "SET", names.Permits, "0")
+		redistest.MustDo(t, rc, "ZADD", names.Queue, "1", gone)
+		// A minute from now, in Redis's time: the entry is live, its client unconnected.
+		until := time.Now().Add(time.Minute).UnixMilli()
+		redistest.MustDo(t, rc, "ZADD", names.Deadlines, strconv.FormatInt(until, 10), gone)
+		out, _ := inspectBinary(t, b, "gone-builds")
+		if !strings.Contains(out, "queue 1  relock client "+gone) || !strings.Contains(out, "client not connected") ||
+			!strings.Contains(out, "\n  not connected: no connection is named relock:<client id>:<wake code>;") {
+			t.Errorf("inspect gone-builds does not say its queued client is not connected, and what that means:\n%s", out)
 		}
 	})
 }
