@@ -18,12 +18,24 @@ package rlock_test
 //   testConcurrency_SingleInstance, testConcurrencyLoop_MultiInstance,
 //     testConcurrency_MultiInstance: covered by TestMutualExclusion (2 clients x 16
 //     goroutines x 50 sections, one holder at a time, no lost section).
+//   RedissonLockHeavyTest's lockUnlockRLock and tryLockUnlockRLock (threads that lock or
+//     try many locks, each around a semaphore's release and acquire; Redisson asserts
+//     nothing but that they end): covered by TestMutualExclusion and, for the semaphore,
+//     semaphore.TestRedissonConcurrencyLoopClients.
+//   testLockIsNotRenewedAfterInterruptedTryLock: covered by
+//     TestPortedCancelledTryLockLeavesNoHold (a TryLock cancelled in flight leaves no
+//     renewed hold: the lock is free past three watchdog timeouts).
+//   testLockFailoverInCluster (thirty TryLock and Unlock on a cluster, no failover made):
+//     covered by the "cluster" subtests of TestPortedIsLocked and TestPortedTTL.
 //   testTokenIncrease (fenced lock): covered by relock.TestFencingTokensCountFromOne (Lock,
 //     Lock, Lock with a lease, TryLock give tokens 1, 2, 3, 4 and move the counter so) and
 //     TestFencingTokensIncrease (tokens strictly grow across owners and clients; a re-entry
 //     keeps its token: Redisson's re-entry takes a new one, docs/migration-from-redisson.md).
 //
 // Not applicable:
+//   testLockListener: Redisson's object listeners (keyspace events) are not offered; the
+//     hold's context reports the loss of one's own hold (docs/migration-from-redisson.md,
+//     addListener row).
 //   testLockUninterruptibly: Go has no thread interrupt. lock() that ignores interrupts is
 //     Lock(context.Background()), which nothing can end; the interruptible form is the
 //     cancelled context, checked by TestLockContextTimeout and TestLockContextEndsInFlight.
@@ -38,6 +50,7 @@ package rlock_test
 //   testForceUnlock: TestPortedForceUnlock
 //   testExpire: TestPortedFixedLeaseLetsTheWaiterIn
 //   testRemainTimeToLive: TestPortedTTL
+//   testRemainTimeToLive2: TestPortedPartialUnlocksKeepTheLease
 //   testAutoExpire: TestPortedClosedClientsHoldRunsOut
 //   testTryLockWait: TestPortedWaitTimeoutRunsItsCourse
 //   testSinglePubSub: TestPortedWaitOnTwoLocksAtOnce
@@ -48,6 +61,7 @@ package rlock_test
 //   testLockReentrantRenew: TestPortedRenewalAfterAReentrantCycle
 //   testWatchdogDoesNotOutliveInterruptedAcquire: TestPortedCancelStormLeavesNoHold
 //   testCancelledTryLockAsyncDoesNotLeaveWatchdog: TestPortedCancelledTryLockLeavesNoHold
+//   testConcurrencyTryLockUnLock: TestPortedTryLockStormKeepsTheHolderWatched
 
 import (
 	"context"
@@ -323,6 +337,60 @@ func TestPortedTTL(t *testing.T) {
 		}
 		if err := mu.Unlock(held); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// One owner takes a lock three times, each with a fixed lease of 10s, and unlocks twice:
+// it still holds the lock, whose time left is within the lease, as Redisson's answers.
+// Redisson's partial unlock sets the lease again; relock's keeps the expiry as it was
+// (docs/migration-from-redisson.md, "An unlock that leaves holds keeps the expiry"), so
+// the owner pauses before the unlocks, and the time left after them is no more than
+// before them.
+//
+// Guards against a partial unlock that sets the key's expiry again (to the lease, or to
+// the watchdog timeout as Redisson's does without a lease).
+func TestPortedPartialUnlocksKeepTheLease(t *testing.T) {
+	t.Parallel()
+	const (
+		lease  = 10 * time.Second
+		pause  = 2 * time.Second
+		margin = 5 * time.Second // a loaded machine's delay between the calls
+	)
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "ported:partial-unlocks"
+		mu := relocktest.New(t, b).Lock(name)
+		side := b.Client(t)
+		holds := []context.Context{relock.NewOwner(redistest.Context(t, time.Minute))}
+		for range 3 {
+			held, err := mu.Lock(holds[len(holds)-1], rlock.WithLease(lease))
+			if err != nil {
+				t.Fatal(err)
+			}
+			holds = append(holds, held)
+		}
+		time.Sleep(pause)
+		before := redistest.PTTL(t, side, name)
+		for i := 3; i > 1; i-- {
+			if err := mu.Unlock(holds[i]); err != nil {
+				t.Fatalf("Unlock of hold %d: %v", i, err)
+			}
+		}
+		if n, err := mu.HoldCount(holds[1]); n != 1 || err != nil {
+			t.Fatalf("HoldCount after two of three unlocks = %d, %v; want 1", n, err)
+		}
+		after := redistest.PTTL(t, side, name)
+		if after <= 0 || after > before {
+			t.Errorf("PTTL after two of three unlocks = %dms, %dms before them; want it kept (no more than before)", after, before)
+		}
+		if ttl, err := mu.TTL(holds[1]); err != nil || ttl <= lease-pause-margin || ttl > lease {
+			t.Errorf("TTL after two of three unlocks = %v, %v; want within the %v lease", ttl, err, lease)
+		}
+		if err := mu.Unlock(holds[1]); err != nil {
+			t.Fatal(err)
+		}
+		if p := redistest.PTTL(t, side, name); p != -2 {
+			t.Errorf("PTTL after the last unlock = %d; want -2 (no key)", p)
 		}
 	})
 }
@@ -742,6 +810,70 @@ func TestPortedCancelledTryLockLeavesNoHold(t *testing.T) {
 		}
 		if p := redistest.PTTL(t, side, name); p > 0 {
 			t.Errorf("the lock key is still there, PTTL %dms, after the cancelled TryLocks", p)
+		}
+	})
+}
+
+// Sixteen owners of one client try a lock again and again, and unlock it when they got it.
+// Whenever one holds it, its client's watchdog knows of the hold, until its own Unlock:
+// another owner's Unlock that just went before never takes it with it. (Redisson checks
+// its renewal table by reflection before each unlock; relock's counter of the holds its
+// watchdog renews is WatchdogStats.) Every Unlock succeeds, and nothing is left after.
+//
+// Guards against a release that forgets every hold of the lock's name rather than the
+// releasing owner's: when another owner took the lock between the release's script and
+// the forgetting, that owner's hold would be left unrenewed.
+func TestPortedTryLockStormKeepsTheHolderWatched(t *testing.T) {
+	t.Parallel()
+	const owners, tries = 16, 400
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		mu := c.Lock("ported:trylock-storm")
+		ctx := redistest.Context(t, 2*time.Minute)
+		var got, unwatched atomic.Int64
+		var wg sync.WaitGroup
+		for range owners {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				owner := relock.NewOwner(ctx)
+				for range tries {
+					held, err := mu.TryLock(owner)
+					if errors.Is(err, relock.ErrLocked) {
+						continue
+					}
+					if err != nil {
+						t.Errorf("TryLock: %v", err)
+						return
+					}
+					got.Add(1)
+					runtime.Gosched() // let the owner that went before finish its Unlock
+					// The holder's context lives while the watchdog keeps its hold; the owner that
+					// went before may still be on its way out of the table, so at least one.
+					if st := c.WatchdogStats(); st.Holds < 1 || held.Err() != nil {
+						unwatched.Add(1)
+						t.Logf("before an Unlock: watchdog knows %d holds, hold context %v; want at least 1, live", st.Holds, context.Cause(held))
+					}
+					if err := mu.Unlock(held); err != nil {
+						t.Errorf("Unlock: %v", err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		t.Logf("%d of %d TryLocks got the lock", got.Load(), owners*tries)
+		if got.Load() == 0 {
+			t.Fatal("no TryLock got the lock: the test proved nothing")
+		}
+		if n := unwatched.Load(); n > 0 {
+			t.Errorf("%d holds were not watched (or had ended) before their Unlock; want none", n)
+		}
+		if st := c.WatchdogStats(); st.Holds != 0 || st.Lost != 0 {
+			t.Errorf("after the storm the watchdog knows %d holds and lost %d; want none", st.Holds, st.Lost)
+		}
+		if locked, err := mu.IsLocked(context.Background()); locked || err != nil {
+			t.Errorf("IsLocked after the storm = %v, %v; want false", locked, err)
 		}
 	})
 }

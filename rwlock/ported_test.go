@@ -42,6 +42,9 @@ package rwlock_test
 //	                                        owners, on two clients, with the exclusion checked)
 //	testConcurrencyLoop_MultiInstance       covered by TestTorture
 //	testConcurrency_MultiInstance           TestReadersAndWritersOfManyClients
+//	testMultiInstanceReadLockZombieCleanup  TestReaderOfAClosedClientLeavesWithItsLease
+//	testMultiInstanceZombieReadLockPerformance not ported: disabled in Redisson (no @Test), and it
+//	                                        times the writer's polling, a speed assertion
 
 import (
 	"context"
@@ -621,6 +624,56 @@ func TestWriteHoldOfAClosedClientRunsOut(t *testing.T) {
 			locked, err := mu.IsLocked(context.Background())
 			return !locked && err == nil
 		})
+	})
+}
+
+// A client takes a read hold without a lease and is closed without releasing it (a
+// Redisson client's shutdown: relock.WithReleaseOnClose(false)). Another client's owner
+// then reads, and its watchdog keeps the lock past the closed client's lease. Once that
+// reader unlocks, only the dead read hold is left, whose lease has run out: the lock is
+// free, and a writer gets it within a wait bound shorter than the time the renewed
+// reader had left the lock.
+//
+// Guards against a read unlock that, with no live read hold left, leaves the lock to the
+// expiry the live reader's renewals gave it: the writer would wait for the dead reader's
+// field to run out with the hash.
+func TestReaderOfAClosedClientLeavesWithItsLease(t *testing.T) {
+	t.Parallel()
+	const (
+		watchdog = 6 * time.Second // the live reader's renewals come every 2s
+		wait     = 2 * time.Second // the writer's bound: below what the renewals leave
+	)
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "ported:zombie-reader"
+		ctx := redistest.Context(t, time.Minute)
+		closing := relocktest.New(t, b, relock.WithWatchdogTimeout(watchdog), relock.WithReleaseOnClose(false))
+		if _, err := closing.RWLock(name).RLock(relock.NewOwner(ctx)); err != nil {
+			t.Fatal(err)
+		}
+		if err := closing.Close(); err != nil {
+			t.Fatal(err)
+		}
+		mu := relocktest.New(t, b, relock.WithWatchdogTimeout(watchdog)).RWLock(name)
+		r, err := mu.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The closed client's read hold runs out a watchdog timeout after its last renewal
+		// at the latest; the live reader's renewals keep the lock's hash meanwhile.
+		time.Sleep(watchdog + 3*time.Second)
+		if err := r.Err(); err != nil {
+			t.Fatalf("the live reader's hold after the closed client's ran out: %v (%v)", err, context.Cause(r))
+		}
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatal(err)
+		}
+		w, err := mu.Lock(relock.NewOwner(ctx), rlock.WithWaitTimeout(wait))
+		if err != nil {
+			t.Fatalf("a writer after the live reader left, beside a dead read hold: %v", err)
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
 	})
 }
 

@@ -42,6 +42,8 @@ import (
 //     without an acquire, on no count starts from 0) and TestReleaseAccounting (Release of
 //     permits the client did not take is ErrNotHeld and changes nothing).
 //   - testDrainPermits: ported, TestRedissonSemaphoreSequences.
+//   - testReleaseIfExists: not applicable: releaseIfExists is not offered
+//     (docs/migration-from-redisson.md, RSemaphore table).
 //   - testReleaseAcquire: ported, TestRedissonSemaphoreSequences.
 //   - testConcurrency_SingleInstance: ported, TestRedissonConcurrencyOneClient.
 //   - testConcurrencyLoopMax_MultiInstance: ported, TestRedissonMaxPermitsConcurrency.

@@ -32,6 +32,8 @@ package spinlock_test
 //     two clients, one inside at a time, every section run).
 //   testTryLockAsync: TestPortedSpinWaiterGetsInOnceUnlocked/unbounded
 //   testTimedTryLockAsync: TestPortedSpinWaiterGetsInOnceUnlocked/bounded
+//   testTryLockAsyncWaitTime: covered by TestSpinWaitTimeout (another owner's bounded wait
+//     behind a renewed holder fails at its bound, holding nothing).
 //   testTryLockAsyncFailed: covered by TestSpinHoldsLikeRLock (another owner's TryLock of a
 //     held lock: ErrLocked). The *Async forms are the blocking calls in a goroutine.
 //   testTryLockAsyncSucceed: covered by TestSpinHoldsLikeRLock (TryLock of a free lock).
