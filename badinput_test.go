@@ -328,7 +328,7 @@ func badInputCases() []badCase {
 		})
 	}
 
-	// A nil option is ignored, by the client and by every kind.
+	// A nil option is ignored, by the client and by every kind (a semaphore lease's too).
 	add("nil option", func(t *testing.T, e *badEnv) {
 		c, err := relock.New(e.b.Client(t), nil)
 		if err != nil {
@@ -352,6 +352,16 @@ func badInputCases() []badCase {
 			t.Fatalf("rwlock with nil options: %v", err)
 		}
 		if err := c.RWLock(e.key).RUnlock(held); err != nil {
+			t.Fatal(err)
+		}
+		s := c.Semaphore(e.key + ":sem")
+		if err := s.AddPermits(e.ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if held, err = s.AcquireLease(e.ctx, 1, nil); err != nil {
+			t.Fatalf("semaphore lease with a nil option: %v", err)
+		}
+		if err := s.ReleaseLease(held); err != nil {
 			t.Fatal(err)
 		}
 	})
