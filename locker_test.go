@@ -147,6 +147,40 @@ func TestLockerMisuse(t *testing.T) {
 	})
 }
 
+// A Locker's Lock waits only as long as the ctx the Locker was made with, for every kind
+// of mutex: behind another owner's hold it panics with the *Error of ctx's deadline, naming
+// the lock. Guards against a Locker that drops ctx's end and waits for the lock unbounded.
+func TestLockerLockEndsWithItsContext(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		for name, locker := range map[string]func(ctx context.Context) (sync.Locker, error){
+			"locker:ctx:lock": func(ctx context.Context) (sync.Locker, error) { return c.Lock("locker:ctx:lock").Locker(ctx) },
+			"locker:ctx:fair": func(ctx context.Context) (sync.Locker, error) { return c.FairLock("locker:ctx:fair").Locker(ctx) },
+			"locker:ctx:spin": func(ctx context.Context) (sync.Locker, error) { return c.SpinLock("locker:ctx:spin").Locker(ctx) },
+		} {
+			other, err := locker(relock.NewOwner(redistest.Context(t, 30*time.Second)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			other.Lock()
+			ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+			l, err := locker(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan any, 1)
+			go func() { got <- recovered(l.Lock) }()
+			v := redistest.Recv(t, got, 10*time.Second, "a Locker's Lock with a context of 200ms behind another owner's hold")
+			cancel()
+			var e *relock.Error
+			if err, _ := v.(error); !errors.As(err, &e) || e.Name != name || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("%s: a Locker's Lock whose context ended: panic %v; want the *Error of the deadline", name, v)
+			}
+			other.Unlock()
+		}
+	})
+}
+
 // A Locker's Unlock panics when the Locker holds nothing, not when its release fails: a
 // hold lost under the Locker (another client force-unlocked it) is let go without a panic,
 // and the Locker then holds nothing, so a second Unlock panics as sync.Mutex's does.
