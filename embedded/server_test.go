@@ -61,3 +61,24 @@ func TestLeaseRunsOutByItself(t *testing.T) {
 		t.Fatalf("TryLock after the lease ran out: %v", got)
 	}
 }
+
+// A client NewClient made is closed with the Server (NewClient: "It is closed with the
+// Server"): after Close its calls fail with ErrClosed, as the Server's own client's do,
+// rather than reaching for a Redis that is gone.
+func TestCloseClosesNewClients(t *testing.T) {
+	s, err := embedded.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := s.NewClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	ctx := redistest.Context(t, 10*time.Second)
+	for what, c := range map[string]*relock.Client{"Client()": s.Client(), "NewClient()": other} {
+		if _, err := c.Lock("embedded:closed").TryLock(ctx); !errors.Is(err, relock.ErrClosed) {
+			t.Errorf("%s's TryLock after the Server's Close: %v; want ErrClosed", what, err)
+		}
+	}
+}
