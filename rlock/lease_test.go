@@ -624,8 +624,13 @@ func TestWaitTimeout(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := c2.Lock("bounded").Lock(ctx, rlock.WithWaitTimeout(100*time.Millisecond)); !errors.Is(err, context.DeadlineExceeded) {
-			t.Fatalf("Lock on a held lock with a 100ms wait bound: %v; want DeadlineExceeded", err)
+		// A context bound far above the option's ends the call should the option be lost.
+		waitCtx, cancelWait := context.WithTimeout(ctx, 5*time.Second)
+		_, err = c2.Lock("bounded").Lock(waitCtx, rlock.WithWaitTimeout(100*time.Millisecond))
+		ctxEnded := waitCtx.Err() != nil
+		cancelWait()
+		if !errors.Is(err, context.DeadlineExceeded) || ctxEnded {
+			t.Fatalf("Lock on a held lock with a 100ms wait bound: %v (the call's 5s context ended: %v); want DeadlineExceeded from the bound", err, ctxEnded)
 		}
 		time.Sleep(200 * time.Millisecond)
 		if held.Err() != nil {
