@@ -813,3 +813,76 @@ func TestLateRequestOfAFailedLock(t *testing.T) {
 		}
 	})
 }
+
+// Options given to Do apply to its acquisition, as those given to Lock do, for the plain
+// and the fair lock alike: WithFencing gives the hold a token, WithLease a fixed lease, and
+// WithWaitTimeout makes a Do on a lock held elsewhere fail with DeadlineExceeded without
+// running fn. Guards against a Do that takes the lock with the Mutex's options only.
+func TestDoTakesOptions(t *testing.T) {
+	t.Parallel()
+	// doer is one kind's mutex of a name, on a client: its Do with rlock's options, and
+	// the calls the test looks through.
+	type doer struct {
+		do     func(ctx context.Context, fn func(context.Context) error, opts ...rlock.Option) error
+		lock   func(ctx context.Context) (context.Context, error)
+		unlock func(ctx context.Context) error
+		token  func(ctx context.Context) (int64, bool)
+		ttl    func(ctx context.Context) (time.Duration, error)
+	}
+	kinds := []struct {
+		name  string
+		mutex func(c *relock.Client, n string) doer
+	}{
+		{"rlock", func(c *relock.Client, n string) doer {
+			mu := c.Lock(n)
+			return doer{mu.Do, func(ctx context.Context) (context.Context, error) { return mu.Lock(ctx) }, mu.Unlock, mu.Token, mu.TTL}
+		}},
+		{"fair", func(c *relock.Client, n string) doer {
+			mu := c.FairLock(n)
+			do := func(ctx context.Context, fn func(context.Context) error, opts ...rlock.Option) error {
+				fair := make([]fairlock.Option, len(opts))
+				for i, o := range opts {
+					fair[i] = o
+				}
+				return mu.Do(ctx, fn, fair...)
+			}
+			return doer{do, func(ctx context.Context) (context.Context, error) { return mu.Lock(ctx) }, mu.Unlock, mu.Token, mu.TTL}
+		}},
+	}
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		ctx := redistest.Context(t, time.Minute)
+		for _, k := range kinds {
+			name := "do-opts:" + k.name
+			mu := k.mutex(c, name)
+			err := mu.do(ctx, func(held context.Context) error {
+				if _, ok := mu.token(held); !ok {
+					t.Errorf("%s: Do(WithFencing): Token = _, false; want the hold's token", k.name)
+				}
+				if ttl, err := mu.ttl(held); err != nil || ttl <= 0 || ttl > 10*time.Second {
+					t.Errorf("%s: Do(WithLease(10s)): TTL = %v, %v; want within the 10s lease", k.name, ttl, err)
+				}
+				return nil
+			}, rlock.WithFencing(), rlock.WithLease(10*time.Second))
+			if err != nil {
+				t.Fatalf("%s: %v", k.name, err)
+			}
+			elsewhere := k.mutex(other, name)
+			held, err := elsewhere.lock(ctx)
+			if err != nil {
+				t.Fatalf("%s: %v", k.name, err)
+			}
+			// ctx's own bound, far above the option's, ends the call should the option be lost.
+			bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
+			ran := false
+			err = mu.do(bounded, func(context.Context) error { ran = true; return nil }, rlock.WithWaitTimeout(200*time.Millisecond))
+			if !errors.Is(err, context.DeadlineExceeded) || ran || bounded.Err() != nil {
+				t.Errorf("%s: Do(WithWaitTimeout(200ms)) on a lock held elsewhere = %v, fn ran: %v; want DeadlineExceeded and fn not run", k.name, err, ran)
+			}
+			cancel()
+			if err := elsewhere.unlock(held); err != nil {
+				t.Fatalf("%s: %v", k.name, err)
+			}
+		}
+	})
+}

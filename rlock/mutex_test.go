@@ -729,45 +729,6 @@ func TestDoReportsTheUnlock(t *testing.T) {
 	})
 }
 
-// Options given to Do apply to its acquisition, as those given to Lock do (see Option):
-// WithFencing gives the hold a token, WithLease a fixed lease, and WithWaitTimeout makes a
-// Do on a lock held elsewhere fail with DeadlineExceeded without running fn. Guards
-// against a Do that takes the lock with the Mutex's options only.
-func TestDoTakesOptions(t *testing.T) {
-	t.Parallel()
-	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
-		c, other := relocktest.New(t, b), relocktest.New(t, b)
-		const name = "guarded:opts"
-		mu := c.Lock(name)
-		ctx := redistest.Context(t, time.Minute)
-		err := mu.Do(ctx, func(held context.Context) error {
-			if _, ok := mu.Token(held); !ok {
-				t.Errorf("Do(WithFencing): Token = _, false; want the hold's token")
-			}
-			if ttl, err := mu.TTL(held); err != nil || ttl <= 0 || ttl > 10*time.Second {
-				t.Errorf("Do(WithLease(10s)): TTL = %v, %v; want within the 10s lease", ttl, err)
-			}
-			return nil
-		}, rlock.WithFencing(), rlock.WithLease(10*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		held, err := other.Lock(name).Lock(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer other.Lock(name).Unlock(held)
-		// ctx's own bound, far above the option's, ends the call should the option be lost.
-		bounded, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		ran := false
-		err = mu.Do(bounded, func(context.Context) error { ran = true; return nil }, rlock.WithWaitTimeout(200*time.Millisecond))
-		if !errors.Is(err, context.DeadlineExceeded) || ran || bounded.Err() != nil {
-			t.Errorf("Do(WithWaitTimeout(200ms)) on a lock held elsewhere = %v, fn ran: %v; want DeadlineExceeded and fn not run", err, ran)
-		}
-	})
-}
-
 func TestQueries(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
