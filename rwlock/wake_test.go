@@ -280,14 +280,7 @@ func TestWaitingReaderRegistersUntilItGetsIn(t *testing.T) {
 			t.Fatalf("reader registry while a reader waits: %q %v; want its client's code", codes, err)
 		}
 		presence := "relock_wake:{present}:" + codes[0]
-		if !redistest.Await(10*time.Second, func() bool {
-			v, err := redistest.Do(t, side, "PUBSUB", "NUMSUB", presence).ToArray()
-			if err != nil || len(v) != 2 {
-				return false
-			}
-			n, _ := v[1].AsInt64()
-			return n == 1
-		}) {
+		if !redistest.Await(10*time.Second, func() bool { return redistest.Subscribers(t, side, "NUMSUB", presence) == 1 }) {
 			t.Errorf("after 10s: nobody listens on %s while the reader waits; want its client", presence)
 		}
 		if err := mu.Unlock(w); err != nil {

@@ -10,18 +10,31 @@ import (
 	"github.com/redis/rueidis"
 )
 
-// Subscribers returns the subscribers s counts on channel: by classic SUBSCRIBE for sub
-// "NUMSUB", by SSUBSCRIBE for "SHARDNUMSUB" (PUBSUB <sub> channel). Both counts are
-// local to the node asked. It fails t if the command fails.
+// Subscribers returns the subscribers the node behind rc (a client of the test's own,
+// Backend.Client) counts on channel: by classic SUBSCRIBE for sub "NUMSUB", by SSUBSCRIBE
+// for "SHARDNUMSUB" (PUBSUB <sub> channel). It fails t if the command fails.
+func Subscribers(t testing.TB, rc rueidis.Client, sub, channel string) int64 {
+	t.Helper()
+	return subscribers(t, Do(t, rc, "PUBSUB", sub, channel), "PUBSUB "+sub+" "+channel)
+}
+
+// Subscribers returns the subscribers s counts on channel, as the package's Subscribers
+// does. Both counts are local to the node asked.
 func (s *Server) Subscribers(t testing.TB, sub, channel string) int64 {
 	t.Helper()
-	v, err := s.Do(t, "PUBSUB", sub, channel).ToArray()
+	return subscribers(t, s.Do(t, "PUBSUB", sub, channel), "PUBSUB "+sub+" "+channel+" on "+s.Addr())
+}
+
+// subscribers reads the count of a PUBSUB NUMSUB or SHARDNUMSUB reply for one channel.
+func subscribers(t testing.TB, r rueidis.RedisResult, asked string) int64 {
+	t.Helper()
+	v, err := r.ToArray()
 	if err != nil || len(v) != 2 {
-		t.Fatalf("PUBSUB %s %s on %s: %v %v", sub, channel, s.Addr(), v, err)
+		t.Fatalf("%s: %v %v", asked, v, err)
 	}
 	n, err := v[1].AsInt64()
 	if err != nil {
-		t.Fatalf("PUBSUB %s %s on %s: %v", sub, channel, s.Addr(), err)
+		t.Fatalf("%s: %v", asked, err)
 	}
 	return n
 }
