@@ -7,8 +7,11 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/keys"
@@ -600,7 +603,7 @@ func TestSpinForceUnlockWakesPubSubWaiters(t *testing.T) {
 }
 
 // A spin waiter registers its client nowhere to be woken: behind another owner's hold, after
-// a dozen tries or more, the lock's wake registry (where rlock's waiters register their
+// five tries or more, the lock's wake registry (where rlock's waiters register their
 // client for an unlock to pick) does not exist, and once the waiter has taken and released
 // the lock no key of the name is left. Guards against a spin attempt that sends its
 // client's wake code, as rlock's waiting attempts do: the client would be registered for
@@ -609,7 +612,13 @@ func TestSpinWaitersRegisterNowhere(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "spin:unregistered"
 		ctx := redistest.Context(t, 30*time.Second)
-		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		calls := &countingClient{Client: b.Client(t)}
+		c, err := relock.New(calls)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		other := relocktest.New(t, b)
 		side := b.Client(t)
 		held, err := other.Lock(name).Lock(ctx)
 		if err != nil {
@@ -624,7 +633,11 @@ func TestSpinWaitersRegisterNowhere(t *testing.T) {
 			}
 			got <- err
 		}()
-		time.Sleep(300 * time.Millisecond) // the waiter tries every 20ms at most meanwhile
+		// Look only once the waiter has tried a few times: a fixed pause could end before it
+		// tried at all on a loaded machine, and the check below would then pass whatever the
+		// waiter does.
+		from := calls.n.Load()
+		redistest.Eventually(t, 10*time.Second, "five attempts of the spin waiter", func() bool { return calls.n.Load() >= from+5 })
 		wake := keys.Of(name).Wake
 		if n := redistest.Do(t, side, "EXISTS", wake); n.Error() != nil {
 			t.Fatal(n.Error())
@@ -643,4 +656,15 @@ func TestSpinWaitersRegisterNowhere(t *testing.T) {
 			}
 		}
 	})
+}
+
+// countingClient counts the commands a relock client sends through it.
+type countingClient struct {
+	rueidis.Client
+	n atomic.Int64
+}
+
+func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	c.n.Add(1)
+	return c.Client.Do(ctx, cmd)
 }
