@@ -780,6 +780,47 @@ func TestClusterShardedSlotsRefused(t *testing.T) {
 	}
 }
 
+// A client that cannot tell the cluster's Redis version, for a user that may not ask INFO,
+// uses classic pub/sub, which every version has: its waiter subscribes with SUBSCRIBE,
+// the holder's unlock publishes with PUBLISH, and the waiter is woken by that message.
+// Guards against a detection that takes a refused INFO for sharded pub/sub, which a
+// cluster of Redis 6 nodes would refuse at every subscription.
+func TestClusterVersionUnknownUsesClassicPubSub(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	for _, node := range cl.Nodes() {
+		if err := node.Do(t, "ACL", "SETUSER", "noinfo", "on", ">noinfo-pass", "~*", "&*", "+@all", "-info").Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := aclCluster{cl: cl, user: "noinfo", pass: "noinfo-pass"}
+	if rc := src.Client(t); rc.Do(context.Background(), rc.B().Info().Section("server").Build()).Error() == nil {
+		t.Fatal("the user may ask INFO; the test needs it refused")
+	}
+	holder := relocktest.New(t, src, relock.WithTimeout(10*time.Second))
+	waiter := relocktest.New(t, src, relock.WithTimeout(10*time.Second))
+	name := cl.NamesOnEveryMaster(t, "noinfo-")[0]
+	channel := "redisson_lock__channel:{" + name + "}"
+	before := commandCalls(t, cl, "publish", "spublish", "ssubscribe")
+	var classic, sharded int64
+	held, acquired := parkWaiter(t, holder, waiter, name, func() bool {
+		classic, sharded = pubsubCounts(t, cl, channel)
+		return classic+sharded >= 1
+	})
+	st := waiter.PubSubStats()
+	unlockForWaiter(t, holder, name, held, acquired)
+	after, now := commandCalls(t, cl, "publish", "spublish", "ssubscribe"), waiter.PubSubStats()
+	if classic != 1 || sharded != 0 {
+		t.Errorf("the waiter's channel had %d SUBSCRIBE and %d SSUBSCRIBE subscribers; want one by SUBSCRIBE", classic, sharded)
+	}
+	if after["publish"] == before["publish"] || after["spublish"] != before["spublish"] || after["ssubscribe"] != before["ssubscribe"] {
+		t.Errorf("%d PUBLISH, %d SPUBLISH and %d SSUBSCRIBE were sent; want classic pub/sub only", after["publish"]-before["publish"],
+			after["spublish"]-before["spublish"], after["ssubscribe"]-before["ssubscribe"])
+	}
+	if now.Woken == st.Woken || now.TimedOut != st.TimedOut {
+		t.Errorf("the waiter was not woken by the unlock's message (woken +%d, timed out +%d)", now.Woken-st.Woken, now.TimedOut-st.TimedOut)
+	}
+}
+
 // A slot moved to another master (CLUSTER SETSLOT ... MIGRATING/IMPORTING, MIGRATE, SETSLOT
 // ... NODE, as a reshard does it) while a lock of it is held and waited for under sharded
 // pub/sub: the hold is renewed throughout, its context stays live, the waiter's channel is
