@@ -219,3 +219,53 @@ func TestMultiLockMembersOwnLeasesKeptWhileWaiting(t *testing.T) {
 		}
 	})
 }
+
+// A member taken with a fixed lease that is gone by the time the last member is taken
+// (forced here while the last member's request is on its way) fails TryLock: the extension
+// of its lease from the last member on finds nothing to extend, and the call returns
+// ErrNotHeld naming that member, its context unchanged, with the last member released
+// again. Guards against a TryLock that ignores the failed extension and returns a hold of
+// which one member is held by nobody.
+func TestMultiLockMemberGoneBeforeTheLastIsTaken(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := redistest.Context(t, 30*time.Second)
+		late := redistest.NewLateRequests(b.Client(t))
+		c, err := relock.New(late)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		other := relocktest.New(t, b)
+		ml := c.MultiLock(relock.Member(c.Lock("ml:gone-a")), relock.Member(c.Lock("ml:gone-b")))
+		names := ml.Names()
+		first, last := names[0], names[1]
+		arrived, send := late.Hold(last)
+		defer send()
+		owner := relock.NewOwner(ctx)
+		done := make(chan error, 1)
+		var held context.Context
+		go func() {
+			h, err := ml.TryLock(owner, rlock.WithLease(time.Minute))
+			held = h
+			done <- err
+		}()
+		redistest.Recv(t, arrived, 10*time.Second, "the TryLock's request for "+last)
+		if ok, err := other.Lock(first).ForceUnlock(ctx); !ok || err != nil {
+			t.Fatalf("ForceUnlock of %s: %v, %v", first, ok, err)
+		}
+		send()
+		err = redistest.Recv(t, done, 10*time.Second, "the TryLock whose first member was forced")
+		var named *relock.Error
+		if !errors.Is(err, relock.ErrNotHeld) || !errors.As(err, &named) || named.Name != first {
+			t.Errorf("TryLock: %v; want ErrNotHeld naming %s first", err, first)
+		}
+		if held != owner {
+			t.Errorf("the failed TryLock returned a context other than the one it was given")
+		}
+		for _, name := range names {
+			if ok, err := other.Lock(name).IsLocked(ctx); err != nil || ok {
+				t.Errorf("after the failed TryLock, %s locked: %v, %v; want free", name, ok, err)
+			}
+		}
+	})
+}
