@@ -480,7 +480,9 @@ func TestWakeCodeWakesItsClientOnly(t *testing.T) {
 
 // A client whose wake code comes when it has no waiter left (the channel lingers) passes
 // the wake-up on (package pubsub): with no other client registered, every client's waiter
-// is woken once, rather than the release being lost.
+// is woken once, rather than the release being lost. Once: the pass-on publishes the
+// unlock message ("0"), which wakes one waiter of each client (and of each Redisson
+// client), not the read-unlock message, which would wake them all.
 func TestCodeForALingeringChannelIsPassedOn(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
@@ -499,10 +501,16 @@ func TestCodeForALingeringChannelIsPassedOn(t *testing.T) {
 		s.Release()
 		woken := wait(subscribe(t, other, "lingering"), time.Hour)
 		eventually(t, "the other client's waiter not parked", func() bool { return other.Stats().Waiting == 1 })
+		wait(subscribe(t, other, "lingering"), time.Hour) // a second waiter, parked behind it
+		eventually(t, "the other client's second waiter not parked", func() bool { return other.Stats().Waiting == 2 })
 		publish(t, rc, "lingering", "5555")
 		publish(t, rc, "lingering", hub.WakeOne)
 		if err := redistest.Recv(t, woken, 10*time.Second, "the wake-up passed on by the client with no waiter left"); err != nil {
 			t.Fatal(err)
+		}
+		time.Sleep(settle)
+		if o := other.Stats(); o.Woken != 1 || o.Waiting != 1 {
+			t.Errorf("other %+v after the pass-on: want one waiter woken and the other still parked", o)
 		}
 	})
 }
