@@ -12,7 +12,7 @@ import (
 
 // The router's slot map, read from a real CLUSTER SLOTS reply, names the master a channel's
 // slot is served by. A master whose endpoint the cluster does not know (nil, under
-// cluster-preferred-endpoint-type unknown-endpoint) is served, and routes as the client does. A slot the map leaves out is not known yet: mid-failover
+// cluster-preferred-endpoint-type unknown-endpoint; "?", under hostname with none set) is served, and routes as the client does. A slot the map leaves out is not known yet: mid-failover
 // a node omits a shard whose old master it already counts as a replica, and a receiver
 // that then subscribed through the client's own routing, which may still point at the
 // demoted master, would keep a subscription that no unlock reaches and nothing checks. It
@@ -56,6 +56,15 @@ func TestSlotMapFind(t *testing.T) {
 	check(ranges, 0, "", true) // served: the client's routing
 	check(ranges, 5999, "", true)
 	check(ranges, 1000, "", false) // not served: look again
+
+	// Asked for hostnames, a node that has none announces "?" as its endpoint: unknown too.
+	if err := s.Do(t, "CONFIG", "SET", "cluster-preferred-endpoint-type", "hostname").Error(); err != nil {
+		t.Fatal(err)
+	}
+	ranges = read()
+	check(ranges, 0, "", true) // served: the client's routing, not an address "?:port"
+	check(ranges, 5999, "", true)
+	check(ranges, 1000, "", false)
 	if _, ok := find(nil, 1); ok {
 		t.Error("an empty map found a slot")
 	}
