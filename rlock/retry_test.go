@@ -299,6 +299,40 @@ func TestUnlockReplyLostKeepsNewerHold(t *testing.T) {
 	})
 }
 
+// An unlock of holds the client does not know of (here: Redis counts holds of the owner
+// that the client, having found the count not as it knew it, forgot) compares no count, so
+// when its reply is lost it is not sent again: a second send would release a second hold.
+// Whether the one send ran stays unknown, and Unlock says so with the connection's error
+// rather than success or ErrNotHeld (the owner still holds the lock).
+func TestUnlockOfNoKnownHoldReplyLostIsNotSentAgain(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lost-unknown"
+		c, proxy := throughProxy(t, b)
+		side := b.Client(t)
+		mu := c.Lock(name)
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		owner := mustOwner(t, side, name)
+		redistest.MustDo(t, side, "HINCRBY", name, owner, "2") // three holds in Redis, one known
+		if err := mu.Unlock(held); !errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("Unlock of a hold whose count is not the one the client knows: %v; want ErrNotHeld", err)
+		}
+		proxy.LoseReplyTo(unlockMarker(name))
+		err = mu.Unlock(held) // the client knows of no hold now
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		if n, _ := redistest.Do(t, side, "HGET", name, owner).AsInt64(); n != 2 {
+			t.Fatalf("hold count %d after one Unlock of three holds, its reply lost; want 2 (sent once)", n)
+		}
+		if err == nil || errors.Is(err, relock.ErrNotHeld) {
+			t.Errorf("Unlock whose reply was lost, of a hold it did not know: %v; want the connection's error (unknown whether it ran)", err)
+		}
+	})
+}
+
 // While the server refuses commands unrun until it is ready (LOADING after a restart,
 // CLUSTERDOWN or TRYAGAIN in a failover), Lock and Unlock try again within the client's
 // timeout instead of failing: the refusal says the script never ran.
