@@ -490,6 +490,61 @@ func TestRetryAfterFailedHandshake(t *testing.T) {
 	})
 }
 
+// An unlock whose first send went out within the hold's lease and ran, its reply lost, has
+// released the hold, however many sends after it also go unanswered: here the next
+// connection's handshake is held at the proxy until the send behind it fails on the dial
+// timeout, past the lease, and the reply of the send after that is lost too. When a later
+// send finds the hold gone, the first lost send (the one that ran) is the one to compare
+// with the lease's end, not the last: Unlock succeeds, rather than reporting ErrNotHeld for
+// a hold it released in time.
+func TestUnlockRepliesLostAcrossTheLease(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lost-across"
+		const lease = time.Second
+		p := redistest.StartProxy(t, b.Addr)
+		via := &redistest.Backend{Name: b.Name, Addr: p.Addr()}
+		rc := via.ClientWith(t, func(o *rueidis.ClientOption) {
+			o.PipelineMultiplex = -1 // one connection: the held handshake is the unlock's
+			o.Dialer.Timeout = 2 * lease
+		})
+		c, err := relock.New(rc, relock.WithTimeout(20*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		side := b.Client(t)
+		mu := c.Lock(name)
+		ctx := redistest.Context(t, time.Minute)
+		if err := mu.Do(ctx, func(context.Context) error { return nil }); err != nil { // the scripts loaded
+			t.Fatal(err)
+		}
+		held, err := mu.Lock(ctx, rlock.WithLease(lease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.LoseReplyTo(unlockMarker(name)) // the first send: it runs, and its reply is lost
+		arrived, release := p.HoldRequest("HELLO")
+		defer release()
+		p.LoseReplyTo(unlockMarker(name)) // the send after the failed handshake, past the lease
+		err = mu.Unlock(held)
+		select {
+		case <-arrived:
+		default:
+			t.Fatal("no handshake was held: the test proved nothing")
+		}
+		if p.Armed() != 0 {
+			t.Fatal("the faults never fired: the test proved nothing")
+		}
+		if err != nil {
+			t.Errorf("Unlock whose first send ran within the lease, its later sends unanswered: %v; want success", err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+			t.Error("the lock is still there after its Unlock")
+		}
+	})
+}
+
 // failures is a rueidis client that counts the calls that got no answer from Redis.
 type failures struct {
 	rueidis.Client
