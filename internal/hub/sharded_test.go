@@ -2,7 +2,9 @@ package hub
 
 import (
 	"context"
+	"net"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
@@ -120,5 +122,41 @@ func TestRouteBySlotMap(t *testing.T) {
 	set(slotRange{start: slot + 1, end: 16383, master: master.Addr()}) // the slot left out
 	if node, checked, _ := r.route(ctx, channel); node != nil || checked {
 		t.Errorf("left out: got %s (checked %v); want no node, to look again", which(node), checked)
+	}
+}
+
+// check confirms a subscription made on a node that answers ROLE as a master, and ends the
+// attempt, unconfirmed, on one that answers as a replica: mid-failover the cluster's map may
+// still name the demoted master, which accepts SSUBSCRIBE as a replica while the shard's
+// messages are published on the new master, so waiters would sleep until their bound.
+func TestRoleCheck(t *testing.T) {
+	master := redistest.StartServer(t)
+	replica := redistest.StartServer(t)
+	host, port, err := net.SplitHostPort(master.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := replica.Do(t, "REPLICAOF", host, port).Error(); err != nil {
+		t.Fatal(err)
+	}
+	h := New(master.Client(t), Config{Sharded: true})
+	t.Cleanup(h.Close)
+	for _, tc := range []struct {
+		name string
+		node *redistest.Server
+		want bool
+	}{{"master", master, true}, {"replica", replica, false}} {
+		c := &channel{ready: make(chan struct{})}
+		ctx, cancel := context.WithCancel(context.Background())
+		bound := time.AfterFunc(time.Hour, cancel)
+		h.check(ctx, cancel, tc.node.Client(t), c, bound)
+		bound.Stop()
+		h.mu.Lock()
+		confirmed := c.confirmed
+		h.mu.Unlock()
+		if confirmed != tc.want || (ctx.Err() == nil) != tc.want {
+			t.Errorf("%s: confirmed %v, attempt ended %v; want confirmed %v, ended %v", tc.name, confirmed, ctx.Err() != nil, tc.want, !tc.want)
+		}
+		cancel()
 	}
 }
