@@ -82,8 +82,8 @@ func TestRouteBySlotMap(t *testing.T) {
 	if !r.cluster {
 		t.Fatal("the router does not take the cluster client for a cluster")
 	}
-	channel := "redisson_lock__channel:{route}"
-	slot := keys.Slot(channel)
+	const name = "redisson_lock__channel:{route}"
+	slot := keys.Slot(name)
 	master := cl.MasterOf(slot)
 	id, err := master.Do(t, "CLUSTER", "MYID").ToString()
 	if err != nil {
@@ -106,7 +106,7 @@ func TestRouteBySlotMap(t *testing.T) {
 	}
 
 	set(slotRange{start: slot, end: slot, master: master.Addr()})
-	node, checked, _ := r.route(ctx, channel)
+	node, checked, _ := r.route(ctx, name)
 	if node == nil || node == rc || !checked {
 		t.Fatalf("named: got %s (checked %v); want the master's own node, checked", which(node), checked)
 	}
@@ -115,13 +115,46 @@ func TestRouteBySlotMap(t *testing.T) {
 	}
 
 	set(slotRange{start: slot, end: slot}) // a master of unknown endpoint
-	if node, checked, _ := r.route(ctx, channel); node != rc || checked {
+	if node, checked, _ := r.route(ctx, name); node != rc || checked {
 		t.Errorf("unknown endpoint: got %s (checked %v); want the client itself, unchecked", which(node), checked)
 	}
 
 	set(slotRange{start: slot + 1, end: 16383, master: master.Addr()}) // the slot left out
-	if node, checked, _ := r.route(ctx, channel); node != nil || checked {
+	if node, checked, _ := r.route(ctx, name); node != nil || checked {
 		t.Errorf("left out: got %s (checked %v); want no node, to look again", which(node), checked)
+	}
+
+	// A map that names a node the client knows, but which is a replica (the demoted master,
+	// mid-failover): the replica accepts SSUBSCRIBE, and the attempt must end there
+	// unconfirmed after its ROLE check, not stay where no unlock's message reaches. (A client
+	// that refreshes its own map often knows the replicas too.)
+	replica := cl.ReplicaOf(master).Addr()
+	known := cl.ClientWith(t, func(o *rueidis.ClientOption) { o.ClusterOption.ShardsRefreshInterval = 100 * time.Millisecond })
+	redistest.Eventually(t, 20*time.Second, "the client never connected to the replica", func() bool {
+		_, ok := known.Nodes()[replica]
+		return ok
+	})
+	r = newRouter(known)
+	set(slotRange{start: slot, end: slot, master: replica})
+	h := New(known, Config{Sharded: true})
+	t.Cleanup(h.Close)
+	c := &channel{ready: make(chan struct{})}
+	sctx, scancel := context.WithCancel(ctx)
+	defer scancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.subscribeOnce(sctx, name, c, r)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * subscribeTimeout):
+		h.mu.Lock()
+		confirmed := c.confirmed
+		h.mu.Unlock()
+		t.Errorf("the attempt on a replica went on (confirmed %v): its ROLE check did not end it", confirmed)
+		scancel()
+		<-done
 	}
 }
 
