@@ -235,6 +235,45 @@ func TestReentryDoesNotWaitInLine(t *testing.T) {
 	})
 }
 
+// TryLock makes one attempt and never queues (README; docs/design.md), also while waiters
+// of its own client are in line for the lock: a Lock of the client then joins them without
+// an attempt (handoff.go), and a TryLock that did so would wait for the lock, not answer
+// ErrLocked. Here another owner of the client holds the lock and one of its waiters is
+// parked: TryLock by a third owner of the client answers ErrLocked at once, long before its
+// context's 5s, and changes nothing.
+func TestTryLockDoesNotWaitInLine(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "trylock-in-line"
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, 30*time.Second)
+		mu := c.Lock(name)
+		held, err := mu.Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := parkWaiter(t, c, mu, ctx)
+
+		tctx, tcancel := context.WithTimeout(relock.NewOwner(ctx), 5*time.Second)
+		defer tcancel()
+		tried, err := mu.TryLock(tctx)
+		if !errors.Is(err, relock.ErrLocked) {
+			t.Errorf("TryLock while a waiter of its client is in line: %v (context live: %v); want ErrLocked at once", err, tried.Err() == nil)
+		}
+		if n, _ := redistest.Do(t, side, "HLEN", name).AsInt64(); n != 1 {
+			t.Errorf("%d owners in the lock after the failed TryLock; want the holder alone", n)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if w := redistest.Recv(t, got, 10*time.Second, "the waiter's Lock"); w != nil {
+			if err := mu.Unlock(w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
 // A client hands its lock on at most hub.HandRun times in a row before a release frees it
 // for the other clients: a waiter of another client gets it while the first client's
 // goroutines keep asking for it, after at most two runs of theirs (the release that ends a
