@@ -722,3 +722,61 @@ func TestFencedAcquireReplyLost(t *testing.T) {
 		}
 	})
 }
+
+// A failed TryLock whose request Redis runs after the call gave up leaves no hold that the
+// owner's unlocks cannot release (docs/design.md, lost replies): the attempt of an owner
+// that holds another lock is held back on its way until the call's time is up, so that
+// whether it ran is unknown; TryLock fails, and the attempt then reaches Redis,
+// which counts a hold the client never granted. The owner's next Lock re-enters it and
+// must give that hold back, so that its one Unlock frees the lock. Guards against a failed
+// attempt that forgets its lost request: the owner's Lock and Unlock would count that
+// hold as its own and leave one behind.
+func TestFailedTryLockRunLateCountsOnce(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "tl-late"
+		side := b.Client(t)
+		late := redistest.NewLateRequests(b.Client(t))
+		c, err := relock.New(late, relock.WithTimeout(300*time.Millisecond))
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		ctx := redistest.Context(t, time.Minute)
+		mu := c.Lock(name)
+		// An owner that the context carries: one that holds another lock.
+		held, err := c.Lock("elsewhere").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Load the scripts, so that the requests held back are the attempt's own.
+		if err := mu.Do(held, func(h context.Context) error { _, err := mu.HoldCount(h); return err }); err != nil {
+			t.Fatal(err)
+		}
+
+		arrived, send := late.Hold(script.RLockAcquire().SHA1, name)
+		defer send()
+		_, err = mu.TryLock(held)
+		redistest.Arrived(t, arrived, "TryLock", err)
+		if err == nil {
+			t.Fatal("TryLock whose request was held back succeeded: the test proved nothing")
+		}
+		send()
+		if n, _ := redistest.Do(t, side, "HGET", name, mustOwner(t, side, name)).AsInt64(); n != 1 {
+			t.Fatalf("the late attempt left %d holds; want 1: the test proved nothing", n)
+		}
+
+		again, err := mu.Lock(held)
+		if err != nil {
+			t.Fatalf("Lock after the failed TryLock: %v", err)
+		}
+		if n, err := mu.HoldCount(again); err != nil || n != 1 {
+			t.Errorf("hold count %d, %v after the owner's one Lock; want 1", n, err)
+		}
+		if err := mu.Unlock(again); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+			t.Errorf("the lock is still there after the owner's one Unlock (PTTL %dms): the late attempt's hold was kept", redistest.PTTL(t, side, name))
+		}
+	})
+}
