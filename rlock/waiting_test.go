@@ -178,6 +178,41 @@ func TestChannelLingersBetweenBursts(t *testing.T) {
 	})
 }
 
+// A waiter behind a lock without expiry (left by hand, with PERSIST or a bare HSET: neither
+// relock nor Redisson makes one) looks at it again once a lease, not at once and again
+// (docs/design.md, "Waiting without polling": every wait is bounded by the TTL, and by the
+// lease when there is none). With the default 30s lease, it sends no script call in 1.5s
+// of waiting. Guards against a waiter that takes the missing TTL (-1) for a lock about to
+// run out, which would poll Redis for as long as the lock stays.
+func TestWaiterBehindALockWithoutExpiryDoesNotPoll(t *testing.T) {
+	t.Parallel()
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "no-expiry"
+		side := b.Client(t)
+		redistest.MustDo(t, side, "HSET", name, "0a1b2c3d-0000-4000-8000-00000000abcd:1", "1")
+		waiter := relocktest.New(t, b)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() {
+			_, err := waiter.Lock(name).Lock(ctx)
+			done <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return waiter.PubSubStats().Waiting == 1 })
+
+		stats := b.Commands(t)
+		before := stats.Calls(t)
+		time.Sleep(1500 * time.Millisecond)
+		if n := scriptCalls(before, stats.Calls(t)); n != 0 {
+			t.Errorf("%d script calls in 1.5s from a waiter behind a lock without expiry; want none before a lease has passed", n)
+		}
+		cancel()
+		if err := redistest.Recv(t, done, 10*time.Second, "the waiter's Lock"); !errors.Is(err, context.Canceled) {
+			t.Errorf("the waiter's Lock after its context was cancelled: %v; want context.Canceled", err)
+		}
+	})
+}
+
 // 5,000 waiters of one process on a lock held for three leases check the lock about once
 // per lease between them, not each at its own bound.
 func TestOneCheckPerLease(t *testing.T) {
