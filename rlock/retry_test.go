@@ -780,3 +780,55 @@ func TestFailedTryLockRunLateCountsOnce(t *testing.T) {
 		}
 	})
 }
+
+// A re-entry that finds its owner's hold gone, and whose acquisitions then fail twice,
+// counts one hold (docs/design.md, lost replies): the first request breaks before it is
+// sent, and the read that asks whether it ran finds no hold, fewer than the client knew of;
+// the second runs and its reply is lost, and the read must then take the hold it finds for
+// that request's, measured against what Redis counted before it, not against the count
+// the client knew before the hold was lost. Guards against an attempt that keeps
+// comparing with the stale count: it sends a third time, re-enters its own new hold, and
+// counts it twice, and the owner's one Unlock leaves the lock held.
+func TestReentryAfterALostHoldWithTwoFailedSendsCountsOnce(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lost-hold-reentry"
+		side := b.Client(t)
+		proxy := redistest.StartProxy(t, b.Addr)
+		late := redistest.NewLateRequests((&redistest.Backend{Name: b.Name, Addr: proxy.Addr()}).Client(t))
+		c, err := relock.New(late, relock.WithWatchdogTimeout(time.Minute))
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		ctx := redistest.Context(t, time.Minute)
+		mu := c.Lock(name)
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mu.HoldCount(held); err != nil { // loads the state script
+			t.Fatal(err)
+		}
+		redistest.MustDo(t, side, "DEL", name) // the hold is lost; the client does not know yet
+
+		arrived, _ := late.HoldBroken(script.RLockAcquire().SHA1, name)
+		proxy.LoseReplyTo(script.RLockAcquire().SHA1)
+		again, err := mu.Lock(held)
+		redistest.Arrived(t, arrived, "Lock", err)
+		if proxy.Armed() != 0 {
+			t.Fatal("the lost reply never happened: the test proved nothing")
+		}
+		if err != nil {
+			t.Fatalf("re-entry after the hold was lost, with two failed sends: %v", err)
+		}
+		if n, _ := redistest.Do(t, side, "HGET", name, mustOwner(t, side, name)).AsInt64(); n != 1 {
+			t.Errorf("hold count %d in Redis after the owner's one Lock since its hold was lost; want 1", n)
+		}
+		if err := mu.Unlock(again); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+			t.Errorf("the lock is still there after the owner's Unlock of its one hold (PTTL %dms)", redistest.PTTL(t, side, name))
+		}
+	})
+}
