@@ -704,3 +704,69 @@ func TestHandoffFindsTheWaitersLateRequest(t *testing.T) {
 		}
 	})
 }
+
+// A handed waiter that cannot find out whether the handoff ran never counts the lock twice
+// (docs/design.md, lost replies): the hand call's reply is lost, its resend finds the
+// releasing hold gone, and the read by which the waiter would learn whether it holds the
+// lock gets no answer within the client's timeout. Whether it was handed the lock is then
+// unknown: its Lock may fail, as an attempt does whose outcome stays unknown, but if it
+// returns a hold, the owner counts that hold once and its one Unlock frees the lock.
+// Guards against a waiter that shrugs off the failed look and tries the lock itself: its
+// attempt re-enters the lock it was handed, counts two holds, and its Unlock leaves one,
+// renewed for as long as the process lives.
+func TestHandoffReplyLostAndTheWaitersReadToo(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "hand-lost-read"
+		side := b.Client(t)
+		proxy := redistest.StartProxy(t, b.Addr)
+		late := redistest.NewLateRequests((&redistest.Backend{Name: b.Name, Addr: proxy.Addr()}).Client(t))
+		c, err := relock.New(late, relock.WithTimeout(500*time.Millisecond))
+		if err != nil {
+			t.Fatalf("relock.New: %v", err)
+		}
+		t.Cleanup(func() { _ = c.Close() })
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		mu := c.Lock(name)
+		// A first handoff and a read load the scripts, so that the faults hit the calls.
+		held := handedOnce(t, c, mu, ctx)
+		if _, err := mu.HoldCount(held); err != nil {
+			t.Fatal(err)
+		}
+
+		type result struct {
+			held context.Context
+			err  error
+		}
+		parked := c.PubSubStats().Waiting
+		done := make(chan result, 1)
+		go func() {
+			h, err := mu.Lock(relock.NewOwner(ctx))
+			done <- result{h, err}
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return c.PubSubStats().Waiting == parked+1 })
+		proxy.LoseReplyTo(unlockMarker(name))
+		reading, _ := late.Hold(script.RLockState().SHA1, name)
+		if err := mu.Unlock(held); err != nil {
+			t.Fatalf("Unlock whose hand call's reply was lost: %v", err)
+		}
+		if proxy.Armed() != 0 {
+			t.Fatal("the hand call's reply was never lost: the test proved nothing")
+		}
+		r := redistest.Recv(t, done, 10*time.Second, "the waiter's Lock")
+		redistest.Arrived(t, reading, "the handed waiter's look", r.err)
+		if r.err != nil {
+			t.Logf("the waiter that could not look gave up: %v", r.err)
+			return
+		}
+		if n, _ := redistest.Do(t, side, "HGET", name, mustOwner(t, side, name)).AsInt64(); n != 1 {
+			t.Errorf("the waiter's owner counts %d holds; want 1 (its Lock returned once)", n)
+		}
+		if err := mu.Unlock(r.held); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
+			t.Errorf("the lock is still there after the waiter's one Unlock (PTTL %dms)", redistest.PTTL(t, side, name))
+		}
+	})
+}
