@@ -346,6 +346,46 @@ func TestNoRenewalAfterUnlock(t *testing.T) {
 	})
 }
 
+// Fencing is opt-in per lock (docs/design.md, data layout): a lock taken without
+// WithFencing, by Lock, TryLock, a re-entry or a handoff, leaves no fencing counter
+// behind, only Redisson's lock hash, and its holds carry no token.
+func TestUnfencedLockKeepsNoCounter(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "unfenced"
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, 30*time.Second)
+		mu := c.Lock(name)
+		held, err := mu.Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := mu.TryLock(held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := mu.Token(again); ok {
+			t.Error("an unfenced hold has a token")
+		}
+		got := parkWaiter(t, c, mu, ctx)
+		for _, h := range []context.Context{again, held} {
+			if err := mu.Unlock(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w := redistest.Recv(t, got, 10*time.Second, "the handed waiter's Lock")
+		if w == nil {
+			t.FailNow()
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", "redisson_lock_token:{"+name+"}").AsInt64(); n != 0 {
+			t.Error("an unfenced lock's acquisitions wrote a fencing counter")
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // 8 goroutines × 50 acquisitions get strictly increasing tokens in acquisition order; a
 // re-entry keeps its token.
 func TestFencingTokensIncrease(t *testing.T) {
