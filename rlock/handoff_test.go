@@ -705,15 +705,17 @@ func TestHandoffFindsTheWaitersLateRequest(t *testing.T) {
 	})
 }
 
-// A handed waiter that cannot find out whether the handoff ran never counts the lock twice
-// (docs/design.md, lost replies): the hand call's reply is lost, its resend finds the
-// releasing hold gone, and the read by which the waiter would learn whether it holds the
-// lock gets no answer within the client's timeout. Whether it was handed the lock is then
-// unknown: its Lock may fail, as an attempt does whose outcome stays unknown, but if it
-// returns a hold, the owner counts that hold once and its one Unlock frees the lock.
-// Guards against a waiter that shrugs off the failed look and tries the lock itself: its
-// attempt re-enters the lock it was handed, counts two holds, and its Unlock leaves one,
-// renewed for as long as the process lives.
+// A handed waiter that cannot find out at once whether the handoff ran keeps waiting, and
+// never counts the lock twice (docs/design.md, lost replies): the hand call's reply is
+// lost, its resend finds the releasing hold gone, and the read by which the waiter would
+// learn whether it holds the lock gets no answer within the client's timeout. As a waiter
+// whose attempt got no answer (retry.Outage), it rides that out while its context lives:
+// its next try asks first, finds the lock it was handed, and holds it once, so that its
+// one Unlock frees the lock. Guards against a waiter that gives up on the one unanswered
+// read, with an error that reads as its own deadline, leaving the lock it was handed to
+// run out unrenewed and unreleased; and against one that shrugs off the failed look and
+// sends an attempt of its own, which re-enters the lock it was handed and counts two
+// holds, one of which its Unlock leaves, renewed for as long as the process lives.
 func TestHandoffReplyLostAndTheWaitersReadToo(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "hand-lost-read"
@@ -756,8 +758,8 @@ func TestHandoffReplyLostAndTheWaitersReadToo(t *testing.T) {
 		r := redistest.Recv(t, done, 10*time.Second, "the waiter's Lock")
 		redistest.Arrived(t, reading, "the handed waiter's look", r.err)
 		if r.err != nil {
-			t.Logf("the waiter that could not look gave up: %v", r.err)
-			return
+			n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64()
+			t.Fatalf("the handed waiter whose look got no answer gave up, its context live: %v (the lock exists: %d)", r.err, n)
 		}
 		if n, _ := redistest.Do(t, side, "HGET", name, mustOwner(t, side, name)).AsInt64(); n != 1 {
 			t.Errorf("the waiter's owner counts %d holds; want 1 (its Lock returned once)", n)

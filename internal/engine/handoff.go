@@ -8,6 +8,7 @@ import (
 
 	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/leases"
+	"github.com/relock-go/relock/internal/retry"
 )
 
 // Handing the lock on within a client. An Unlock that releases its owner's last hold of a
@@ -52,7 +53,7 @@ func handed(r rueidis.RedisResult) (token int64, ok bool) {
 
 // take makes the waiter's attempt the holder of the lock it was handed, and reports
 // whether it was: a handoff that is not sure is looked up in Redis first, as an attempt
-// whose reply was lost. Like an attempt's, a hold taken after the caller's context ended
+// whose reply was lost; when that look gets no answer, the waiter's next try looks again. Like an attempt's, a hold taken after the caller's context ended
 // is released again, and take returns the context's error.
 func (a *attempt) take(h *handoff) (bool, error) {
 	if h.sure {
@@ -61,7 +62,14 @@ func (a *attempt) take(h *handoff) (bool, error) {
 		dctx := a.l.c.Detached(a.ctx)
 		ran, _, err := a.ran(dctx, 0, h.sent)
 		if err != nil {
-			return false, err
+			if !retry.Lost(err) {
+				return false, err
+			}
+			// Nobody answered whether the hand call ran: as after an attempt whose reply
+			// was lost, the waiter's next try asks first (see try), and a waiter that
+			// Redis cannot answer rides that out as any waiter does (retry.Outage).
+			a.lost = &lostRequest{err: err, sent: h.sent}
+			return false, nil
 		}
 		if !ran {
 			a.late++ // the hand call may still run
