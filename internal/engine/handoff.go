@@ -53,8 +53,9 @@ func handed(r rueidis.RedisResult) (token int64, ok bool) {
 
 // take makes the waiter's attempt the holder of the lock it was handed, and reports
 // whether it was: a handoff that is not sure is looked up in Redis first, as an attempt
-// whose reply was lost; when that look gets no answer, the waiter's next try looks again. Like an attempt's, a hold taken after the caller's context ended
-// is released again, and take returns the context's error.
+// whose reply was lost; when that look gets no answer, the waiter's next try looks again.
+// Like an attempt's, a hold taken after the caller's context ended is released again, and
+// take returns the context's error.
 func (a *attempt) take(h *handoff) (bool, error) {
 	if h.sure {
 		a.granted(1, h.token, h.sent)
