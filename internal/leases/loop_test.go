@@ -1,0 +1,216 @@
+package leases
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/script"
+)
+
+// stall is a logger's handler that holds up the watchdog's loop in its report of a failed
+// renewal round, as a slow log sink or a descheduled goroutine would: entered closes when
+// the loop is held there, and the loop goes on when release closes, or after 5s at most.
+type stall struct {
+	entered, release chan struct{}
+	once             sync.Once
+	left             atomic.Bool // the loop went on from the handler
+}
+
+func newStall() *stall { return &stall{entered: make(chan struct{}), release: make(chan struct{})} }
+
+func (s *stall) Enabled(context.Context, slog.Level) bool { return true }
+func (s *stall) WithAttrs([]slog.Attr) slog.Handler       { return s }
+func (s *stall) WithGroup(string) slog.Handler            { return s }
+func (s *stall) Handle(_ context.Context, r slog.Record) error {
+	if !strings.Contains(r.Message, "renewal failed") {
+		return nil
+	}
+	s.once.Do(func() { close(s.entered) })
+	select {
+	case <-s.release:
+	case <-time.After(5 * time.Second):
+	}
+	s.left.Store(true)
+	return nil
+}
+
+// waitEntered waits, bounded, until the watchdog's loop is held in the handler.
+func (s *stall) waitEntered(t *testing.T) {
+	t.Helper()
+	select {
+	case <-s.entered:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no failed renewal round was logged within 10s")
+	}
+}
+
+// A hold's context that is asked whether it is still live (Err) looks at the hold's local
+// deadline itself: once the lease has run out, Err says the hold ended (cause
+// ErrLeaseLost) even while the watchdog's loop, which would end it, has not run (a paused
+// process resumes with the holder's goroutine first).
+func TestErrSeesTheDeadlineWhileTheLoopIsHeldUp(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	w := newWatchdog(rc, 3*time.Second, false, nil)
+	defer w.Close()
+	s := newStall()
+	w.SetLogger(slog.New(s))
+	defer close(s.release)
+	hold(t, w, rc, "renewed", "o:1") // gives the loop a round to fail
+	b.Mini.SetError("LOADING Redis is loading the dataset in memory")
+	s.waitEntered(t)
+
+	const lease = 100 * time.Millisecond
+	fixed, ok := w.Acquired(new(Context), context.Background(), Grant{Name: "fixed", Owner: "o:1", Who: "o:1", Count: 1,
+		Sent: time.Now(), Lease: lease, Renewal: script.RLockRenew()})
+	if !ok {
+		t.Fatal("the fixed-lease hold was refused")
+	}
+	if err := fixed.Err(); err != nil {
+		t.Fatalf("the fixed-lease hold's context ended as it was taken: %v", context.Cause(fixed))
+	}
+	time.Sleep(lease + 50*time.Millisecond)
+	if s.left.Load() {
+		t.Skip("the loop was held up for less than the lease: nothing to check")
+	}
+	if err := fixed.Err(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Err of a hold whose lease ran out %v ago, with the watchdog's loop held up: %v; want context.Canceled", 50*time.Millisecond, err)
+	}
+	if cause := context.Cause(fixed); !errors.Is(cause, lockerr.ErrLeaseLost) {
+		t.Errorf("cause %v; want ErrLeaseLost", cause)
+	}
+}
+
+// Close waits for the renewal loop to end: when it returns, the loop has returned too,
+// even when the loop was busy as Close was called.
+func TestCloseJoinsTheLoop(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	w := newWatchdog(rc, 900*time.Millisecond, false, nil)
+	s := newStall()
+	w.SetLogger(slog.New(s))
+	hold(t, w, rc, "renewed", "o:1")
+	b.Mini.SetError("LOADING Redis is loading the dataset in memory")
+	s.waitEntered(t)
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		close(s.release)
+	}()
+	w.Close()
+	if !s.left.Load() {
+		t.Error("Close returned while the renewal loop was still running")
+	}
+	select {
+	case <-w.done:
+	default:
+		t.Error("Close returned before the renewal loop ended")
+	}
+}
+
+// One renewal call renews at most 100 holds: 100 holds of one kind (outside a cluster)
+// take one call a round, and 101 take two.
+func TestRenewalCallsOfAHundred(t *testing.T) {
+	for _, c := range []struct{ holds, calls int }{{100, 1}, {101, 2}} {
+		t.Run(strconv.Itoa(c.holds), func(t *testing.T) {
+			b := redistest.Mini(t)
+			rc := b.Client(t)
+			// A lease with room for the acquisitions before the first round on a loaded machine.
+			w := newWatchdog(rc, 3*time.Second, false, nil)
+			defer w.Close()
+			for i := range c.holds {
+				hold(t, w, rc, "batch:"+strconv.Itoa(i), "o:1")
+			}
+			waitRounds(t, w, 1)
+			before := w.Stats()
+			waitRounds(t, w, before.Ticks+1)
+			after := w.Stats()
+			rounds := after.Ticks - before.Ticks
+			if calls := after.Calls - before.Calls; calls != uint64(c.calls)*rounds {
+				t.Errorf("%d holds: %d calls in %d rounds; want %d a round", c.holds, calls, rounds, c.calls)
+			}
+			if renewed := after.Renewed - before.Renewed; renewed != uint64(c.holds)*rounds {
+				t.Errorf("%d holds: %d renewals in %d rounds", c.holds, renewed, rounds)
+			}
+		})
+	}
+}
+
+// Released returns only once no renewal of the hold can be sent any more: a round in
+// flight that carries the hold (Redis paused) has ended when Released returns.
+func TestReleasedWaitsForTheRoundInFlight(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		w := newWatchdog(rc, 1500*time.Millisecond, false, nil)
+		defer w.Close()
+		hold(t, w, rc, "inflight", "o:1")
+		waitRounds(t, w, 1)
+		b.Server.Pause(t)
+		paused := true
+		defer func() {
+			if paused {
+				b.Server.Resume(t)
+			}
+		}()
+		inFlight := func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.flight != nil
+		}
+		redistest.Eventually(t, 10*time.Second, "no renewal round was sent to the paused server", inFlight)
+		w.Released("inflight", "o:1")
+		if inFlight() {
+			t.Error("Released returned while a renewal round carrying the hold was in flight")
+		}
+		b.Server.Resume(t)
+		paused = false
+	})
+}
+
+// releaser is a lock that the watchdog hands back at Closing.
+type releaser struct{}
+
+func (releaser) ReleaseAll(context.Context, string) error { return nil }
+
+// Closing returns the holds known, with their locks, for the client to release, and from
+// then on refuses a new hold (ok false, its context ended with ErrClosed: the caller must
+// release what it took), while a re-entry of a known hold is still recorded.
+func TestClosingRefusesNewHolds(t *testing.T) {
+	rc := redistest.Mini(t).Client(t)
+	w := newWatchdog(rc, 30*time.Second, false, nil)
+	defer w.Close()
+	grant := func(name string, count int64) Grant {
+		return Grant{Name: name, Owner: "o:1", Who: "o:1", Count: count, Sent: time.Now(), Lease: w.lease, Renew: true,
+			Renewal: script.RLockRenew(), Lock: releaser{}}
+	}
+	held, ok := w.Acquired(new(Context), context.Background(), grant("kept", 1))
+	if !ok {
+		t.Fatal("a hold was refused before Closing")
+	}
+	known := w.Closing()
+	if len(known) != 1 || known[0].Owner != "o:1" || known[0].Lock == nil {
+		t.Errorf("Closing returned %+v; want the one hold known, with its lock", known)
+	}
+	late, ok := w.Acquired(new(Context), context.Background(), grant("late", 1))
+	if ok {
+		t.Error("a hold taken after Closing was accepted: nobody would release it")
+	}
+	if cause := context.Cause(late); !errors.Is(cause, lockerr.ErrClosed) {
+		t.Errorf("the refused hold's context: cause %v; want ErrClosed", cause)
+	}
+	if w.Holds("late", "o:1") {
+		t.Error("the refused hold is in the table")
+	}
+	again, ok := w.Acquired(new(Context), held, grant("kept", 2))
+	if !ok || again.Err() != nil {
+		t.Errorf("a re-entry of a known hold after Closing: ok %v, context %v; want it recorded", ok, context.Cause(again))
+	}
+}
