@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/lockerr"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/script"
 )
 
 // A hold's context that reports its end (Err) tells why at once (context.Cause), also while
@@ -41,5 +43,34 @@ func TestCauseAsSoonAsErr(t *testing.T) {
 	}
 	if err := context.Cause(d); !errors.Is(err, lockerr.ErrLeaseLost) {
 		t.Errorf("cause of the derived context: %v; want ErrLeaseLost", err)
+	}
+}
+
+// A re-entry whose context does not derive from the hold's (the owner carried by another
+// context) gets a context of its own, which ends when the hold does, with the hold's cause.
+func TestReentryOutsideTheHoldEndsWithIt(t *testing.T) {
+	rc := redistest.Mini(t).Client(t)
+	w := newWatchdog(rc, 30*time.Second, false, nil)
+	defer w.Close()
+	held := hold(t, w, rc, "joined", "o:1")
+	reentry, ok := w.Acquired(new(Context), context.Background(), Grant{Name: "joined", Owner: "o:1", Count: 2,
+		Sent: time.Now(), Lease: w.lease, Renew: true, Renewal: script.RLockRenew()})
+	if !ok || reentry.Err() != nil {
+		t.Fatalf("re-entry: ok %v, context %v", ok, context.Cause(reentry))
+	}
+	if reentry == held {
+		t.Fatal("a re-entry from a context outside the hold returned the hold's context")
+	}
+	done := reentry.Done()
+	w.Lost("joined", "o:1")
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the re-entry's context did not end within 10s of the hold's loss")
+	}
+	for what, ctx := range map[string]context.Context{"hold": held, "re-entry": reentry} {
+		if cause := context.Cause(ctx); !errors.Is(cause, lockerr.ErrLeaseLost) {
+			t.Errorf("the %s's context: cause %v; want ErrLeaseLost", what, cause)
+		}
 	}
 }
