@@ -224,3 +224,50 @@ func TestClosingRefusesNewHolds(t *testing.T) {
 		t.Errorf("a re-entry of a known hold after Closing: ok %v, context %v; want it recorded", ok, context.Cause(again))
 	}
 }
+
+// A renewal round that finds a hold gone after the client has already replaced it (the
+// owner took the lock again, first-level, while the round was in flight) leaves the new
+// hold alone: it stays in the table, renewed, and its context live.
+func TestRoundLeavesTheHoldThatReplacedOne(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		w := newWatchdog(rc, 1500*time.Millisecond, false, nil)
+		defer w.Close()
+		grant := func() Grant {
+			return Grant{Name: "replaced", Owner: "o:1", Who: "o:1", Count: 1, Sent: time.Now(), Lease: w.lease, Renew: true,
+				Renewal: script.RLockRenew()}
+		}
+		// Known to the client, not in Redis: the round will find it gone.
+		if _, ok := w.Acquired(new(Context), context.Background(), grant()); !ok {
+			t.Fatal("the hold was refused")
+		}
+		b.Server.Pause(t)
+		paused := true
+		defer func() {
+			if paused {
+				b.Server.Resume(t)
+			}
+		}()
+		inFlight := func() bool {
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.flight != nil
+		}
+		redistest.Eventually(t, 10*time.Second, "no renewal round was sent to the paused server", inFlight)
+		ticks := w.Stats().Ticks
+		next, ok := w.Acquired(new(Context), context.Background(), grant()) // first-level again: the old hold is gone
+		if !ok {
+			t.Fatal("the new hold was refused")
+		}
+		b.Server.Resume(t)
+		paused = false
+		waitRounds(t, w, ticks+1)
+		if !w.Holds("replaced", "o:1") || next.Err() != nil {
+			t.Errorf("after the round in flight found the old hold gone: new hold known %v, its context %v; want it kept",
+				w.Holds("replaced", "o:1"), context.Cause(next))
+		}
+		if st := w.Stats(); st.Lost != 1 {
+			t.Errorf("%d losses counted; want 1, the old hold's", st.Lost)
+		}
+	})
+}
