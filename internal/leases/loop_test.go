@@ -271,3 +271,32 @@ func TestRoundLeavesTheHoldThatReplacedOne(t *testing.T) {
 		}
 	})
 }
+
+// A check (Check: the client's subscriber came back) whose round fails, as the first
+// command after a restart may, is tried again soon, not at the next regular round: a hold
+// that Redis lost ends within moments of Redis answering again.
+func TestFailedCheckIsTriedAgainSoon(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	// A period (10s) far beyond the test's bound: only a check can end the hold in time.
+	w := newWatchdog(rc, 30*time.Second, false, nil)
+	defer w.Close()
+	held := hold(t, w, rc, "checked", "o:1")
+	b.Mini.Del("checked") // lost, as in a restart without persistence
+	b.Mini.SetError("LOADING Redis is loading the dataset in memory")
+	ticks := w.Stats().Ticks
+	w.Check()
+	waitRounds(t, w, ticks+1) // the check's round, failed
+	b.Mini.SetError("")
+	if held.Err() != nil {
+		t.Fatalf("the hold ended in the failed check: %v", context.Cause(held))
+	}
+	select {
+	case <-held.Done():
+	case <-time.After(3 * time.Second):
+		t.Fatal("the hold Redis lost was still live 3s after a failed check, with Redis answering again")
+	}
+	if cause := context.Cause(held); !errors.Is(cause, lockerr.ErrLeaseLost) {
+		t.Errorf("cause %v; want ErrLeaseLost", cause)
+	}
+}
