@@ -74,3 +74,32 @@ func TestReentryOutsideTheHoldEndsWithIt(t *testing.T) {
 		}
 	}
 }
+
+// A hold's context ends when the context it was taken with ends: its Done closes, with
+// that context's error and cause, although the hold itself goes on.
+func TestHoldContextEndsWithItsParent(t *testing.T) {
+	rc := redistest.Mini(t).Client(t)
+	w := newWatchdog(rc, 30*time.Second, false, nil)
+	defer w.Close()
+	parent, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	held, ok := w.Acquired(new(Context), parent, Grant{Name: "child", Owner: "o:1", Count: 1,
+		Sent: time.Now(), Lease: w.lease, Renew: true, Renewal: script.RLockRenew()})
+	if !ok {
+		t.Fatal("the hold was refused")
+	}
+	done := held.Done()
+	stop := errors.New("the caller gave up")
+	cancel(stop)
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the hold's context did not end within 10s of the context it was taken with")
+	}
+	if err := held.Err(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Err %v; want context.Canceled", err)
+	}
+	if cause := context.Cause(held); cause != stop {
+		t.Errorf("cause %v; want the parent's, %v", cause, stop)
+	}
+}
