@@ -103,3 +103,22 @@ func TestHoldContextEndsWithItsParent(t *testing.T) {
 		t.Errorf("cause %v; want the parent's, %v", cause, stop)
 	}
 }
+
+// Err of a hold's context says it ended as soon as the context it was taken with has,
+// also when nothing asked for its Done (which registers it with that context).
+func TestHoldContextErrFollowsItsParentWithoutDone(t *testing.T) {
+	rc := redistest.Mini(t).Client(t)
+	w := newWatchdog(rc, 30*time.Second, false, nil)
+	defer w.Close()
+	parent, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	held, ok := w.Acquired(new(Context), parent, Grant{Name: "child", Owner: "o:1", Count: 1,
+		Sent: time.Now(), Lease: w.lease, Renew: true, Renewal: script.RLockRenew()})
+	if !ok {
+		t.Fatal("the hold was refused")
+	}
+	cancel()
+	if err := held.Err(); !errors.Is(err, context.Canceled) {
+		t.Errorf("Err after the context the hold was taken with ended: %v; want context.Canceled", err)
+	}
+}

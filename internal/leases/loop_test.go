@@ -300,3 +300,30 @@ func TestFailedCheckIsTriedAgainSoon(t *testing.T) {
 		t.Errorf("cause %v; want ErrLeaseLost", cause)
 	}
 }
+
+// The watchdog renews every third of its lease: the rounds are due a third of the lease
+// apart. (A lease long enough that the first round is not a whole period late on a loaded
+// machine, which would restart the cadence.)
+func TestRoundsEveryThirdOfTheLease(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	const lease = 3 * time.Second
+	w := newWatchdog(rc, lease, false, nil)
+	defer w.Close()
+	hold(t, w, rc, "third", "o:1")
+	dueAt := func() time.Time {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.wakeAt
+	}
+	first := dueAt()
+	waitRounds(t, w, 1)
+	var second time.Time
+	redistest.Eventually(t, 10*time.Second, "the round after the first was never scheduled", func() bool {
+		second = dueAt()
+		return second.After(first)
+	})
+	if gap := second.Sub(first); gap != lease/3 {
+		t.Errorf("the second round is due %v after the first; want a third of the %v lease, %v", gap, lease, lease/3)
+	}
+}
