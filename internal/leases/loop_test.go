@@ -327,3 +327,56 @@ func TestRoundsEveryThirdOfTheLease(t *testing.T) {
 		t.Errorf("the second round is due %v after the first; want a third of the %v lease, %v", gap, lease, lease/3)
 	}
 }
+
+// A renewal sets the watchdog's whole lease in Redis, and the hold's local deadline never
+// lies later than the expiry it set (the lease-truth rule): right after a round, the key
+// has about a lease left, and the deadline is within it.
+func TestRenewalSetsTheWholeLease(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	const lease = 3 * time.Second
+	w := newWatchdog(rc, lease, false, nil)
+	defer w.Close()
+	hold(t, w, rc, "renewed", "o:1")
+	waitRounds(t, w, 1)
+	w.mu.Lock()
+	deadline := w.holds[holdKey{"renewed", "o:1"}].deadline
+	w.mu.Unlock()
+	asked := time.Now()
+	pttl := time.Duration(redistest.PTTL(t, rc, "renewed")) * time.Millisecond
+	// Redis's expiry is at least asked+pttl; a margin for the rounding of PTTL.
+	if expiry := asked.Add(pttl); deadline.After(expiry.Add(100 * time.Millisecond)) {
+		t.Errorf("after a round the hold's local deadline is %v past the key's expiry in Redis (PTTL %v of a %v lease)",
+			deadline.Sub(expiry), pttl, lease)
+	}
+	if pttl < lease*2/3 {
+		t.Errorf("PTTL %v right after a renewal round; want about the %v lease", pttl, lease)
+	}
+}
+
+// Extend sets the lease it is given, in Redis and in the hold's deadline, whatever the
+// watchdog's own lease.
+func TestExtendSetsItsOwnLease(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	w := newWatchdog(rc, 3*time.Second, false, nil)
+	defer w.Close()
+	held := hold(t, w, rc, "extended", "o:1")
+	const d = 20 * time.Second
+	sent := time.Now()
+	if err := w.Extend(context.Background(), "extended", "o:1", d); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	if pttl := time.Duration(redistest.PTTL(t, rc, "extended")) * time.Millisecond; pttl < d-5*time.Second {
+		t.Errorf("PTTL %v after Extend by %v; want about %v", pttl, d, d)
+	}
+	w.mu.Lock()
+	deadline := w.holds[holdKey{"extended", "o:1"}].deadline
+	w.mu.Unlock()
+	if deadline.Before(sent.Add(d)) {
+		t.Errorf("the hold's deadline is %v after Extend was sent; want %v", deadline.Sub(sent), d)
+	}
+	if held.Err() != nil {
+		t.Errorf("the hold's context ended: %v", context.Cause(held))
+	}
+}
