@@ -63,3 +63,39 @@ func TestExtendReadAndWriteHolds(t *testing.T) {
 		}
 	})
 }
+
+// RExtend of a read hold taken beside its owner's write hold raises the lock's expiry, and
+// with it the write field's, which lives as long as the hash: the write hold's context
+// stays live past its own lease, as the write hold does in Redis.
+func TestRExtendBesideTheWriteHoldKeepsIt(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		rw := c.RWLock("extend:read-beside-write")
+		start := time.Now()
+		write, err := rw.Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		read, err := rw.RLock(write, rlock.WithLease(time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rw.RExtend(read, 30*time.Second); err != nil {
+			t.Fatalf("RExtend: %v", err)
+		}
+		time.Sleep(time.Until(start.Add(1500 * time.Millisecond)))
+		if ok, err := rw.IsHeld(write); err != nil || !ok {
+			t.Fatalf("IsHeld of the write hold past its own lease: %v %v; want held (the read hold's extension keeps it)", ok, err)
+		}
+		if write.Err() != nil {
+			t.Errorf("the write hold's context ended at its own lease (%v), while Redis still holds it", context.Cause(write))
+		}
+		if err := rw.RUnlock(read); err != nil {
+			t.Fatal(err)
+		}
+		if err := rw.Unlock(write); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
