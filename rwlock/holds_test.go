@@ -796,6 +796,48 @@ func TestReadHoldBesideWriteKeepsTheWriteHold(t *testing.T) {
 	})
 }
 
+// A read re-entry beside the owner's write hold, on a longer fixed lease than the read
+// hold it re-enters, raises the hash's expiry as a first read hold does: the write hold's
+// context stays live past its own lease, as Redis keeps the hold.
+func TestReadReentryBesideWriteKeepsTheWriteHold(t *testing.T) {
+	t.Parallel()
+	const writeLease, readLease = time.Second, 5 * time.Second
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		mu := c.RWLock("beside-write:reentry")
+		w, err := mu.Lock(redistest.Context(t, time.Minute), rlock.WithLease(writeLease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := mu.RLock(w, rlock.WithLease(writeLease))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r, err = mu.RLock(r, rlock.WithLease(readLease)); err != nil { // the re-entry
+			t.Fatal(err)
+		}
+		time.Sleep(writeLease * 2) // past the write hold's own lease, well within the re-entry's
+		n, err := mu.HoldCount(context.WithoutCancel(w))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Fatalf("write holds in Redis %d %v after the write lease; want 1: the read re-entry raised the hash's expiry", n, writeLease*2)
+		}
+		if w.Err() != nil {
+			t.Errorf("the write hold's context ended (cause %v) while Redis keeps the hold, for the read re-entry beside it", context.Cause(w))
+		}
+		for range 2 {
+			if err := mu.RUnlock(r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := mu.Unlock(w); err != nil {
+			t.Errorf("Unlock of the write hold kept by the read re-entry: %v", err)
+		}
+	})
+}
+
 // A read hold that the watchdog renews, taken with the context of its owner's write hold
 // on a shorter fixed lease, keeps the hash and so the write field alive past that lease:
 // each renewal says so (the renewal script's 2), and the write hold's context must stay
