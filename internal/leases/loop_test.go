@@ -163,25 +163,12 @@ func TestReleasedWaitsForTheRoundInFlight(t *testing.T) {
 		defer w.Close()
 		hold(t, w, rc, "inflight", "o:1")
 		waitRounds(t, w, 1)
-		b.Server.Pause(t)
-		paused := true
-		defer func() {
-			if paused {
-				b.Server.Resume(t)
-			}
-		}()
-		inFlight := func() bool {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return w.flight != nil
-		}
-		redistest.Eventually(t, 10*time.Second, "no renewal round was sent to the paused server", inFlight)
+		inFlight, resume := pauseInRound(t, b, w)
 		w.Released("inflight", "o:1")
 		if inFlight() {
 			t.Error("Released returned while a renewal round carrying the hold was in flight")
 		}
-		b.Server.Resume(t)
-		paused = false
+		resume()
 	})
 }
 
@@ -241,26 +228,13 @@ func TestRoundLeavesTheHoldThatReplacedOne(t *testing.T) {
 		if _, ok := w.Acquired(new(Context), context.Background(), grant()); !ok {
 			t.Fatal("the hold was refused")
 		}
-		b.Server.Pause(t)
-		paused := true
-		defer func() {
-			if paused {
-				b.Server.Resume(t)
-			}
-		}()
-		inFlight := func() bool {
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return w.flight != nil
-		}
-		redistest.Eventually(t, 10*time.Second, "no renewal round was sent to the paused server", inFlight)
+		_, resume := pauseInRound(t, b, w)
 		ticks := w.Stats().Ticks
 		next, ok := w.Acquired(new(Context), context.Background(), grant()) // first-level again: the old hold is gone
 		if !ok {
 			t.Fatal("the new hold was refused")
 		}
-		b.Server.Resume(t)
-		paused = false
+		resume()
 		waitRounds(t, w, ticks+1)
 		if !w.Holds("replaced", "o:1") || next.Err() != nil {
 			t.Errorf("after the round in flight found the old hold gone: new hold known %v, its context %v; want it kept",
@@ -379,4 +353,22 @@ func TestExtendSetsItsOwnLease(t *testing.T) {
 	if held.Err() != nil {
 		t.Errorf("the hold's context ended: %v", context.Cause(held))
 	}
+}
+
+// pauseInRound pauses b's server and returns once a renewal round of w is in flight to it:
+// inFlight reports whether one still is, and resume continues the server, as the test's
+// end does if it has not.
+func pauseInRound(t *testing.T, b *redistest.Backend, w *Watchdog) (inFlight func() bool, resume func()) {
+	t.Helper()
+	b.Server.Pause(t)
+	var once sync.Once
+	resume = func() { once.Do(func() { b.Server.Resume(t) }) }
+	t.Cleanup(resume)
+	inFlight = func() bool {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		return w.flight != nil
+	}
+	redistest.Eventually(t, 10*time.Second, "no renewal round was sent to the paused server", inFlight)
+	return inFlight, resume
 }
