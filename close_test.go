@@ -227,11 +227,7 @@ func TestCloseReleasesAnAcquisitionInFlight(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "close:in-flight"
 		side := b.Client(t)
-		c, err := relock.New(redistest.LateReply(b.Client(t), name, 2*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, redistest.LateReply(b.Client(t), name, 2*time.Second))
 		ctx := redistest.Context(t, time.Minute)
 		got := make(chan error, 1)
 		go func() {

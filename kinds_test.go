@@ -683,11 +683,7 @@ var lateKinds = []lateKind{
 func lateClient(t *testing.T, b *redistest.Backend) (*redistest.LateRequests, *relock.Client) {
 	t.Helper()
 	late := redistest.NewLateRequests(b.Client(t))
-	c, err := relock.New(late)
-	if err != nil {
-		t.Fatalf("relock.New: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := relocktest.On(t, late)
 	return late, c
 }
 

@@ -735,11 +735,7 @@ func TestLateRenewalReplyCountsFromTheSend(t *testing.T) {
 		side := b.Client(t)
 		redistest.MustDo(t, side, "SCRIPT", "LOAD", script.RLockRenew().Source) // no NOSCRIPT round
 		rc := &lateRenewal{Client: b.Client(t), d: time.Second, sha: script.RLockRenew().SHA1, answered: make(chan struct{})}
-		c, err := relock.New(rc, relock.WithWatchdogTimeout(2*time.Second), relock.WithLogger(nil))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, rc, relock.WithWatchdogTimeout(2*time.Second), relock.WithLogger(nil))
 		held, err := c.Lock("late-renewal").Lock(redistest.Context(t, 20*time.Second))
 		if err != nil {
 			t.Fatal(err)

@@ -192,11 +192,7 @@ func (r *recorder) Receive(ctx context.Context, subscribe rueidis.Completed, fn 
 func recordedClient(t *testing.T, b *redistest.Backend, opts ...relock.Option) (*relock.Client, *recorder) {
 	t.Helper()
 	rec := &recorder{Client: b.Client(t)}
-	c, err := relock.New(rec, opts...)
-	if err != nil {
-		t.Fatalf("relock.New: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := relocktest.On(t, rec, opts...)
 	return c, rec
 }
 
@@ -968,11 +964,7 @@ func TestAwaitHearsCountDownBeforeItSubscribed(t *testing.T) {
 		}
 		hooked := make(chan error, 1)
 		rc := &racer{Client: b.Client(t), key: name, hook: func() { hooked <- counter.CountDownLatch(name).CountDown(ctx) }}
-		waiter, err := relock.New(rc, relock.WithWatchdogTimeout(time.Minute))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = waiter.Close() })
+		waiter := relocktest.On(t, rc, relock.WithWatchdogTimeout(time.Minute))
 		done := await(waiter, name, 30*time.Second)
 		if err := redistest.Recv(t, hooked, 15*time.Second, "the count down between the waiter's read and its subscription"); err != nil {
 			t.Fatalf("CountDown: %v", err)

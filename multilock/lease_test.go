@@ -230,11 +230,7 @@ func TestMultiLockMemberGoneBeforeTheLastIsTaken(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := redistest.Context(t, 30*time.Second)
 		late := redistest.NewLateRequests(b.Client(t))
-		c, err := relock.New(late)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, late)
 		other := relocktest.New(t, b)
 		ml := c.MultiLock(relock.Member(c.Lock("ml:gone-a")), relock.Member(c.Lock("ml:gone-b")))
 		names := ml.Names()
@@ -254,7 +250,7 @@ func TestMultiLockMemberGoneBeforeTheLastIsTaken(t *testing.T) {
 			t.Fatalf("ForceUnlock of %s: %v, %v", first, ok, err)
 		}
 		send()
-		err = redistest.Recv(t, done, 10*time.Second, "the TryLock whose first member was forced")
+		err := redistest.Recv(t, done, 10*time.Second, "the TryLock whose first member was forced")
 		var named *relock.Error
 		if !errors.Is(err, relock.ErrNotHeld) || !errors.As(err, &named) || named.Name != first {
 			t.Errorf("TryLock: %v; want ErrNotHeld naming %s first", err, first)

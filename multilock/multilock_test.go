@@ -418,11 +418,7 @@ func TestMultiLockBoundSpentBetweenMembers(t *testing.T) {
 		const first, second = "ml:spent:a", "ml:spent:b"
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		c, err := relock.New(redistest.LateReply(b.Client(t), first, 3*time.Second))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, redistest.LateReply(b.Client(t), first, 3*time.Second))
 		other := relocktest.New(t, b)
 		ml := c.MultiLock(relock.Member(c.Lock(second)), relock.Member(c.Lock(first)))
 		got, err := ml.Lock(ctx, rlock.WithWaitTimeout(time.Second))

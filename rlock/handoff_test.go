@@ -477,11 +477,7 @@ func handoffRunsLate(t *testing.T, behind bool) {
 		late := redistest.NewLateRequests(b.Client(t))
 		// The holder's lease (the watchdog's, 3s) bounds the waiter's sleep before it tries
 		// again, and must outlast the late hand call: its release is never renewed.
-		c, err := relock.New(late, relock.WithTimeout(300*time.Millisecond), relock.WithWatchdogTimeout(3*time.Second))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, late, relock.WithTimeout(300*time.Millisecond), relock.WithWatchdogTimeout(3*time.Second))
 		side := b.Client(t)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -494,7 +490,7 @@ func handoffRunsLate(t *testing.T, behind bool) {
 		next := parkBehind(t, behind, c, mu, ctx)
 		arrived, send := late.Hold(script.RLockHand().SHA1, name)
 		defer send()
-		err = mu.Unlock(held)
+		err := mu.Unlock(held)
 		redistest.Arrived(t, arrived, "Unlock", err)
 		t.Logf("Unlock whose hand call went unanswered: %v", err)
 		// The waiter found nothing handed, tried, and was told to wait for the holder's
@@ -692,11 +688,7 @@ func TestHandoffFindsTheWaitersLateRequest(t *testing.T) {
 		const name = "hand-behind-late"
 		proxy := redistest.StartProxy(t, b.Addr)
 		late := redistest.NewLateRequests((&redistest.Backend{Name: b.Name, Addr: proxy.Addr()}).Client(t))
-		c, err := relock.New(late)
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, late)
 		side := b.Client(t)
 		ctx := redistest.Context(t, time.Minute)
 		mu := c.Lock(name)
@@ -760,11 +752,7 @@ func TestHandoffReplyLostAndTheWaitersReadToo(t *testing.T) {
 		side := b.Client(t)
 		proxy := redistest.StartProxy(t, b.Addr)
 		late := redistest.NewLateRequests((&redistest.Backend{Name: b.Name, Addr: proxy.Addr()}).Client(t))
-		c, err := relock.New(late, relock.WithTimeout(500*time.Millisecond))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, late, relock.WithTimeout(500*time.Millisecond))
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		mu := c.Lock(name)

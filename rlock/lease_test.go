@@ -548,11 +548,7 @@ func TestFailedUnlockStopsRenewal(t *testing.T) {
 func TestFailedUnlockOfALateHoldStopsRenewal(t *testing.T) {
 	b := redistest.Mini(t)
 	late := redistest.NewLateRequests(b.Client(t))
-	c, err := relock.New(late, relock.WithWatchdogTimeout(1500*time.Millisecond), relock.WithTimeout(300*time.Millisecond))
-	if err != nil {
-		t.Fatalf("relock.New: %v", err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := relocktest.On(t, late, relock.WithWatchdogTimeout(1500*time.Millisecond), relock.WithTimeout(300*time.Millisecond))
 	side := b.Client(t)
 	ctx := redistest.Context(t, time.Minute)
 	mu := c.Lock("late-orphan")

@@ -114,11 +114,7 @@ func TestUnlockBehindAnotherCallOfALateHold(t *testing.T) {
 		side := b.Client(t)
 		proxy := redistest.StartProxy(t, b.Addr)
 		late := redistest.NewLateRequests((&redistest.Backend{Name: b.Name, Addr: proxy.Addr()}).Client(t))
-		c, err := relock.New(late, relock.WithWatchdogTimeout(time.Minute))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, late, relock.WithWatchdogTimeout(time.Minute))
 		ctx := redistest.Context(t, time.Minute)
 		mu := c.Lock(name)
 		// A first hold loads the scripts, so that the late request is the acquisition itself.
@@ -173,11 +169,7 @@ func TestReentryKeepsTheSurplusNoLateRequestExplains(t *testing.T) {
 		const name = "late-and-own"
 		side := b.Client(t)
 		late := redistest.NewLateRequests(b.Client(t))
-		c, err := relock.New(late, relock.WithWatchdogTimeout(time.Minute))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, late, relock.WithWatchdogTimeout(time.Minute))
 		ctx := redistest.Context(t, time.Minute)
 		mu := c.Lock(name)
 		// A first hold loads the scripts, so that the late request is the acquisition itself.
@@ -633,11 +625,7 @@ func TestLockContextEndsInFlight(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "inflight"
 		side := b.Client(t)
-		c, err := relock.New(redistest.LateReply(b.Client(t), name, 3*time.Second))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, redistest.LateReply(b.Client(t), name, 3*time.Second))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		held, err := c.Lock(name).Lock(ctx)
@@ -736,11 +724,7 @@ func TestFailedTryLockRunLateCountsOnce(t *testing.T) {
 		const name = "tl-late"
 		side := b.Client(t)
 		late := redistest.NewLateRequests(b.Client(t))
-		c, err := relock.New(late, relock.WithTimeout(300*time.Millisecond))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, late, relock.WithTimeout(300*time.Millisecond))
 		ctx := redistest.Context(t, time.Minute)
 		mu := c.Lock(name)
 		// An owner that the context carries: one that holds another lock.
@@ -795,11 +779,7 @@ func TestReentryAfterALostHoldWithTwoFailedSendsCountsOnce(t *testing.T) {
 		side := b.Client(t)
 		proxy := redistest.StartProxy(t, b.Addr)
 		late := redistest.NewLateRequests((&redistest.Backend{Name: b.Name, Addr: proxy.Addr()}).Client(t))
-		c, err := relock.New(late, relock.WithWatchdogTimeout(time.Minute))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, late, relock.WithWatchdogTimeout(time.Minute))
 		ctx := redistest.Context(t, time.Minute)
 		mu := c.Lock(name)
 		held, err := mu.Lock(ctx)

@@ -942,11 +942,7 @@ func TestAcquireLeaseContextEndsInFlight(t *testing.T) {
 		side := b.Client(t)
 		holder := relocktest.New(t, b)
 		mustSet(t, holder.Semaphore(name), 2)
-		c, err := relock.New(redistest.LateReply(b.Client(t), queueKey(name), 3*time.Second))
-		if err != nil {
-			t.Fatalf("relock.New: %v", err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, redistest.LateReply(b.Client(t), queueKey(name), 3*time.Second))
 		s := c.Semaphore(name)
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()

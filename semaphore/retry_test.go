@@ -284,11 +284,7 @@ func TestReleaseLeaseResentFindsItPartlyGone(t *testing.T) {
 				name := "lease-release-resent:" + strings.ReplaceAll(tc.how, " ", "-")
 				side := b.Client(t)
 				late := redistest.NewLateRequests(b.Client(t))
-				c, err := relock.New(late, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
-				if err != nil {
-					t.Fatalf("relock.New: %v", err)
-				}
-				t.Cleanup(func() { _ = c.Close() })
+				c := relocktest.On(t, late, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
 				ctx := redistest.Context(t, time.Minute)
 				s := c.Semaphore(name)
 				mustSet(t, s, 3)
@@ -300,7 +296,7 @@ func TestReleaseLeaseResentFindsItPartlyGone(t *testing.T) {
 
 				arrived, send := late.HoldBroken(script.SemaphoreReturn().SHA1, "redisson_sc:{"+name+"}")
 				defer send() // it finds none of the lease's permits then
-				err = s.ReleaseLease(held)
+				err := s.ReleaseLease(held)
 				redistest.Arrived(t, arrived, "ReleaseLease", err)
 				wantErr(t, err, relock.ErrNotHeld, name)
 				wantValue(t, side, name, tc.back)

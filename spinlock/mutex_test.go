@@ -613,11 +613,7 @@ func TestSpinWaitersRegisterNowhere(t *testing.T) {
 		const name = "spin:unregistered"
 		ctx := redistest.Context(t, 30*time.Second)
 		calls := &countingClient{Client: b.Client(t)}
-		c, err := relock.New(calls)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = c.Close() })
+		c := relocktest.On(t, calls)
 		other := relocktest.New(t, b)
 		side := b.Client(t)
 		held, err := other.Lock(name).Lock(ctx)

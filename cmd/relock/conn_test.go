@@ -119,11 +119,7 @@ func TestACLUser(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(rc.Close)
-	c, err := relock.New(rc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
+	c := relocktest.On(t, rc)
 	holdLock(t, c, "orders")
 	holder := holderRE(c, "orders")
 

@@ -28,7 +28,15 @@ type Source interface {
 // cleanup. It fails t if relock.New fails.
 func New(t testing.TB, src Source, opts ...relock.Option) *relock.Client {
 	t.Helper()
-	c, err := relock.New(src.Client(t), opts...)
+	return On(t, src.Client(t), opts...)
+}
+
+// On returns a relock client with opts on rc (a client of the test's own making: one that
+// holds requests back, or counts them), and closes it at t's cleanup. It fails t if
+// relock.New fails.
+func On(t testing.TB, rc rueidis.Client, opts ...relock.Option) *relock.Client {
+	t.Helper()
+	c, err := relock.New(rc, opts...)
 	if err != nil {
 		t.Fatalf("relock.New: %v", err)
 	}
