@@ -350,3 +350,48 @@ func TestPermitsCappedWhenOneLeaves(t *testing.T) {
 		}
 	})
 }
+
+// A subscription not yet confirmed (the server does not answer) is not quiet since any
+// mark, and Ready gives up on it at its bound with nil (the caller then falls back on its
+// lease bound), returns the context's error when the context ends first, and ErrClosed
+// when the hub is closed meanwhile.
+func TestReadyUnconfirmed(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		subscribe(t, h, "answered") // the connection is made and Redis answered on it
+		b.Server.Pause(t)
+		paused := true
+		resume := func() {
+			if paused {
+				paused = false
+				b.Server.Resume(t)
+			}
+		}
+		t.Cleanup(resume) // before the hub's Close and the server's stop
+		s, err := h.Subscribe("unanswered", hub.LockMessages, nil, hub.Registry{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Release)
+		if s.QuietSince(h.Mark()) {
+			t.Error("QuietSince on a channel whose subscription was never confirmed")
+		}
+		if err := s.Ready(context.Background(), 100*time.Millisecond); err != nil {
+			t.Errorf("Ready on an unconfirmed channel at its bound: %v; want nil", err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := s.Ready(ctx, time.Hour); !errors.Is(err, context.Canceled) {
+			t.Errorf("Ready with an ended context: %v; want context.Canceled", err)
+		}
+		ready := make(chan error, 1)
+		go func() { ready <- s.Ready(context.Background(), time.Hour) }()
+		closed := make(chan struct{})
+		go func() { h.Close(); close(closed) }()
+		if err := redistest.Recv(t, ready, 10*time.Second, "Ready's return at Close"); !errors.Is(err, lockerr.ErrClosed) {
+			t.Errorf("Ready at Close: %v; want ErrClosed", err)
+		}
+		resume()
+		redistest.Recv(t, closed, 10*time.Second, "Close's return")
+	})
+}

@@ -89,3 +89,39 @@ func TestReadings(t *testing.T) {
 		}
 	})
 }
+
+// A semaphore's release of k permits lets k of the client's waiters try (package pubsub:
+// wake-ups are counted per channel, and one that comes while a subscriber is between its
+// attempt and its wait is kept for it): with one waiter parked and one between attempts,
+// a release of two wakes the parked one and leaves the other a permit. It is a wake-up,
+// so a subscriber joining after it is not quiet since a mark before it; a latch's "0" is
+// one too.
+func TestCountKeepsPermits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		subs := subscribeAs(t, h, "counted-permits", hub.CountMessages, 2)
+		parked := wait(subs[0], time.Hour)
+		eventually(t, "the waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		m := h.Mark()
+		publish(t, rc, "counted-permits", "2")
+		if err := redistest.Recv(t, parked, 10*time.Second, "the parked waiter's wake-up"); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, wait(subs[1], time.Hour), 10*time.Second, "the wait of the subscriber that was between attempts"); err != nil {
+			t.Fatal(err)
+		}
+		if subscribeAs(t, h, "counted-permits", hub.CountMessages, 1)[0].QuietSince(m) {
+			t.Error("QuietSince a mark taken before a semaphore's release")
+		}
+
+		latch := subscribeAs(t, h, "opened", hub.LatchMessages, 1)[0]
+		m = h.Mark()
+		publish(t, rc, "opened", "0")
+		if err := latch.Wait(context.Background(), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if subscribeAs(t, h, "opened", hub.LatchMessages, 1)[0].QuietSince(m) {
+			t.Error("QuietSince a mark taken before a latch opened")
+		}
+	})
+}

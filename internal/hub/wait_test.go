@@ -602,3 +602,126 @@ func TestTimersCheckPassedOnWithinItsClass(t *testing.T) {
 		}
 	})
 }
+
+// The message that follows another client's wake code is that release's, and is ignored
+// once (package pubsub), a read unlock ("1") as much as an unlock ("0"): the next unlock
+// message with no code before it is one of its own, and wakes a waiter.
+func TestCodesMessageIgnoredOnce(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		h := hub.New(rc, hub.Config{Code: "5555"})
+		t.Cleanup(h.Close)
+		done := wait(subscribe(t, h, "followed"), time.Hour)
+		eventually(t, "waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		publish(t, rc, "followed", "7777")
+		publish(t, rc, "followed", hub.WakeAll)
+		eventually(t, "the code and its message not heard", func() bool { return h.Stats().Messages == 2 })
+		time.Sleep(settle)
+		if st := h.Stats(); st.Woken != 0 || st.Waiting != 1 {
+			t.Fatalf("stats %+v: the read unlock that woke another client by its code woke a waiter here", st)
+		}
+		publish(t, rc, "followed", hub.WakeOne)
+		if err := redistest.Recv(t, done, 10*time.Second, "the wake-up by the unlock after the code's message"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A read unlock ("1") is a wake-up for every client: a subscriber that joins after it is
+// not quiet since a mark taken before it (package pubsub, step 2).
+func TestQuietSinceReadUnlock(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		subscribe(t, h, "read-unlocked")
+		m := h.Mark()
+		publish(t, rc, "read-unlocked", hub.WakeAll)
+		eventually(t, "the message not heard", func() bool { return h.Stats().Messages == 1 })
+		if subscribe(t, h, "read-unlocked").QuietSince(m) {
+			t.Error("QuietSince a mark taken before a read unlock")
+		}
+	})
+}
+
+// A waiter woken by a read unlock ("1") owes the channel an attempt like any woken waiter:
+// one that leaves instead passes the wake-up on to a waiter parked after the message.
+func TestWokenByReadUnlockPassesOn(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		first := subscribe(t, h, "read-passed")
+		woken := wait(first, time.Hour)
+		eventually(t, "the first waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		publish(t, rc, "read-passed", hub.WakeAll)
+		if err := redistest.Recv(t, woken, 10*time.Second, "the first waiter's wake-up by the read unlock"); err != nil {
+			t.Fatal(err)
+		}
+		second := wait(subscribe(t, h, "read-passed"), time.Hour)
+		eventually(t, "the second waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		first.Release()
+		if err := redistest.Recv(t, second, 10*time.Second, "the wake-up passed on by the waiter that left"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A waiter that parks again has acted on the wake-up it held, by the attempt it made
+// since: when it then gives up (its context ends) and leaves, it has nothing to pass on,
+// and a waiter parked beside it is not woken.
+func TestParkedAgainOwesNothing(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		first := subscribe(t, h, "settled")
+		publish(t, rc, "settled", hub.WakeOne)
+		eventually(t, "message not received", func() bool { return h.Stats().Messages == 1 })
+		if err := first.Wait(context.Background(), time.Hour); err != nil { // the kept permit
+			t.Fatal(err)
+		}
+		other := wait(subscribe(t, h, "settled"), time.Hour)
+		eventually(t, "the other waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		if err := first.Wait(ctx, time.Hour); err == nil {
+			t.Fatal("Wait with a context that ends returned nil; want the context's error")
+		}
+		first.Release()
+		time.Sleep(settle)
+		select {
+		case err := <-other:
+			t.Fatalf("the other waiter was woken (%v) by a subscriber that had acted on its wake-up", err)
+		default:
+		}
+		if st := h.Stats(); st.Woken != 1 || st.Waiting != 1 {
+			t.Errorf("stats %+v: want only the permit's wake-up, the other waiter still parked", st)
+		}
+	})
+}
+
+// The last waiter of a process, woken by an unlock, that leaves without acting on it has
+// another process's waiter woken (package pubsub: a process woken with no waiter left
+// passes the wake-up on), as one leaving with a kept permit does.
+func TestLastWokenWaiterPassesItsWakeUpOn(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		leaving, rc := newHub(t, b)
+		other, _ := newHub(t, b)
+		s, err := leaving.Subscribe("handed-over", hub.LockMessages, nil, hub.Registry{Wake: "wake:{handed-over}"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(s.Release)
+		if err := s.Ready(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		mine := wait(s, time.Hour)
+		eventually(t, "the waiter not parked", func() bool { return leaving.Stats().Waiting == 1 })
+		publish(t, rc, "handed-over", hub.WakeOne)
+		if err := redistest.Recv(t, mine, 10*time.Second, "the waiter's wake-up"); err != nil {
+			t.Fatal(err)
+		}
+		// Subscribed after that wake-up, the other process's waiter did not hear it.
+		woken := wait(subscribe(t, other, "handed-over"), time.Hour)
+		eventually(t, "the other process's waiter not parked", func() bool { return other.Stats().Waiting == 1 })
+		s.Release()
+		if err := redistest.Recv(t, woken, 10*time.Second, "the wake-up passed on by the process that left"); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
