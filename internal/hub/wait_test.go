@@ -725,3 +725,43 @@ func TestLastWokenWaiterPassesItsWakeUpOn(t *testing.T) {
 		}
 	})
 }
+
+// A waiter with its own schedule (WaitOwn) that comes back at its bound reports it
+// (Timed): nothing woke it, its attempt is a look at the lease.
+func TestOwnBoundIsTimed(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		s := subscribe(t, h, "own-timed")
+		if err := s.WaitOwn(context.Background(), 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if !s.Timed() {
+			t.Errorf("stats %+v: WaitOwn back at its own bound is not Timed", h.Stats())
+		}
+	})
+}
+
+// Took settles the wake-up its subscriber held: a waiter that got the lock and then lets
+// go of the channel has no wake-up to pass on, and a waiter parked beside it sleeps on.
+func TestTookSettlesTheWakeUp(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		first := subscribe(t, h, "taken")
+		woken := wait(first, time.Hour)
+		eventually(t, "the first waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		publish(t, rc, "taken", hub.WakeOne)
+		if err := redistest.Recv(t, woken, 10*time.Second, "the first waiter's wake-up"); err != nil {
+			t.Fatal(err)
+		}
+		other := wait(subscribe(t, h, "taken"), time.Hour)
+		eventually(t, "the other waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		first.Took(time.Hour, false)
+		first.Release()
+		time.Sleep(settle)
+		select {
+		case err := <-other:
+			t.Fatalf("the other waiter was woken (%v) by a subscriber that got the lock", err)
+		default:
+		}
+	})
+}
