@@ -3,6 +3,8 @@ package hub_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -394,4 +396,35 @@ func TestReadyUnconfirmed(t *testing.T) {
 		resume()
 		redistest.Recv(t, closed, 10*time.Second, "Close's return")
 	})
+}
+
+// The hub tells its owner (Config.OnReconnect) when its subscriber connection is made
+// again after it was lost and Redis answers: a Redis that restarted may have lost every
+// lock. Classic, with no channel wanted: the connection itself is how the client learns
+// that Redis went away. Sharded: when a channel's subscription is made again.
+func TestReconnectTold(t *testing.T) {
+	for _, mode := range []struct {
+		name    string
+		sharded bool
+	}{{"classic", false}, {"sharded", true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+				var told atomic.Int64
+				h := hub.New(b.Client(t), hub.Config{Sharded: mode.sharded, Name: "told", OnReconnect: func() { told.Add(1) }})
+				t.Cleanup(h.Close)
+				if mode.sharded {
+					subscribe(t, h, "told")
+				} else {
+					// Redis answered on the subscriber connection (it took its name): a
+					// restart is a loss.
+					eventually(t, "the subscriber connection not made", func() bool {
+						list, err := b.Server.Do(t, "CLIENT", "LIST").ToString()
+						return err == nil && strings.Contains(list, "name=told ")
+					})
+				}
+				b.Server.Restart(t)
+				eventually(t, "the owner never told of the reconnect", func() bool { return told.Load() > 0 })
+			})
+		})
+	}
 }
