@@ -2,6 +2,7 @@ package hub_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -727,16 +728,26 @@ func TestLastWokenWaiterPassesItsWakeUpOn(t *testing.T) {
 }
 
 // A waiter with its own schedule (WaitOwn) that comes back at its bound reports it
-// (Timed): nothing woke it, its attempt is a look at the lease.
+// (Timed): nothing woke it, its attempt is a look at the lease. A wait that a wake-up
+// ends is not Timed.
 func TestOwnBoundIsTimed(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		h, _ := newHub(t, b)
+		h, rc := newHub(t, b)
 		s := subscribe(t, h, "own-timed")
 		if err := s.WaitOwn(context.Background(), 50*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
 		if !s.Timed() {
 			t.Errorf("stats %+v: WaitOwn back at its own bound is not Timed", h.Stats())
+		}
+		// And a wait that then takes a kept wake-up was woken, not timed.
+		publish(t, rc, "own-timed", hub.WakeOne)
+		eventually(t, "message not received", func() bool { return h.Stats().Messages == 1 })
+		if err := s.Wait(context.Background(), time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		if s.Timed() {
+			t.Errorf("stats %+v: a Wait that took a kept wake-up is Timed", h.Stats())
 		}
 	})
 }
@@ -763,5 +774,23 @@ func TestTookSettlesTheWakeUp(t *testing.T) {
 			t.Fatalf("the other waiter was woken (%v) by a subscriber that got the lock", err)
 		default:
 		}
+	})
+}
+
+// A channel whose only subscriber leaves before the hub got to subscribe it is forgotten
+// (package pubsub: Stats.Channels counts channels subscribed, lingering, or being
+// subscribed or unsubscribed), as one unsubscribed after its linger is.
+func TestChannelLeftBeforeItsSubscriptionIsForgotten(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		h.SetLinger(50 * time.Millisecond)
+		for i := 0; i < 20; i++ {
+			s, err := h.Subscribe(fmt.Sprintf("brief-%d", i), hub.LockMessages, nil, hub.Registry{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Release()
+		}
+		eventually(t, "channels left before they were subscribed still counted", func() bool { return h.Stats().Channels == 0 })
 	})
 }
