@@ -794,3 +794,47 @@ func TestChannelLeftBeforeItsSubscriptionIsForgotten(t *testing.T) {
 		eventually(t, "channels left before they were subscribed still counted", func() bool { return h.Stats().Channels == 0 })
 	})
 }
+
+// A channel whose linger ended is being unsubscribed: a message published then may not be
+// heard, so a subscriber that comes back meanwhile is not quiet since a mark taken while
+// the channel was subscribed, neither before the new subscription is confirmed nor after
+// (package pubsub, step 2: the channel must have stayed subscribed since the mark). The
+// server is paused to hold the UNSUBSCRIBE's confirmation back.
+func TestQuietSinceUnsubscribed(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		h, _ := newHub(t, b)
+		h.SetLinger(50 * time.Millisecond)
+		first := subscribe(t, h, "gap")
+		m := h.Mark()
+		b.Server.Pause(t)
+		paused := true
+		resume := func() {
+			if paused {
+				paused = false
+				b.Server.Resume(t)
+			}
+		}
+		t.Cleanup(resume)
+		first.Release()
+		time.Sleep(settle) // the linger ends and the hub sends UNSUBSCRIBE
+		back, err := h.Subscribe("gap", hub.LockMessages, nil, hub.Registry{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(back.Release)
+		if back.QuietSince(m) {
+			t.Error("QuietSince a mark taken before the channel was unsubscribed, with the subscription not yet made again")
+		}
+		resume()
+		if err := back.Ready(context.Background(), 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the subscription not made again", func() bool { return b.Server.Subscribers(t, "NUMSUB", "gap") == 1 })
+		if back.QuietSince(m) {
+			t.Error("QuietSince a mark taken before the channel was unsubscribed and subscribed again")
+		}
+		if !back.QuietSince(h.Mark()) {
+			t.Error("not QuietSince a mark taken once subscribed again")
+		}
+	})
+}
