@@ -56,10 +56,11 @@ func woken(t *testing.T, h *hub.Hub, subs []*hub.Sub, publish func(msg string), 
 // A semaphore's channel carries the permits available: a release of k wakes k of the
 // client's waiters (fewer if fewer wait), as Redisson's SemaphorePubSub does, and a count
 // with four digits or more is a count, not a lock's wake code. A count of zero or less
-// wakes nobody. A latch's channel opens on "0", which wakes every waiter, and its new count
-// message "1" wakes nobody. Guards against a semaphore channel read as a lock's (one
-// waiter per release, so permits go unused; "1000" taken for another client's code and
-// waking nobody), and against a latch's "1" waking a waiter as a lock's read-unlock would.
+// wakes nobody. A latch's channel opens on "0", which wakes every waiter; its new count
+// message "1", and any other message, wakes nobody. Guards against a semaphore channel
+// read as a lock's (one waiter per release, so permits go unused; "1000" taken for
+// another client's code and waking nobody), and against a latch's "1" waking a waiter as
+// a lock's read-unlock would.
 func TestReadings(t *testing.T) {
 	cases := []struct {
 		reading       hub.Reading
@@ -73,6 +74,8 @@ func TestReadings(t *testing.T) {
 		{hub.CountMessages, "-3", "0", 2, 0},
 		{hub.LatchMessages, "0", "1", 3, 3},
 		{hub.LatchMessages, "1", "1", 3, 0},
+		{hub.LatchMessages, "2", "1", 3, 0},
+		{hub.LatchMessages, "-300", "1", 3, 0},
 	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		h, rc := newHub(t, b)
