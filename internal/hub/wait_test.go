@@ -838,3 +838,33 @@ func TestQuietSinceUnsubscribed(t *testing.T) {
 		}
 	})
 }
+
+// The channel's timer wakes the longest-parked waiter sharing it, past a waiter with its
+// own schedule parked before: the waiters parked after the woken one stay parked, and a
+// message wakes them.
+func TestTimerWakesPastAnOwnWaiter(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		own := make(chan error, 1)
+		queued := subscribe(t, h, "past")
+		go func() { own <- queued.WaitOwn(context.Background(), time.Hour) }()
+		eventually(t, "the waiter with its own schedule not parked", func() bool { return h.Stats().Waiting == 1 })
+		first := wait(subscribe(t, h, "past"), 100*time.Millisecond)
+		eventually(t, "the first shared waiter not parked", func() bool { return h.Stats().Waiting == 2 })
+		second := wait(subscribe(t, h, "past"), time.Hour)
+		eventually(t, "the second shared waiter not parked", func() bool { return h.Stats().Waiting == 3 })
+		if err := redistest.Recv(t, first, 10*time.Second, "the first shared waiter's wake-up by the timer"); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(settle)
+		if st := h.Stats(); st.Waiting != 2 || st.TimedOut != 1 {
+			t.Fatalf("stats %+v: want the first shared waiter woken by the timer, the two others parked", st)
+		}
+		publish(t, rc, "past", hub.WakeAll)
+		for _, d := range []<-chan error{own, second} {
+			if err := redistest.Recv(t, d, 10*time.Second, "a parked waiter's wake-up by the read unlock"); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
