@@ -428,3 +428,25 @@ func TestReconnectTold(t *testing.T) {
 		})
 	}
 }
+
+// A read unlock ("1") lets every waiter try once: a parked waiter it woke that tries and
+// fails parks again until the next wake-up or its bound, with no permit left over from
+// that message.
+func TestWakeAllWakesOnce(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		h, rc := newHub(t, b)
+		s := subscribe(t, h, "read-once")
+		parked := wait(s, time.Hour)
+		eventually(t, "the waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+		publish(t, rc, "read-once", hub.WakeAll)
+		if err := redistest.Recv(t, parked, 10*time.Second, "the waiter's wake-up by the read unlock"); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Wait(context.Background(), 50*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		if st := h.Stats(); st.Woken != 1 || st.TimedOut != 1 {
+			t.Errorf("stats %+v: want one wake-up by the read unlock, then a wait to the bound", st)
+		}
+	})
+}
