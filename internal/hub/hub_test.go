@@ -3,6 +3,7 @@ package hub_test
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -62,6 +63,19 @@ func wait(s *hub.Sub, bound time.Duration) <-chan error {
 	done := make(chan error, 1)
 	go func() { done <- s.Wait(context.Background(), bound) }()
 	return done
+}
+
+// wakeParked parks a wait of s, a subscriber of h on channel, bounded by an hour; once h
+// counts one waiter parked, publishes msg on the channel, and fails t unless the wait ends
+// without error within 10 s.
+func wakeParked(t *testing.T, h *hub.Hub, rc rueidis.Client, s *hub.Sub, channel, msg string) {
+	t.Helper()
+	done := wait(s, time.Hour)
+	eventually(t, "the waiter not parked", func() bool { return h.Stats().Waiting == 1 })
+	publish(t, rc, channel, msg)
+	if err := redistest.Recv(t, done, 10*time.Second, "the parked waiter's wake-up by "+strconv.Quote(msg)); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // A message that arrives before the subscriber parks is kept as a permit, not lost.
@@ -436,12 +450,7 @@ func TestWakeAllWakesOnce(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		h, rc := newHub(t, b)
 		s := subscribe(t, h, "read-once")
-		parked := wait(s, time.Hour)
-		eventually(t, "the waiter not parked", func() bool { return h.Stats().Waiting == 1 })
-		publish(t, rc, "read-once", hub.WakeAll)
-		if err := redistest.Recv(t, parked, 10*time.Second, "the waiter's wake-up by the read unlock"); err != nil {
-			t.Fatal(err)
-		}
+		wakeParked(t, h, rc, s, "read-once", hub.WakeAll)
 		if err := s.Wait(context.Background(), 50*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}

@@ -405,12 +405,7 @@ func TestLeaseMessageSetsTheTimer(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		h, rc := newHub(t, b)
 		s := subscribe(t, h, "leased")
-		done := wait(s, time.Hour)
-		eventually(t, "waiter not parked", func() bool { return h.Stats().Waiting == 1 })
-		publish(t, rc, "leased", "-200")
-		if err := redistest.Recv(t, done, 10*time.Second, "the wake-up at the end of the announced lease"); err != nil {
-			t.Fatal(err)
-		}
+		wakeParked(t, h, rc, s, "leased", "-200")
 		if !s.Timed() {
 			t.Errorf("stats %+v: the waiter was woken as by an unlock; want by the lease's timer", h.Stats())
 		}
@@ -438,12 +433,7 @@ func TestReconnectForgetsACodesMessage(t *testing.T) {
 		if err := s.Wait(context.Background(), time.Hour); err != nil {
 			t.Fatal(err)
 		}
-		done := wait(s, time.Hour)
-		eventually(t, "waiter not parked", func() bool { return h.Stats().Waiting == 1 })
-		publish(t, rc, "cut", hub.WakeOne)
-		if err := redistest.Recv(t, done, 10*time.Second, "the wake-up by the unlock after the reconnect"); err != nil {
-			t.Fatal(err)
-		}
+		wakeParked(t, h, rc, s, "cut", hub.WakeOne)
 	})
 }
 
@@ -649,12 +639,7 @@ func TestWokenByReadUnlockPassesOn(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		h, rc := newHub(t, b)
 		first := subscribe(t, h, "read-passed")
-		woken := wait(first, time.Hour)
-		eventually(t, "the first waiter not parked", func() bool { return h.Stats().Waiting == 1 })
-		publish(t, rc, "read-passed", hub.WakeAll)
-		if err := redistest.Recv(t, woken, 10*time.Second, "the first waiter's wake-up by the read unlock"); err != nil {
-			t.Fatal(err)
-		}
+		wakeParked(t, h, rc, first, "read-passed", hub.WakeAll)
 		second := wait(subscribe(t, h, "read-passed"), time.Hour)
 		eventually(t, "the second waiter not parked", func() bool { return h.Stats().Waiting == 1 })
 		first.Release()
@@ -711,12 +696,7 @@ func TestLastWokenWaiterPassesItsWakeUpOn(t *testing.T) {
 		if err := s.Ready(context.Background(), 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
-		mine := wait(s, time.Hour)
-		eventually(t, "the waiter not parked", func() bool { return leaving.Stats().Waiting == 1 })
-		publish(t, rc, "handed-over", hub.WakeOne)
-		if err := redistest.Recv(t, mine, 10*time.Second, "the waiter's wake-up"); err != nil {
-			t.Fatal(err)
-		}
+		wakeParked(t, leaving, rc, s, "handed-over", hub.WakeOne)
 		// Subscribed after that wake-up, the other process's waiter did not hear it.
 		woken := wait(subscribe(t, other, "handed-over"), time.Hour)
 		eventually(t, "the other process's waiter not parked", func() bool { return other.Stats().Waiting == 1 })
@@ -758,12 +738,7 @@ func TestTookSettlesTheWakeUp(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		h, rc := newHub(t, b)
 		first := subscribe(t, h, "taken")
-		woken := wait(first, time.Hour)
-		eventually(t, "the first waiter not parked", func() bool { return h.Stats().Waiting == 1 })
-		publish(t, rc, "taken", hub.WakeOne)
-		if err := redistest.Recv(t, woken, 10*time.Second, "the first waiter's wake-up"); err != nil {
-			t.Fatal(err)
-		}
+		wakeParked(t, h, rc, first, "taken", hub.WakeOne)
 		other := wait(subscribe(t, h, "taken"), time.Hour)
 		eventually(t, "the other waiter not parked", func() bool { return h.Stats().Waiting == 1 })
 		first.Took(time.Hour, false)
