@@ -9,7 +9,6 @@ import (
 
 	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/redistest"
-	"github.com/relock-go/relock/internal/script"
 )
 
 // A hold's context that reports its end (Err) tells why at once (context.Cause), also while
@@ -53,8 +52,7 @@ func TestReentryOutsideTheHoldEndsWithIt(t *testing.T) {
 	w := newWatchdog(rc, 30*time.Second, false, nil)
 	defer w.Close()
 	held := hold(t, w, rc, "joined", "o:1")
-	reentry, ok := w.Acquired(new(Context), context.Background(), Grant{Name: "joined", Owner: "o:1", Count: 2,
-		Sent: time.Now(), Lease: w.lease, Renew: true, Renewal: script.RLockRenew()})
+	reentry, ok := w.Acquired(new(Context), context.Background(), renewedGrant(w, "joined", "o:1", 2))
 	if !ok || reentry.Err() != nil {
 		t.Fatalf("re-entry: ok %v, context %v", ok, context.Cause(reentry))
 	}
@@ -83,8 +81,7 @@ func TestHoldContextEndsWithItsParent(t *testing.T) {
 	defer w.Close()
 	parent, cancel := context.WithCancelCause(context.Background())
 	defer cancel(nil)
-	held, ok := w.Acquired(new(Context), parent, Grant{Name: "child", Owner: "o:1", Count: 1,
-		Sent: time.Now(), Lease: w.lease, Renew: true, Renewal: script.RLockRenew()})
+	held, ok := w.Acquired(new(Context), parent, renewedGrant(w, "child", "o:1", 1))
 	if !ok {
 		t.Fatal("the hold was refused")
 	}
@@ -112,8 +109,7 @@ func TestHoldContextErrFollowsItsParentWithoutDone(t *testing.T) {
 	defer w.Close()
 	parent, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	held, ok := w.Acquired(new(Context), parent, Grant{Name: "child", Owner: "o:1", Count: 1,
-		Sent: time.Now(), Lease: w.lease, Renew: true, Renewal: script.RLockRenew()})
+	held, ok := w.Acquired(new(Context), parent, renewedGrant(w, "child", "o:1", 1))
 	if !ok {
 		t.Fatal("the hold was refused")
 	}

@@ -29,8 +29,16 @@ func hold(t *testing.T, w *Watchdog, rc rueidis.Client, name, owner string) cont
 	if err != nil || v[0] != 1 {
 		t.Fatalf("acquire %s: %v %v", name, v, err)
 	}
-	held, _ := w.Acquired(new(Context), context.Background(), Grant{Name: name, Owner: owner, Count: v[1], Sent: sent, Lease: w.lease, Renew: true, Renewal: script.RLockRenew()})
+	g := renewedGrant(w, name, owner, v[1])
+	g.Sent = sent
+	held, _ := w.Acquired(new(Context), context.Background(), g)
 	return held
+}
+
+// renewedGrant is the grant of a hold of name by owner at count, sent now, with the
+// watchdog's lease, renewed as a plain lock's.
+func renewedGrant(w *Watchdog, name, owner string, count int64) Grant {
+	return Grant{Name: name, Owner: owner, Count: count, Sent: time.Now(), Lease: w.lease, Renew: true, Renewal: script.RLockRenew()}
 }
 
 func waitRounds(t *testing.T, w *Watchdog, n uint64) {

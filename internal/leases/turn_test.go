@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/redistest"
-	"github.com/relock-go/relock/internal/script"
 )
 
 // A call that waited for another's turn on a hold that then ended (released, or lost)
@@ -49,8 +48,7 @@ func TestTurnOfAnEndedHoldLeavesNoLiveHoldUnrenewed(t *testing.T) {
 	w.Lost("a", "o:1") // as a renewal round that found it gone
 	// The owner takes the lock again, in a turn of its own, while the first call's is on.
 	again := w.Begin("a", "o:1")
-	next, ok := w.Acquired(new(Context), context.Background(), Grant{Name: "a", Owner: "o:1", Count: 1,
-		Sent: time.Now(), Lease: w.lease, Renew: true, Renewal: script.RLockRenew()})
+	next, ok := w.Acquired(new(Context), context.Background(), renewedGrant(w, "a", "o:1", 1))
 	again.End()
 	if !ok {
 		t.Fatal("the new hold was refused")
