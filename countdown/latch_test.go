@@ -977,3 +977,67 @@ func TestAwaitHearsCountDownBeforeItSubscribed(t *testing.T) {
 		}
 	})
 }
+
+// A waiter that joins another waiter of its client, already parked on the latch (the
+// channel subscribed, and quiet since), is woken by the count down that opens the latch,
+// as the first one is. The watchdog timeout is a minute, so the once-per-timeout look
+// cannot stand in for the wake-up within the 15s bound.
+//
+// Guards against a joining waiter that, once woken, goes back to sleep without reading
+// the count again.
+func TestAwaitJoiningParkedWaiterWokenByCountDown(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "latch:join:wake"
+		counter := relocktest.New(t, b)
+		waiter := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		ctx := context.Background()
+		if ok, err := counter.CountDownLatch(name).TrySetCount(ctx, 1); !ok || err != nil {
+			t.Fatalf("TrySetCount(1) = %v, %v", ok, err)
+		}
+		first := await(waiter, name, 30*time.Second)
+		parked(t, first, 1, func() bool { return waiter.PubSubStats().Waiting == 1 })
+		second := await(waiter, name, 30*time.Second)
+		parked(t, second, 1, func() bool { return waiter.PubSubStats().Waiting == 2 })
+		if err := counter.CountDownLatch(name).CountDown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, done := range []<-chan error{first, second} {
+			if err := redistest.Recv(t, done, 15*time.Second, "a waiter's wake-up by the count down to zero (its next look is a minute away)"); err != nil {
+				t.Fatalf("Await: %v", err)
+			}
+		}
+	})
+}
+
+// A latch whose count was written below zero, without a message, while a waiter of the
+// client is parked on it, is open to a new Await of that client: it returns at once,
+// though the channel it joins has heard nothing. The watchdog timeout is a minute, so the
+// once-per-timeout look cannot stand in within the 15s bound.
+//
+// Guards against an Await that takes only a count of exactly zero for open on its first
+// read, and so waits on a spent latch for the message that never comes.
+func TestAwaitJoiningParkedWaiterOnSpentLatchReturns(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "latch:join:spent"
+		waiter := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		side := b.Client(t)
+		ctx := context.Background()
+		if ok, err := waiter.CountDownLatch(name).TrySetCount(ctx, 5); !ok || err != nil {
+			t.Fatalf("TrySetCount(5) = %v, %v", ok, err)
+		}
+		firstCtx, cancelFirst := context.WithTimeout(ctx, 30*time.Second)
+		defer cancelFirst()
+		first := make(chan error, 1)
+		go func() { first <- waiter.CountDownLatch(name).Await(firstCtx) }()
+		parked(t, first, 5, func() bool { return waiter.PubSubStats().Waiting == 1 })
+		redistest.MustDo(t, side, "SET", name, "-3")
+		if err := redistest.Recv(t, await(waiter, name, 30*time.Second), 15*time.Second, "Await on a latch holding -3 (open)"); err != nil {
+			t.Fatalf("Await on a latch holding -3: %v; want nil (open)", err)
+		}
+		// The first waiter heard no message either; it is ended here, not by the latch.
+		cancelFirst()
+		if err := redistest.Recv(t, first, 15*time.Second, "the first waiter's end with its ctx"); err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("first Await: %v; want nil or context.Canceled", err)
+		}
+	})
+}
