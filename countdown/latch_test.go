@@ -1041,3 +1041,56 @@ func TestAwaitJoiningParkedWaiterOnSpentLatchReturns(t *testing.T) {
 		}
 	})
 }
+
+// An Await gives up its subscription when it ends, woken by the count down that opens the
+// latch or ended by its ctx: once its channel's linger has passed (a second), the client
+// holds no channel and Redis counts no subscriber of the latch's channel.
+//
+// Guards against an Await that keeps its subscription after it returns, so that every
+// latch a client ever waited on stays subscribed.
+func TestAwaitUnsubscribesWhenItEnds(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "latch:unsubscribe"
+		counter := relocktest.New(t, b)
+		waiter := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		side := b.Client(t)
+		ctx := context.Background()
+		unsubscribed := func(t *testing.T, after string) {
+			t.Helper()
+			redistest.Eventually(t, 10*time.Second, "the latch's channel still subscribed after "+after, func() bool {
+				return waiter.PubSubStats().Channels == 0 && redistest.Subscribers(t, side, "NUMSUB", channelOf(name)) == 0
+			})
+		}
+
+		t.Run("woken", func(t *testing.T) {
+			if ok, err := counter.CountDownLatch(name).TrySetCount(ctx, 1); !ok || err != nil {
+				t.Fatalf("TrySetCount(1) = %v, %v", ok, err)
+			}
+			done := await(waiter, name, 30*time.Second)
+			parked(t, done, 1, func() bool { return waiter.PubSubStats().Waiting == 1 })
+			if err := counter.CountDownLatch(name).CountDown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := redistest.Recv(t, done, 15*time.Second, "the waiter's wake-up"); err != nil {
+				t.Fatalf("Await: %v", err)
+			}
+			unsubscribed(t, "a wake-up")
+		})
+
+		t.Run("ctx ended", func(t *testing.T) {
+			if ok, err := counter.CountDownLatch(name).TrySetCount(ctx, 1); !ok || err != nil {
+				t.Fatalf("TrySetCount(1) = %v, %v", ok, err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			defer cancel()
+			done := make(chan error, 1)
+			go func() { done <- waiter.CountDownLatch(name).Await(wctx) }()
+			parked(t, done, 1, func() bool { return waiter.PubSubStats().Waiting == 1 })
+			cancel()
+			if err := redistest.Recv(t, done, 15*time.Second, "the waiter's end with its ctx"); !errors.Is(err, context.Canceled) {
+				t.Fatalf("Await = %v; want errors.Is(err, context.Canceled)", err)
+			}
+			unsubscribed(t, "a cancelled wait")
+		})
+	})
+}
