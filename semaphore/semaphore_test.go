@@ -1192,7 +1192,8 @@ func TestCountNotARedisInteger(t *testing.T) {
 // x's queue and channel), a name that is another semaphore's queue key.
 //
 // Guards against the semaphore not validating names: "{x}" would wait in x's
-// queue and "relock_semaphore_queue:{x}" would write a count into x's queue key.
+// queue and "relock_semaphore_queue:{x}" would write a count into x's queue key; and
+// against a count refused before the name, which hides the name's error.
 func TestInvalidName(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		side := b.Client(t)
@@ -1215,6 +1216,13 @@ func TestInvalidName(t *testing.T) {
 				{"AddPermits", func() error { return s.AddPermits(ctx, 1) }},
 				{"AvailablePermits", func() error { _, err := s.AvailablePermits(ctx); return err }},
 				{"Drain", func() error { _, err := s.Drain(ctx); return err }},
+				// A count out of range does not hide the name's error: every method of
+				// such a semaphore fails with ErrInvalidName.
+				{"Acquire(0)", func() error { return s.Acquire(redistest.Context(t, 5*time.Second), 0) }},
+				{"TryAcquire(0)", func() error { _, err := s.TryAcquire(ctx, 0); return err }},
+				{"Release(0)", func() error { return s.Release(ctx, 0) }},
+				{"TrySetPermits(-1)", func() error { _, err := s.TrySetPermits(ctx, -1); return err }},
+				{"AddPermits(0)", func() error { return s.AddPermits(ctx, 0) }},
 			} {
 				t.Run(fmt.Sprintf("%q/%s", name, op.name), func(t *testing.T) {
 					wantErr(t, op.call(), relock.ErrInvalidName, name)
