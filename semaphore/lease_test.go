@@ -1004,7 +1004,7 @@ func TestLeaseAbandonedUnderAnotherOwner(t *testing.T) {
 // ReleaseLease, whatever the context passed.
 //
 // Guards against a ReleaseLease that looks for the lease before the name, and so answers
-// ErrNotHeld.
+// ErrNotHeld, and a lease's count refused before the name, which hides the name's error.
 func TestLeaseInvalidName(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
@@ -1019,6 +1019,17 @@ func TestLeaseInvalidName(t *testing.T) {
 			}
 			wantErr(t, err, relock.ErrInvalidName, name)
 			wantErr(t, s.ReleaseLease(ctx), relock.ErrInvalidName, name)
+			// A count out of range, below one or above a lease's most, does not hide the
+			// name's error.
+			for _, n := range []int64{0, 10001} {
+				_, err := s.AcquireLease(redistest.Context(t, 5*time.Second), n)
+				wantErr(t, err, relock.ErrInvalidName, name)
+				_, ok, err := s.TryAcquireLease(ctx, n)
+				if ok {
+					t.Errorf("%q: TryAcquireLease(%d) reported true", name, n)
+				}
+				wantErr(t, err, relock.ErrInvalidName, name)
+			}
 			if ids := s.PermitIDs(ctx); ids != nil {
 				t.Errorf("%q: PermitIDs = %q; want nil", name, ids)
 			}
