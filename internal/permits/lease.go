@@ -36,12 +36,17 @@ type leaseKey struct {
 // renewal sends, so a lease of more is refused (ErrInvalidCount) rather than built.
 const maxLease = 10000
 
-// checkLease returns the error of a lease call asking for n permits, or nil.
+// checkLease returns the error of a lease call asking for n permits, or nil: check's, with
+// a count above maxLease refused as a count out of range is, after the context and the name.
 func (s *Semaphore) checkLease(ctx context.Context, n int64) error {
-	if n > maxLease {
-		return fmt.Errorf("%w: %d permits; a lease takes at most %d", lockerr.ErrInvalidCount, n, maxLease)
+	bad := taking(n, 1)
+	if bad == nil && n > maxLease {
+		bad = fmt.Errorf("%w: %d permits; a lease takes at most %d", lockerr.ErrInvalidCount, n, maxLease)
 	}
-	return s.check(ctx, n, 1)
+	if err := s.valid(ctx, bad); err != nil {
+		return err
+	}
+	return ctx.Err()
 }
 
 // newIDs returns n new permit ids, one string of hex.
