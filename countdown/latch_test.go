@@ -1094,3 +1094,49 @@ func TestAwaitUnsubscribesWhenItEnds(t *testing.T) {
 		})
 	})
 }
+
+// A new count's message ("1", which TrySetCount publishes, as Redisson's trySetCount
+// does) wakes no waiter: only the count down that opens the latch does. Here the latch is
+// deleted without a message under a parked waiter and given a new count before the waiter's
+// once-per-timeout look (a minute away): the waiter hears the "1", and sends nothing.
+//
+// Guards against a latch channel that takes any message for a wake-up, so that waiters
+// read the count again on every new count.
+func TestAwaitNotWokenByNewCountMessage(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "latch:new-count"
+		waiter, rec := recordedClient(t, b, relock.WithWatchdogTimeout(time.Minute))
+		counter := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := context.Background()
+		if ok, err := counter.CountDownLatch(name).TrySetCount(ctx, 1); !ok || err != nil {
+			t.Fatalf("TrySetCount(1) = %v, %v", ok, err)
+		}
+		done := await(waiter, name, 30*time.Second)
+		parked(t, done, 1, func() bool { return waiter.PubSubStats().Waiting == 1 })
+		redistest.MustDo(t, side, "DEL", name)
+		before := waiter.PubSubStats()
+		sentBefore := rec.Sent()
+		if ok, err := counter.CountDownLatch(name).TrySetCount(ctx, 2); !ok || err != nil {
+			t.Fatalf("TrySetCount(2) on the deleted latch = %v, %v", ok, err)
+		}
+		redistest.Eventually(t, 10*time.Second, "the waiter's client heard the new count's message", func() bool {
+			return waiter.PubSubStats().Messages > before.Messages
+		})
+		stillWaiting(t, done, "after a new count's message")
+		if st := waiter.PubSubStats(); st.Woken != before.Woken || st.Waiting != 1 {
+			t.Errorf("after a new count's message the waiter's client is at %+v (before: %+v); want nobody woken", st, before)
+		}
+		if sent := rec.Sent(); len(sent) != len(sentBefore) {
+			t.Errorf("the waiting client sent %q on a new count's message", sent[len(sentBefore):])
+		}
+		for range 2 {
+			if err := counter.CountDownLatch(name).CountDown(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := redistest.Recv(t, done, 15*time.Second, "the waiter's wake-up by the count down to zero"); err != nil {
+			t.Fatalf("Await: %v", err)
+		}
+	})
+}
