@@ -953,6 +953,35 @@ func TestReleaseAccounting(t *testing.T) {
 	})
 }
 
+// An Acquire that gives up takes nothing, so the client holds nothing by it (package doc,
+// Permits held): a waiter whose context ends while it waits for permits that never come
+// leaves the client unable to release them, and the count as it was.
+//
+// Guards against counting the permits of an Acquire as held whether or not its wait
+// took them: a Release after a failed wait would then add permits nobody took.
+func TestFailedAcquireHoldsNothing(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-release:failed-wait"
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		ctx := context.Background()
+		s := c.Semaphore(name)
+		mustSet(t, s, 1)
+
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		err := redistest.Recv(t, acquireAsync(wctx, s, 2), 15*time.Second, "Acquire(2) with 1 permit, whose context ends")
+		wantErr(t, err, context.DeadlineExceeded, name)
+		wantValue(t, side, name, "1")
+
+		redistest.Unchanged(t, side, name, func() {
+			wantErr(t, s.Release(ctx, 2), relock.ErrNotHeld, name)
+			wantErr(t, s.Release(ctx, 1), relock.ErrNotHeld, name)
+		})
+		wantKeys(t, b, side, name)
+	})
+}
+
 // 6. Bad input.
 
 // Counts out of range fail with ErrInvalidCount naming the semaphore, change nothing and
