@@ -1885,6 +1885,44 @@ func TestWaiterContextEndsAsItsTurnComesPassesItOn(t *testing.T) {
 	})
 }
 
+// A waiter queued in memory behind another of its client, whose context reaches its
+// deadline there, returns an error for which errors.Is(err, context.DeadlineExceeded) holds
+// (Weighted.Acquire: errors.Is(err, ctx.Err())), takes nothing, and the waiter ahead of it
+// is served as before.
+//
+// Guards against a waiter that, leaving the in-memory queue, reports a cancellation
+// whatever ended its context.
+func TestQueuedWaiterEndsWithItsContextsError(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-ctx:queued-deadline"
+		side := b.Client(t)
+		holder := relocktest.New(t, b)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		ctx := context.Background()
+		mustSet(t, holder.Semaphore(name), 0)
+
+		firstDone := acquireAsync(redistest.Context(t, 30*time.Second), c.Semaphore(name), 1)
+		parked(t, c, 1, "the first waiter")
+		wctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		err := redistest.Recv(t, acquireAsync(wctx, c.Semaphore(name), 1), 15*time.Second, "the waiter queued behind the first, past its deadline")
+		wantErr(t, err, context.DeadlineExceeded, name)
+		wantValue(t, side, name, "0")
+
+		if err := holder.Semaphore(name).AddPermits(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, firstDone, 15*time.Second, "the first waiter after a permit was added"); err != nil {
+			t.Fatalf("first waiter: %v", err)
+		}
+		wantValue(t, side, name, "0")
+		if err := c.Semaphore(name).Release(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		wantKeys(t, b, side, name)
+	})
+}
+
 // A live waiter keeps its place in the queue however long it waits: it refreshes its
 // entry every third of its watchdog timeout (2s here), so over more than three timeouts a
 // smaller request of another client that came after it is not served with the permit
