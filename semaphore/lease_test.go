@@ -296,6 +296,44 @@ func TestLeaseAbandoned(t *testing.T) {
 	})
 }
 
+// A lease whose acquisition's reply is on its way when Close runs is given back by its
+// taker: AcquireLease returns ErrClosed naming the semaphore, and the permits are back
+// once it has returned, not leased for a lease that nobody renews or releases. The
+// acquire script takes the permits at once; its reply comes 2s late, after Close.
+//
+// Guards against an AcquireLease that hands the caller a lease the closing client
+// refused to renew, leaving its permits leased in Redis.
+func TestCloseGivesBackALeaseInFlight(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-close:in-flight"
+		side := b.Client(t)
+		holder := relocktest.New(t, b)
+		mustSet(t, holder.Semaphore(name), 3)
+		c := relocktest.On(t, redistest.LateReply(b.Client(t), name, 2*time.Second))
+		s := c.Semaphore(name)
+		got := make(chan error, 1)
+		go func() {
+			held, err := s.AcquireLease(redistest.Context(t, time.Minute), 2)
+			if err == nil {
+				err = fmt.Errorf("AcquireLease took a lease after Close (ids %v)", s.PermitIDs(held))
+			}
+			got <- err
+		}()
+		redistest.Eventually(t, 10*time.Second, "the acquisition never took the permits", func() bool {
+			return len(leased(t, side, name)) == 2
+		})
+		if err := c.Close(); err != nil {
+			t.Fatalf("Close: %v", err)
+		}
+		wantErr(t, redistest.Recv(t, got, 15*time.Second, "AcquireLease, whose reply came after Close"), relock.ErrClosed, name)
+		if zs := leased(t, side, name); len(zs) != 0 {
+			t.Errorf("%d permits leased while the client closed are still leased: nobody will give them back", len(zs))
+		}
+		wantValue(t, side, name, "3")
+	})
+}
+
 // Close gives back every lease of the client and ends its context with ErrClosed.
 func TestCloseGivesLeasesBack(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
