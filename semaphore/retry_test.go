@@ -366,3 +366,47 @@ func warmLeases(t *testing.T, s *semaphore.Weighted, ctx context.Context) {
 		t.Fatal(err)
 	}
 }
+
+// A ReleaseLease whose send and first resend both fail for want of an answer (their
+// connection broke before Redis read them) is sent again while the client's timeout lasts
+// (Weighted.ReleaseLease), and the send that gets an answer is the release's: the lease
+// is released, its permits back, its context ended with context.Canceled and no cause.
+//
+// Guards against a ReleaseLease that resends only once, and reports the connection's
+// error while the permits stay leased.
+func TestReleaseLeaseResentUntilAnswered(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-release-resent-twice"
+		side := b.Client(t)
+		late := redistest.NewLateRequests(b.Client(t))
+		c := relocktest.On(t, late, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
+		ctx := redistest.Context(t, time.Minute)
+		s := c.Semaphore(name)
+		mustSet(t, s, 3)
+		// The scripts loaded first, so that the fault hits the call itself.
+		warmLeases(t, s, ctx)
+		held := acquireLease(t, s, 2)
+
+		// The send and the first resend never reach Redis; the next one does.
+		var arrived []<-chan struct{}
+		for range 2 {
+			a, send := late.HoldBroken(script.SemaphoreReturn().SHA1, "redisson_sc:{"+name+"}")
+			defer send() // it finds none of the lease's permits then
+			arrived = append(arrived, a)
+		}
+		err := s.ReleaseLease(held)
+		for _, a := range arrived {
+			redistest.Arrived(t, a, "ReleaseLease", err)
+		}
+		if err != nil {
+			t.Fatalf("ReleaseLease answered on its third send: %v; want nil", err)
+		}
+		wantValue(t, side, name, "3")
+		if zs := leased(t, side, name); len(zs) != 0 {
+			t.Fatalf("%d permits still leased after ReleaseLease", len(zs))
+		}
+		if held.Err() == nil || context.Cause(held) != context.Canceled {
+			t.Errorf("the released lease's context: %v (cause %v); want context.Canceled with no cause of its own", held.Err(), context.Cause(held))
+		}
+	})
+}
