@@ -410,3 +410,44 @@ func TestReleaseLeaseResentUntilAnswered(t *testing.T) {
 		}
 	})
 }
+
+// A ReleaseLease that gets no answer at all within the client's timeout cannot tell
+// whether Redis gave the permits back: it returns the connection's error, and the lease is
+// no longer renewed, so that its permits come back within a lease (1s here) rather than
+// stay leased by a lease its holder has given up; its context ends with ErrLeaseLost.
+//
+// Guards against a ReleaseLease that, failing, leaves the watchdog renewing the lease.
+func TestReleaseLeaseUnansweredStopsRenewal(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-release-unanswered"
+		late := redistest.NewLateRequests(b.Client(t))
+		c := relocktest.On(t, late, relock.WithWatchdogTimeout(time.Second), relock.WithTimeout(time.Second), relock.WithLogger(nil))
+		ctx := redistest.Context(t, time.Minute)
+		s := c.Semaphore(name)
+		mustSet(t, s, 3)
+		// The scripts loaded first, so that the fault hits the call itself.
+		warmLeases(t, s, ctx)
+		held := acquireLease(t, s, 2)
+
+		// Every send within the client's timeout breaks before Redis reads it (more holds
+		// than resends fit in a second). The held requests are never sent.
+		var first <-chan struct{}
+		for i := range 200 {
+			a, _ := late.HoldBroken(script.SemaphoreReturn().SHA1, "redisson_sc:{"+name+"}")
+			if i == 0 {
+				first = a
+			}
+		}
+		err := s.ReleaseLease(held)
+		redistest.Arrived(t, first, "ReleaseLease", err)
+		if err == nil || errors.Is(err, relock.ErrNotHeld) {
+			t.Fatalf("ReleaseLease with no answer from Redis: %v; want the connection's error", err)
+		}
+		redistest.Recv(t, held.Done(), 10*time.Second, "the context of a lease whose release got no answer")
+		if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Errorf("the lease's context has cause %v; want ErrLeaseLost", cause)
+		}
+		redistest.Eventually(t, 10*time.Second, "the permits of a lease no longer renewed never came back",
+			func() bool { return available(t, s) == 3 })
+	})
+}
