@@ -217,6 +217,31 @@ func TestCloseReportsWhatItCouldNotRelease(t *testing.T) {
 	})
 }
 
+// Close's releases run within the client's timeout (WithTimeout): when Redis runs no
+// writes (CLIENT PAUSE WRITE for a minute), Close gives up on the release after about the
+// timeout of 500ms and returns its error naming the lock, whose hold then runs out its
+// lease; it does not wait for Redis. Guards against releases bounded by nothing, which
+// block Close, and a program's shutdown, for as long as Redis does not answer.
+func TestCloseReleasesWithinItsTimeout(t *testing.T) {
+	t.Parallel()
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "close:paused"
+		closing := relocktest.New(t, b, relock.WithTimeout(500*time.Millisecond))
+		if _, err := closing.Lock(name, rlock.WithLease(time.Minute)).Lock(redistest.Context(t, time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		side := b.Client(t)
+		redistest.MustDo(t, side, "CLIENT", "PAUSE", "60000", "WRITE")
+		t.Cleanup(func() { redistest.MustDo(t, side, "CLIENT", "UNPAUSE") })
+		closed := make(chan error, 1)
+		go func() { closed <- closing.Close() }()
+		err := redistest.Recv(t, closed, 15*time.Second, "Close while Redis runs no writes for a minute (the client's timeout is 500ms)")
+		if got := relocktest.Named(err, context.DeadlineExceeded); !slices.Equal(got, []string{name}) {
+			t.Errorf("Close = %v: it names %q for a deadline; want %s", err, got, name)
+		}
+	})
+}
+
 // An acquisition whose reply is on its way when Close runs is released by its taker, as
 // Close promises: the lock is free once Lock has returned (with ErrClosed), not held for a
 // lease that nobody renews or releases. The acquire script takes the lock at once; its
