@@ -110,9 +110,11 @@ func TestRLockerShares(t *testing.T) {
 }
 
 // Misuse is reported as sync.Mutex reports it, or as an error: an invalid name is an error
-// at once; Unlock of a Locker that holds nothing panics naming the lock. (A Lock that
-// cannot take the lock, its context ended, panics with the *Error, which errors.Is finds:
-// TestLockerLockEndsWithItsContext.)
+// at once; Unlock of a Locker that holds nothing panics naming the lock, and leaves the
+// Locker usable: its Lock and Unlock work after the panic. (A Lock that cannot take the
+// lock, its context ended, panics with the *Error, which errors.Is finds:
+// TestLockerLockEndsWithItsContext.) Guards against a misuse panic that leaves the
+// Locker's own state locked, so that its next Lock blocks forever.
 func TestLockerMisuse(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
@@ -125,6 +127,20 @@ func TestLockerMisuse(t *testing.T) {
 		}
 		if got := recovered(l.Unlock); !strings.Contains(fmt.Sprint(got), `"locker:misuse"`) {
 			t.Errorf("Unlock of an unlocked Locker: panic %v; want one naming the lock", got)
+		}
+		ctx := redistest.Context(t, 30*time.Second)
+		done := make(chan error, 1)
+		go func() {
+			l.Lock()
+			locked, err := c.Lock("locker:misuse").IsLocked(ctx)
+			if err == nil && !locked {
+				err = errors.New("the lock is free while the Locker holds it")
+			}
+			l.Unlock()
+			done <- err
+		}()
+		if err := redistest.Recv(t, done, 10*time.Second, "Lock and Unlock of a Locker after its Unlock panicked"); err != nil {
+			t.Error(err)
 		}
 	})
 }
@@ -186,7 +202,9 @@ func TestLockerUnlockOfALostHold(t *testing.T) {
 		if got := recovered(l.Unlock); !strings.Contains(fmt.Sprint(got), `"`+name+`"`) {
 			t.Errorf("a second Unlock: panic %v; want one naming the lock, the Locker holding nothing", got)
 		}
-		l.Lock() // the Locker works on
+		locked := make(chan struct{})
+		go func() { l.Lock(); close(locked) }() // the Locker works on
+		redistest.Recv(t, locked, 10*time.Second, "Lock of the Locker after a second Unlock panicked")
 		if locked, err := other.Lock(name).IsLocked(context.Background()); !locked || err != nil {
 			t.Errorf("IsLocked while the Locker holds the lock again = %v, %v; want true", locked, err)
 		}
