@@ -71,7 +71,9 @@ func TestSharedDeadlineLeavesTheTimeout(t *testing.T) {
 // A detached call's context keeps the caller's values (what rueidis's hooks and tracing
 // read from a call's context) and drops its cancellation: cancelled, or past its own
 // deadline, the caller's context leaves the detached one live, ending at the client's
-// timeout. A context with no values gets the shared deadline itself.
+// timeout. A context with no values gets the shared deadline itself; one with values and
+// no cancellation of its own keeps its values all the same. Guards against a Detached that
+// takes a context that cannot end for one with nothing to keep.
 func TestDetachedKeepsValuesNotCancellation(t *testing.T) {
 	const timeout = time.Minute
 	c := &Client{Timeout: timeout, deadlines: newDeadlines(timeout)}
@@ -104,6 +106,10 @@ func TestDetachedKeepsValuesNotCancellation(t *testing.T) {
 			}
 			if d := detach.f(context.Background()); d.Value(key{}) != nil {
 				t.Errorf("the detached context of Background has a value")
+			}
+			// A context with values and no cancellation at all keeps them too.
+			if d := detach.f(context.WithValue(context.Background(), key{}, "w")); d.Value(key{}) != "w" {
+				t.Errorf("the detached context of one that is never cancelled: value %v, want the caller's %q", d.Value(key{}), "w")
 			}
 		})
 	}
