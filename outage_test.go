@@ -16,8 +16,9 @@ import (
 
 // outageKinds are the waiting kinds the outage tests hold to the promise (kinds_test.go),
 // each held with a fixed lease by another client while a waiter makes attempts: the fair
-// waiter refreshes its queue entry every 200ms.
-var outageKinds = []holdKind{kindRLock, fairKind(200 * time.Millisecond), kindWrite}
+// waiter refreshes its queue entry every 200ms, and the spin waiter, which subscribes to
+// nothing, tries again after its back-off.
+var outageKinds = []holdKind{kindRLock, fairKind(200 * time.Millisecond), kindWrite, kindSpin}
 
 // A waiter rides out a stall of Redis shorter than a lease: Redis stops running writes
 // (CLIENT PAUSE WRITE) for 2.5s, five times the waiter's client timeout. The holder's

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/hub"
+	"github.com/relock-go/relock/internal/retry"
 	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/observe"
 )
@@ -45,10 +46,13 @@ func backOff(next, most time.Duration) time.Duration {
 // spinFor tries again and again until the lock is acquired or ctx ends, sleeping between
 // tries for a back-off that starts at the settings' first one and doubles, with a random
 // part so that waiters that started together drift apart, up to their most; never longer
-// than the holder's remaining lease as the last try saw it.
+// than the holder's remaining lease as the last try saw it. A try that gets no answer
+// ends the wait only once such failures have lasted longer than a lease (retry.Outage), as
+// a subscribed waiter's does.
 func (a *attempt) spinFor(ctx context.Context, ttl time.Duration) error {
 	first, most := a.s.SpinBackOff()
 	next := first
+	var outage retry.Outage
 	for {
 		sleep := min(next, max(ttl, time.Millisecond))
 		next = backOff(next, most)
@@ -60,8 +64,18 @@ func (a *attempt) spinFor(ctx context.Context, ttl time.Duration) error {
 			return ctx.Err()
 		}
 		var err error
-		if ttl, err = a.try(ctx); err != nil || ttl == 0 {
+		ttl, err = a.try(ctx)
+		switch {
+		case err == nil && ttl == 0:
 			a.woken = observe.ByBackOff
+			return nil
+		case err == nil:
+			outage.End()
+		case outage.Ride(ctx, err, a.l.c.Lease):
+			// A stall shorter than a lease does not end a wait the caller still wants; the
+			// next try asks whether this one ran (see try).
+			ttl = retry.OutagePause
+		default:
 			return err
 		}
 	}
