@@ -11,8 +11,9 @@ import (
 // waiters ride out a stall: it tries again after OutagePause. It gives up, with the
 // attempt's error, once attempts have failed for longer than a lease: the holders' leases
 // run out in as long when Redis cannot be reached, so the lock is no longer what the
-// waiter waited for. An answer from Redis (a refusal, WRONGTYPE) ends the wait at once.
-// The zero Outage is no outage.
+// waiter waited for. Redis's refusals of a command it will run once it is ready (LOADING,
+// TRYAGAIN, CLUSTERDOWN) count as no answer, as Lost says; any other answer (WRONGTYPE, a
+// script error) ends the wait at once. The zero Outage is no outage.
 type Outage struct{ since time.Time }
 
 // OutagePause is how long a waiter pauses after an attempt that got no answer.
