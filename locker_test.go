@@ -29,6 +29,7 @@ func TestLockerExcludes(t *testing.T) {
 			"lock":     func(c *relock.Client) (sync.Locker, error) { return c.Lock("locker:lock").Locker(ctx) },
 			"fairlock": func(c *relock.Client) (sync.Locker, error) { return c.FairLock("locker:fair").Locker(ctx) },
 			"rwlock":   func(c *relock.Client) (sync.Locker, error) { return c.RWLock("locker:rw").Locker(ctx) },
+			"spinlock": func(c *relock.Client) (sync.Locker, error) { return c.SpinLock("locker:spin").Locker(ctx) },
 		}
 		for kind, make := range kinds {
 			t.Run(kind, func(t *testing.T) {
