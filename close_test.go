@@ -227,15 +227,19 @@ func TestCloseReleasesWithinItsTimeout(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "close:paused"
 		closing := relocktest.New(t, b, relock.WithTimeout(500*time.Millisecond))
-		if _, err := closing.Lock(name, rlock.WithLease(time.Minute)).Lock(redistest.Context(t, time.Minute)); err != nil {
+		// The hold's context is kept until Close has returned: a hold whose owner nothing
+		// names is abandoned, and Close would have nothing to release.
+		held, err := closing.Lock(name, rlock.WithLease(time.Minute)).Lock(redistest.Context(t, time.Minute))
+		if err != nil {
 			t.Fatal(err)
 		}
+		defer runtime.KeepAlive(held)
 		side := b.Client(t)
 		redistest.MustDo(t, side, "CLIENT", "PAUSE", "60000", "WRITE")
 		t.Cleanup(func() { redistest.MustDo(t, side, "CLIENT", "UNPAUSE") })
 		closed := make(chan error, 1)
 		go func() { closed <- closing.Close() }()
-		err := redistest.Recv(t, closed, 15*time.Second, "Close while Redis runs no writes for a minute (the client's timeout is 500ms)")
+		err = redistest.Recv(t, closed, 15*time.Second, "Close while Redis runs no writes for a minute (the client's timeout is 500ms)")
 		if got := relocktest.Named(err, context.DeadlineExceeded); !slices.Equal(got, []string{name}) {
 			t.Errorf("Close = %v: it names %q for a deadline; want %s", err, got, name)
 		}
