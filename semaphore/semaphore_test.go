@@ -1776,120 +1776,85 @@ func (c *endsAsItComesFirst) Done() <-chan struct{} {
 
 // A waiter queued in memory behind another of its client whose context ends as its turn
 // comes (the one ahead was served that moment) returns the context's error, and passes its
-// turn on: the client's next Acquire is served as soon as a permit is free. Go's select
-// picks either of two ready cases at random, so the test makes that moment a few times.
+// turn on: the client's next Acquire, or the waiter of its client already queued behind
+// it, is served as soon as a permit is free (package doc: within a client, first come,
+// first served). Go's select picks either of two ready cases at random, so the test makes
+// that moment a few times.
 //
 // Guards against a waiter that leaves on its context's end without passing on a turn it
 // was given meanwhile: every later waiter of its client would queue behind it for ever
-// (and TryAcquire would fail for ever), whatever permits are free.
+// (and TryAcquire would fail for ever), whatever permits are free; and against one that,
+// its turn come, leaves the queue as a waiter still behind others does, so that the one
+// behind it is never told its turn has come.
 func TestWaiterContextEndsAsItsTurnComes(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		const name = "sem-ctx:turn"
-		side := b.Client(t)
-		holder := relocktest.New(t, b)
-		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
-		ctx := context.Background()
-		mustSet(t, holder.Semaphore(name), 0)
-		for round := range 8 {
-			firstDone := acquireAsync(redistest.Context(t, 30*time.Second), c.Semaphore(name), 1)
-			parked(t, c, 1, "the first waiter")
-			wctx, cancel := context.WithCancel(redistest.Context(t, 30*time.Second))
-			ends := &endsAsItComesFirst{Context: wctx, cancel: cancel, turn: func() {
-				if err := holder.Semaphore(name).AddPermits(ctx, 1); err != nil {
-					t.Error(err)
-				}
-				// On the waiter's goroutine, which must not end the test (FailNow): an error
-				// is reported, and the waiter's own result is awaited by the test.
-				select {
-				case err := <-firstDone:
-					if err != nil {
-						t.Errorf("round %d: first waiter: %v", round, err)
+	for _, behind := range []bool{false, true} {
+		t.Run(map[bool]string{false: "next Acquire", true: "waiter behind"}[behind], func(t *testing.T) {
+			redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+				name := "sem-ctx:turn:" + strconv.FormatBool(behind)
+				side := b.Client(t)
+				holder := relocktest.New(t, b)
+				c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+				ctx := context.Background()
+				mustSet(t, holder.Semaphore(name), 0)
+				for round := range 8 {
+					if t.Failed() {
+						return // a round reported from the waiter's goroutine: stop there
 					}
-				case <-time.After(15 * time.Second):
-					t.Errorf("round %d: the first waiter was not served after a permit was added", round)
-				}
-			}}
-			err := redistest.Recv(t, acquireAsync(ends, c.Semaphore(name), 1), 30*time.Second, "the waiter whose context ended as its turn came")
-			wantErr(t, err, context.Canceled, name)
+					firstDone := acquireAsync(redistest.Context(t, 30*time.Second), c.Semaphore(name), 1)
+					parked(t, c, 1, "the first waiter")
+					var lastDone <-chan error
+					wctx, cancel := context.WithCancel(redistest.Context(t, 30*time.Second))
+					// The turn comes on the waiter's goroutine, which must not end the test
+					// (FailNow): it reports with Errorf, and the test awaits the waiter.
+					ends := &endsAsItComesFirst{Context: wctx, cancel: cancel, turn: func() {
+						if behind {
+							// The last waiter queues behind this one (its Done is asked
+							// for once it is parked in memory); then the first is served.
+							queued := make(chan struct{})
+							last := &endsAsItComesFirst{Context: redistest.Context(t, 30*time.Second), cancel: func() {}, turn: func() { close(queued) }}
+							lastDone = acquireAsync(last, c.Semaphore(name), 1)
+							select {
+							case <-queued:
+							case <-time.After(15 * time.Second):
+								t.Errorf("round %d: the last waiter never queued", round)
+							}
+						}
+						if err := holder.Semaphore(name).AddPermits(ctx, 1); err != nil {
+							t.Error(err)
+						}
+						select {
+						case err := <-firstDone:
+							if err != nil {
+								t.Errorf("round %d: first waiter: %v", round, err)
+							}
+						case <-time.After(15 * time.Second):
+							t.Errorf("round %d: the first waiter was not served after a permit was added", round)
+						}
+					}}
+					err := redistest.Recv(t, acquireAsync(ends, c.Semaphore(name), 1), 30*time.Second, "the waiter whose context ended as its turn came")
+					wantErr(t, err, context.Canceled, name)
 
-			if err := holder.Semaphore(name).AddPermits(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-			if err := c.Semaphore(name).Acquire(redistest.Context(t, 10*time.Second), 1); err != nil {
-				t.Fatalf("round %d: the client's next Acquire with a permit free: %v", round, err)
-			}
-			if err := c.Semaphore(name).Release(ctx, 2); err != nil {
-				t.Fatal(err)
-			}
-			if n, err := holder.Semaphore(name).Drain(ctx); n != 2 || err != nil {
-				t.Fatalf("Drain = %d, %v; want 2, nil", n, err)
-			}
-		}
-		wantValue(t, side, name, "0")
-	})
-}
-
-// A waiter queued in memory whose context ends just as its turn comes passes the turn on
-// to the waiter of its client queued behind it, which is then served as soon as a permit
-// is free (package doc: within a client, first come, first served). Go's select picks
-// either of two ready cases at random, so the test makes that moment a few times.
-//
-// Guards against a waiter that, its turn come, leaves the queue as a waiter still
-// behind others does: the one behind it would never be told its turn has come.
-func TestWaiterContextEndsAsItsTurnComesPassesItOn(t *testing.T) {
-	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		const name = "sem-ctx:turn-behind"
-		side := b.Client(t)
-		holder := relocktest.New(t, b)
-		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
-		ctx := context.Background()
-		mustSet(t, holder.Semaphore(name), 0)
-		for round := range 8 {
-			firstDone := acquireAsync(redistest.Context(t, 30*time.Second), c.Semaphore(name), 1)
-			parked(t, c, 1, "the first waiter")
-			var lastDone <-chan error
-			wctx, cancel := context.WithCancel(redistest.Context(t, 30*time.Second))
-			ends := &endsAsItComesFirst{Context: wctx, cancel: cancel, turn: func() {
-				// The last waiter queues behind this one (its Done is asked for once it
-				// is parked in memory); then the first is served.
-				queued := make(chan struct{})
-				last := &endsAsItComesFirst{Context: redistest.Context(t, 30*time.Second), cancel: func() {}, turn: func() { close(queued) }}
-				lastDone = acquireAsync(last, c.Semaphore(name), 1)
-				select {
-				case <-queued:
-				case <-time.After(15 * time.Second):
-					t.Errorf("round %d: the last waiter never queued", round)
-				}
-				if err := holder.Semaphore(name).AddPermits(ctx, 1); err != nil {
-					t.Error(err)
-				}
-				select {
-				case err := <-firstDone:
-					if err != nil {
-						t.Errorf("round %d: first waiter: %v", round, err)
+					if err := holder.Semaphore(name).AddPermits(ctx, 1); err != nil {
+						t.Fatal(err)
 					}
-				case <-time.After(15 * time.Second):
-					t.Errorf("round %d: the first waiter was not served after a permit was added", round)
+					if behind {
+						if err := redistest.Recv(t, lastDone, 15*time.Second, "the waiter behind the one whose context ended, with a permit free"); err != nil {
+							t.Fatalf("round %d: last waiter: %v", round, err)
+						}
+					} else if err := c.Semaphore(name).Acquire(redistest.Context(t, 10*time.Second), 1); err != nil {
+						t.Fatalf("round %d: the client's next Acquire with a permit free: %v", round, err)
+					}
+					if err := c.Semaphore(name).Release(ctx, 2); err != nil {
+						t.Fatal(err)
+					}
+					if n, err := holder.Semaphore(name).Drain(ctx); n != 2 || err != nil {
+						t.Fatalf("Drain = %d, %v; want 2, nil", n, err)
+					}
 				}
-			}}
-			err := redistest.Recv(t, acquireAsync(ends, c.Semaphore(name), 1), 30*time.Second, "the waiter whose context ended as its turn came")
-			wantErr(t, err, context.Canceled, name)
-
-			if err := holder.Semaphore(name).AddPermits(ctx, 1); err != nil {
-				t.Fatal(err)
-			}
-			if err := redistest.Recv(t, lastDone, 15*time.Second, "the waiter behind the one whose context ended, with a permit free"); err != nil {
-				t.Fatalf("round %d: last waiter: %v", round, err)
-			}
-			if err := c.Semaphore(name).Release(ctx, 2); err != nil {
-				t.Fatal(err)
-			}
-			if n, err := holder.Semaphore(name).Drain(ctx); n != 2 || err != nil {
-				t.Fatalf("Drain = %d, %v; want 2, nil", n, err)
-			}
-		}
-		wantValue(t, side, name, "0")
-	})
+				wantValue(t, side, name, "0")
+			})
+		})
+	}
 }
 
 // A waiter queued in memory behind another of its client, whose context reaches its
