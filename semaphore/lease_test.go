@@ -846,6 +846,64 @@ func TestLeaseReturnRefusesForeignCount(t *testing.T) {
 	})
 }
 
+// Leased permits count towards the range a semaphore counts exactly: AddPermits and
+// TrySetPermits refuse, with ErrInvalidCount and writing nothing, a count that the leased
+// permits would take beyond 2^53-1 when they come back, and a lease given back onto the
+// highest count they allow leaves a count that every call still takes. Leases outlive a
+// count deleted beside them (Redisson's RSemaphore.delete leaves them), so TrySetPermits
+// counts them too.
+//
+// Guards against a check of the count alone: a lease given back (or put back as it runs
+// out) then takes the count to 2^53, which every call refuses from then on, AddPermits(-1)
+// included, so that the semaphore cannot be used or mended through relock.
+func TestLeasedPermitsCountTowardsTheRange(t *testing.T) {
+	const most = 1<<53 - 1
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-range"
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		ctx := context.Background()
+		s := c.Semaphore(name)
+		mustSet(t, s, 1)
+		held := acquireLease(t, s, 1)
+		redistest.Unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, most), relock.ErrInvalidCount, name) })
+		if err := s.AddPermits(ctx, most-1); err != nil {
+			t.Fatalf("AddPermits(2^53-2) beside a permit leased: %v", err)
+		}
+		if err := s.ReleaseLease(held); err != nil {
+			t.Fatalf("ReleaseLease: %v", err)
+		}
+		wantValue(t, side, name, "9007199254740991")
+		if n := available(t, s); n != most {
+			t.Fatalf("AvailablePermits = %d; want %d", n, most)
+		}
+		if err := s.AddPermits(ctx, -most); err != nil {
+			t.Fatalf("AddPermits(-(2^53-1)): %v", err)
+		}
+
+		// The count deleted while a permit is leased: the lease comes back onto the next one.
+		if err := s.AddPermits(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		held = acquireLease(t, s, 1)
+		redistest.MustDo(t, side, "DEL", name)
+		redistest.Unchanged(t, side, name, func() {
+			ok, err := s.TrySetPermits(ctx, most)
+			if ok {
+				t.Fatalf("TrySetPermits(2^53-1) beside a permit leased = true")
+			}
+			wantErr(t, err, relock.ErrInvalidCount, name)
+		})
+		mustSet(t, s, most-1)
+		if err := s.ReleaseLease(held); err != nil {
+			t.Fatalf("ReleaseLease: %v", err)
+		}
+		if n := available(t, s); n != most {
+			t.Fatalf("AvailablePermits = %d; want %d", n, most)
+		}
+	})
+}
+
 // A lease whose permits ran out, though nobody put them back yet, is not held any more:
 // ReleaseLease gives the permits back to the count but answers ErrNotHeld, and the
 // lease's context ends with ErrLeaseLost.
