@@ -64,7 +64,9 @@
 // A semaphore counts exactly from -(2^53-1) to 2^53-1 (about nine quadrillion): its scripts
 // add and compare counts as Lua numbers, which are exact that far. A call that asks for more
 // permits than that, or an AddPermits that would take the count out of that range, is
-// refused with ErrInvalidCount and changes nothing; so is every call on a key that holds a
+// refused with ErrInvalidCount and changes nothing (permits leased count with the count
+// there, as they come back to it: an AddPermits or TrySetPermits that a lease given back
+// would take beyond 2^53-1 is refused too); so is every call on a key that holds a
 // whole number beyond it, which something else wrote (Redisson's RSemaphore counts in 32
 // bits, far inside it).
 package semaphore

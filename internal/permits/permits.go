@@ -479,7 +479,7 @@ func (s *Semaphore) add(ctx context.Context, n int64, ifNone bool) (int64, error
 	if ifNone {
 		only = "1"
 	}
-	return script.SemaphoreRelease().Exec(ctx, s.c.Redis, []string{s.n.Permits, s.n.Channel},
+	return script.SemaphoreRelease().Exec(ctx, s.c.Redis, []string{s.n.Permits, s.n.Channel, s.n.Leases},
 		[]string{strconv.FormatInt(n, 10), s.c.Publish, only}).AsInt64()
 }
 

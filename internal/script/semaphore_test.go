@@ -292,7 +292,7 @@ func TestSemaphoreReleaseReplies(t *testing.T) {
 		k := keys.SemaphoreOf("sem-release-replies")
 		release := func(n, ifNone string) int64 {
 			t.Helper()
-			v, err := script.SemaphoreRelease().Exec(context.Background(), rc, []string{k.Permits, k.Channel}, []string{n, "publish", ifNone}).AsInt64()
+			v, err := script.SemaphoreRelease().Exec(context.Background(), rc, []string{k.Permits, k.Channel, k.Leases}, []string{n, "publish", ifNone}).AsInt64()
 			if err != nil {
 				t.Fatalf("release of %s: %v", n, err)
 			}
