@@ -904,6 +904,51 @@ func TestLeasedPermitsCountTowardsTheRange(t *testing.T) {
 	})
 }
 
+// The zset of leased permits holding another type, while a lease is out: every call that
+// puts back the permits whose lease ran out before it counts (AvailablePermits, Drain,
+// TryAcquire and Acquire that find too few, ReleaseLease) is refused with ErrWrongType
+// naming the semaphore, at once, and neither the count nor that key is written.
+// (AcquireLease: TestLeaseBadInput; TestAuxKeysOfAnotherType puts the waiting clients'
+// keys of another type.)
+//
+// Guards against a script that writes the count before it reads the leased permits (a
+// Drain that sets the count to 0, an acquisition that takes the permits, and then fails on
+// the zset), and against a raw Redis error or a wait where a refusal is due.
+func TestLeasesKeyOfAnotherType(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-other-type"
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
+		ctx := context.Background()
+		s := c.Semaphore(name)
+		mustSet(t, s, 2)
+		held := acquireLease(t, s, 1)
+		redistest.MustDo(t, side, "DEL", leasesKey(name))
+		redistest.MustDo(t, side, "HSET", leasesKey(name), "f", "v")
+		for _, op := range []struct {
+			name string
+			call func() error
+		}{
+			{"AvailablePermits", func() error { _, err := s.AvailablePermits(ctx); return err }},
+			{"Drain", func() error { _, err := s.Drain(ctx); return err }},
+			{"TryAcquire", func() error { _, err := s.TryAcquire(ctx, 2); return err }},
+			{"Acquire", func() error { return s.Acquire(redistest.Context(t, 30*time.Second), 2) }},
+			{"ReleaseLease", func() error { return s.ReleaseLease(held) }},
+		} {
+			redistest.Unchanged(t, side, leasesKey(name), func() {
+				redistest.Unchanged(t, side, name, func() {
+					err := op.call()
+					if !errors.Is(err, relock.ErrWrongType) {
+						t.Fatalf("%s with the leased permits key a hash: %v; want ErrWrongType", op.name, err)
+					}
+					wantErr(t, err, relock.ErrWrongType, name)
+				})
+			})
+		}
+		wantValue(t, side, name, "1")
+	})
+}
+
 // A lease whose permits ran out, though nobody put them back yet, is not held any more:
 // ReleaseLease gives the permits back to the count but answers ErrNotHeld, and the
 // lease's context ends with ErrLeaseLost.
