@@ -185,3 +185,65 @@ func TestInspectPermitWaiterNotConnected(t *testing.T) {
 		}
 	})
 }
+
+// A deadline in a zset is a score, which may be any double: -inf or +inf, or a number far
+// beyond what a time in milliseconds holds (data written by hand, or by a tool gone wrong).
+// inspect shows an entry scored -inf, or far in the past, as run out or dead, and one
+// scored +inf, or far ahead, as live, with a time that reads forward, for a semaphore's
+// leased permits and queued clients and for a fair lock's queue alike.
+//
+// Guards against scores converted to int64 unchecked: -inf and +inf become -2^63, from
+// which the subtraction of the clock wraps to a huge positive number, so that a dead entry
+// showed as live and every time as "in -499058h".
+func TestInspectScoresBeyondTheClock(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		const past, ahead = "00000000-0000-4000-8000-0000000000aa", "00000000-0000-4000-8000-0000000000bb"
+		sem := keys.SemaphoreOf("far-scores")
+		redistest.MustDo(t, rc, "SET", sem.Permits, "1")
+		redistest.MustDo(t, rc, "ZADD", sem.Leases, "-inf", "0123456789abcdef", "-1e300", "0123456789abcdeg")
+		redistest.MustDo(t, rc, "ZADD", sem.Queue, "1", past, "2", ahead)
+		redistest.MustDo(t, rc, "ZADD", sem.Deadlines, "-inf", past, "1e300", ahead)
+		r := inspectJSON(t, b.Addr, "far-scores")
+		if len(r.Leased) != 2 || len(r.PermitWaiters) != 2 {
+			t.Fatalf("inspect --json far-scores: %+v; want 2 leased permits and 2 clients queued", r)
+		}
+		for _, p := range r.Leased {
+			if p.ExpiresInMs > 0 || p.NoExpiry {
+				t.Errorf("permit %s scored -inf or -1e300 shows expiresInMs %d, noExpiry %v; want run out", p.ID, p.ExpiresInMs, p.NoExpiry)
+			}
+		}
+		if w := r.PermitWaiters; w[0].Owner != past || w[0].ExpiresInMs > 0 || w[1].Owner != ahead || w[1].ExpiresInMs <= 0 {
+			t.Errorf("queued clients %+v; want %s dead (at or below 0) and %s live (above 0)", w, past, ahead)
+		}
+		out, err := relockCmd(t, b.Addr, "", "inspect", "far-scores")
+		if err != nil || strings.Count(out, "ran out; the next acquisition or count puts it back") != 2 ||
+			!lineWith(out, past, " dead (entry expired)") || !lineWith(out, ahead, " live, entry expires in ") ||
+			strings.Contains(out, "in -") {
+			t.Errorf("inspect far-scores: %v\n%s", err, out)
+		}
+
+		fair := keys.Of("far-fair")
+		redistest.MustDo(t, rc, "RPUSH", fair.Queue, past, ahead)
+		redistest.MustDo(t, rc, "ZADD", fair.Deadlines, "-inf", past, "+inf", ahead)
+		f := inspectJSON(t, b.Addr, "far-fair")
+		if q := f.Queue; len(q) != 2 || q[0].ExpiresInMs > 0 || q[1].ExpiresInMs <= 0 {
+			t.Errorf("fair queue %+v; want %s dead and %s live", q, past, ahead)
+		}
+		out, err = relockCmd(t, b.Addr, "", "inspect", "far-fair")
+		if err != nil || !lineWith(out, past, " dead (entry expired)") || !lineWith(out, ahead, " live, entry expires in ") ||
+			strings.Contains(out, "in -") {
+			t.Errorf("inspect far-fair: %v\n%s", err, out)
+		}
+	})
+}
+
+// lineWith reports whether a line of out holds both what and, after it, then.
+func lineWith(out, what, then string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		if _, rest, ok := strings.Cut(line, what); ok && strings.Contains(rest, then) {
+			return true
+		}
+	}
+	return false
+}
