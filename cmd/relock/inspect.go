@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -342,7 +343,7 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (r *Report
 			if err != nil && !rueidis.IsRedisNil(err) {
 				return nil, err
 			}
-			r.Queue = append(r.Queue, QueueEntry{Owner: w, ExpiresInMs: int64(score) - now})
+			r.Queue = append(r.Queue, QueueEntry{Owner: w, ExpiresInMs: until(score, now)})
 		}
 	}
 	return r, nil
@@ -380,10 +381,10 @@ func counted(ctx context.Context, rc rueidis.Client, r *Report) error {
 		if err != nil && !rueidis.IsRedisNil(err) {
 			return keyErr(sem.Deadlines, err)
 		}
-		r.PermitWaiters = append(r.PermitWaiters, QueueEntry{Owner: client, ExpiresInMs: int64(score) - now})
+		r.PermitWaiters = append(r.PermitWaiters, QueueEntry{Owner: client, ExpiresInMs: until(score, now)})
 	}
 	for _, z := range leased {
-		p := LeasedPermit{ID: hex.EncodeToString([]byte(z.Member)), ExpiresInMs: int64(z.Score) - now}
+		p := LeasedPermit{ID: hex.EncodeToString([]byte(z.Member)), ExpiresInMs: until(z.Score, now)}
 		if z.Score >= noExpiry {
 			p.ExpiresInMs, p.NoExpiry = 0, true
 		}
@@ -460,7 +461,7 @@ func waitingWriters(ctx context.Context, rc rueidis.Client, name string) ([]Queu
 	ws := make([]QueueEntry, len(zs))
 	for i, z := range zs {
 		owner, _ := keys.IsWriteField(z.Member)
-		ws[i] = QueueEntry{Owner: owner, ExpiresInMs: int64(z.Score) - now}
+		ws[i] = QueueEntry{Owner: owner, ExpiresInMs: until(z.Score, now)}
 	}
 	return ws, nil
 }
@@ -522,6 +523,23 @@ func numsub(res rueidis.RedisResult) (int64, error) {
 		return 0, fmt.Errorf("NUMSUB: %d elements in the reply, want 2", len(reply))
 	}
 	return reply[1].AsInt64()
+}
+
+// farthest is the most milliseconds from now that a deadline is shown as: as much as a
+// time.Duration holds (about 292 years), which ms prints.
+const farthest = math.MaxInt64 / 1_000_000
+
+// until is how many milliseconds from now (Redis's clock, in milliseconds) a deadline
+// scored score is, within ±farthest. A score is any double, -inf and +inf too (data written
+// by hand), which int64 does not hold: such a deadline is long past or far ahead.
+func until(score float64, now int64) int64 {
+	switch d := score - float64(now); {
+	case d >= farthest:
+		return farthest
+	case d <= -farthest:
+		return -farthest
+	}
+	return int64(score) - now
 }
 
 // redisNowMs is the server's clock in milliseconds: queue deadlines are in Redis time.
