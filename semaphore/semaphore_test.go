@@ -733,6 +733,43 @@ func TestDeadEntrySkipped(t *testing.T) {
 	})
 }
 
+// A client in the queue with no deadline (relock_semaphore_timeout:{name} lost beside a
+// queue that lives on: evicted under memory pressure, or restored without it) is a client
+// nobody vouches for, and is skipped at once, as an entry that ran out is: a TryAcquire
+// takes the permit free behind it, and an Acquire gets one, well within 15s though the
+// clients' entries live a minute; the entries are gone with the queue after.
+//
+// Guards against an acquire script that drops only entries whose deadline passed: an
+// entry with none stays first for ever, and every relock client waits behind it until its
+// context ends, while the live waiters keep the queue from expiring.
+func TestQueueEntryWithoutDeadlineSkipped(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-no-deadline"
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		s := c.Semaphore(name)
+		mustSet(t, s, 1)
+		const ghost = "6f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
+		redistest.MustDo(t, side, "ZADD", queueKey(name), "1", ghost)
+		mustTry(t, s, 1, true)
+		wantKeys(t, b, side, name)
+
+		redistest.MustDo(t, side, "ZADD", queueKey(name), "1", ghost)
+		waited := make(chan error, 1)
+		go func() { waited <- s.Acquire(redistest.Context(t, 15*time.Second), 1) }()
+		if err := s.Release(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		if err := redistest.Recv(t, waited, 20*time.Second, "the Acquire behind an entry with no deadline"); err != nil {
+			t.Fatalf("Acquire behind an entry with no deadline: %v", err)
+		}
+		if err := s.Release(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		wantKeys(t, b, side, name)
+	})
+}
+
 // A client that comes first in line because the client ahead of it was found dead, when
 // no permit is free, is told so at once (lua/semaphore_acquire.lua) and listens for
 // releases from then on: the next release reaches it well within its refresh period (20s,
