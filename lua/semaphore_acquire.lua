@@ -4,7 +4,7 @@
 -- so a large request is never starved by a stream of small ones. Each client keeps one
 -- entry (its own waiters queue in the process); the entry must be refreshed (every call
 -- with ARGV[3] = "1" does) before its deadline, or the client is taken for dead and
--- skipped. Times come from Redis (TIME).
+-- skipped, as is one with no deadline once it comes first. Times come from Redis (TIME).
 --
 -- Only the client first in line can take permits, so only it listens for releases on the
 -- semaphore's channel; the others listen on a channel of their own, the queue's name, ':'
@@ -78,7 +78,13 @@ for _, dead in ipairs(redis.call('zrangebyscore', KEYS[3], '-inf', '(' .. now)) 
   redis.call('zrem', KEYS[2], dead)
   redis.call('zrem', KEYS[3], dead)
 end
+-- A client queued with no deadline (the deadlines key lost beside the queue: evicted, or
+-- restored without it) would never run out: ahead of this one, it is taken for dead too.
 local head = redis.call('zrange', KEYS[2], 0, 0)[1]
+while head and head ~= me and not redis.call('zscore', KEYS[3], head) do
+  redis.call('zrem', KEYS[2], head)
+  head = redis.call('zrange', KEYS[2], 0, 0)[1]
+end
 if avail >= n and (head == nil or head == me) then
   take(now)
   if head then
