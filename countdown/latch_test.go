@@ -928,6 +928,35 @@ func TestSpentLatchReadsAsOpen(t *testing.T) {
 	})
 }
 
+// A latch whose key holds a count of zero or below (written so by another client) is
+// open to every reader (TestSpentLatchReadsAsOpen), and TrySetCount closes an open latch
+// with a new count: it sets the count over the spent one and answers true.
+//
+// Guards against a TrySetCount that looks at whether the key exists rather than at the
+// count: it answered false on a latch that Count and Await call open, for as long as
+// nobody counted it down.
+func TestTrySetCountOverSpentCount(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		side := b.Client(t)
+		ctx := context.Background()
+		for _, v := range []string{"0", "-3"} {
+			name := "latch:spent-set:" + v
+			redistest.MustDo(t, side, "SET", name, v)
+			l := c.CountDownLatch(name)
+			if ok, err := l.TrySetCount(ctx, 2); !ok || err != nil {
+				t.Fatalf("TrySetCount(2) on a latch holding %s (open) = %v, %v; want true, nil", v, ok, err)
+			}
+			if got := state(t, side, name); got != counted(2) {
+				t.Fatalf("after TrySetCount(2) on a latch holding %s the key is %q; want %q", v, got, counted(2))
+			}
+			if n, err := l.Count(ctx); n != 2 || err != nil {
+				t.Fatalf("Count = %d, %v; want 2, nil", n, err)
+			}
+		}
+	})
+}
+
 // racer is a rueidis client that runs hook once, right after the first GET of key has
 // been answered and before its reply reaches the caller: the latch changes between a
 // waiter's read of the count and its subscription.
