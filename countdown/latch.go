@@ -31,7 +31,8 @@ func (l *Latch) l() *countdown.Latch { return lockerr.OrZero((*countdown.Latch)(
 func (l *Latch) Name() string { return l.l().Name() }
 
 // TrySetCount sets the count to n (n at least 1) if the latch has no count (it is open),
-// and reports whether it did.
+// and reports whether it did. A key that holds a count of zero or below, which only
+// another client writes, is an open latch: the count is set over it.
 func (l *Latch) TrySetCount(ctx context.Context, n int64) (bool, error) {
 	return l.l().TrySetCount(ctx, n)
 }
