@@ -769,6 +769,41 @@ func TestRenewalFindsMissingPermit(t *testing.T) {
 	})
 }
 
+// A leased permit scored below zero (-1, -inf: written by hand, or by a tool gone wrong)
+// ran out long ago, and comes back as any permit whose lease ran out does: TryAcquire
+// takes it, AvailablePermits counts it, and neither leaves it in the zset of leased
+// permits.
+//
+// Guards against putting back only the permits scored from 0 to now: one scored below
+// zero stayed leased for ever, and the waiter first in line, told that the next lease runs
+// out at once, tried again every millisecond for as long as it waited.
+func TestLeaseScoredBelowZeroComesBack(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		c := relocktest.New(t, b)
+		for i, op := range []struct {
+			name string
+			call func(s *semaphore.Weighted)
+		}{
+			{"TryAcquire", func(s *semaphore.Weighted) { mustTry(t, s, 2, true) }},
+			{"AvailablePermits", func(s *semaphore.Weighted) {
+				if n := available(t, s); n != 2 {
+					t.Fatalf("AvailablePermits = %d; want 2", n)
+				}
+			}},
+		} {
+			name := fmt.Sprintf("lease-below-zero:%d", i)
+			s := c.Semaphore(name)
+			mustSet(t, s, 0)
+			redistest.MustDo(t, side, "ZADD", leasesKey(name), "-1", strings.Repeat("a", 16), "-inf", strings.Repeat("b", 16))
+			op.call(s)
+			if zs := leased(t, side, name); len(zs) != 0 {
+				t.Fatalf("%s: leased permits %v left; want none", op.name, zs)
+			}
+		}
+	})
+}
+
 // An acquire that finds too few permits free puts back first the leased permits whose
 // lease ran out (a dead holder's) and counts them. Having put some back it publishes the
 // count on the semaphore's channel, as Redisson's acquire does, so that a Redisson waiter
