@@ -3,6 +3,7 @@ package relock_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -844,6 +845,62 @@ func TestSilentHolderFreesWithinALease(t *testing.T) {
 					t.Fatalf("another owner got the lock while the silent holder's context said %v; want it ended with ErrLeaseLost", cause)
 				}
 				proxy.Unblackhole()
+			})
+		}
+	})
+}
+
+// A lock that another owner holds with a lease longer than a time.Duration counts in
+// milliseconds (about 292 years: a Redisson client may set any lease) is held: every kind
+// waits for it, and TryLock fails with ErrLocked, leaving the other owner's data as it
+// was. (The PTTL, turned into how long to sleep, once overflowed to a negative duration,
+// which the attempt took for a grant: Lock returned a hold, already lost, while the other
+// owner held the lock.) A real server only: miniredis keeps expiries as a time.Duration
+// too, and drops a key given such a lease at once.
+func TestForeignLeaseBeyondDurationRange(t *testing.T) {
+	const java = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
+	const lease = "10000000000000" // ms: 317 years
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		for _, k := range []holdKind{kindRLock, kindSpin, kindFair, kindWrite, kindRead} {
+			t.Run(k.name, func(t *testing.T) {
+				n := "truth:centuries:" + k.name
+				fields := []string{java, "1"}
+				if k.name == "write" || k.name == "read" {
+					fields = []string{"mode", "write", java + ":write", "1"}
+				}
+				redistest.MustDo(t, side, append([]string{"HSET", n}, fields...)...)
+				redistest.MustDo(t, side, "PEXPIRE", n, lease)
+				// A wait bound of its own, which the lock outlives by centuries.
+				ctx, cancel := context.WithTimeout(redistest.Context(t, 30*time.Second), 300*time.Millisecond)
+				defer cancel()
+				if _, err := k.lock(c, ctx, n, 0); !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Lock of a lock held for centuries = %v; want the wait bound", err)
+				}
+				var err error
+				switch k.name {
+				case "rlock":
+					_, err = c.Lock(n).TryLock(context.Background())
+				case "spin":
+					_, err = c.SpinLock(n).TryLock(context.Background())
+				case "fair":
+					_, err = c.FairLock(n).TryLock(context.Background())
+				case "write":
+					_, err = c.RWLock(n).TryLock(context.Background())
+				case "read":
+					_, err = c.RWLock(n).TryRLock(context.Background())
+				}
+				if !errors.Is(err, relock.ErrLocked) {
+					t.Fatalf("TryLock = %v; want ErrLocked", err)
+				}
+				want := map[string]string{}
+				for i := 0; i < len(fields); i += 2 {
+					want[fields[i]] = fields[i+1]
+				}
+				if got, err := redistest.Do(t, side, "HGETALL", n).AsStrMap(); err != nil || !maps.Equal(got, want) {
+					t.Fatalf("the other owner's lock = %v, %v; want %v", got, err, want)
+				}
 			})
 		}
 	})
