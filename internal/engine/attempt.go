@@ -508,6 +508,10 @@ func (a *attempt) leave(ctx context.Context) {
 // A lock that is gone (-2) ran out between the script's look and its PTTL, which a server
 // whose clock moves during a script (miniredis) lets happen: try again at once. (A waiter
 // that gives way to another while the lock is free is told how long instead.)
+//
+// A PTTL longer than a hundred years (lockopt.Forever; another client may set any lease)
+// is slept as a hundred years: counted in nanoseconds it could overflow to a negative
+// bound, or to none, which the attempt would take for a grant.
 func (l *Lock) waitBound(pttl int64) time.Duration {
 	switch {
 	case pttl == -2:
@@ -515,5 +519,5 @@ func (l *Lock) waitBound(pttl int64) time.Duration {
 	case pttl < 0:
 		return l.c.Lease
 	}
-	return time.Duration(max(pttl, 1)) * time.Millisecond
+	return time.Duration(min(max(pttl, 1), lockopt.Forever.Milliseconds())) * time.Millisecond
 }
