@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -902,6 +903,36 @@ func TestForeignLeaseBeyondDurationRange(t *testing.T) {
 					t.Fatalf("the other owner's lock = %v, %v; want %v", got, err, want)
 				}
 			})
+		}
+	})
+}
+
+// A read hold's TTL is the lock's, which another reader may have been promised for
+// longer than a time.Duration counts in milliseconds (about 292 years: a Redisson client
+// may set any lease): it reports the longest duration there is, never a negative one,
+// which TTL keeps for a lock without expiry. (It once overflowed to minus 267 years.)
+func TestTTLBeyondDurationRange(t *testing.T) {
+	const java = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
+	const lease = "10000000000000" // ms: 317 years
+	// A real server only: miniredis keeps expiries as a time.Duration too, and drops a key
+	// given such a lease at once.
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		const n = "truth:centuries-ttl"
+		redistest.MustDo(t, side, "HSET", n, "mode", "read", java, "1")
+		redistest.MustDo(t, side, "SET", "{"+n+"}:"+java+":rwlock_timeout:1", "1", "PX", lease)
+		redistest.MustDo(t, side, "PEXPIRE", n, lease)
+		rw := c.RWLock(n)
+		held, err := rw.RLock(redistest.Context(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d, err := rw.TTL(held); err != nil || d != math.MaxInt64 {
+			t.Fatalf("TTL = %v, %v; want the longest duration", d, err)
+		}
+		if err := rw.RUnlock(held); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
