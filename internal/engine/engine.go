@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strconv"
 	"time"
@@ -464,7 +465,9 @@ func (l *Lock) IsLocked(ctx context.Context) (bool, error) {
 }
 
 // TTL returns the remaining lease of the hold ctx carries, or ErrNotHeld. A lock without
-// expiry, which neither relock nor Redisson makes, reports a negative duration.
+// expiry, which neither relock nor Redisson makes, reports a negative duration; one that
+// lasts longer than a time.Duration counts (about 292 years, which another client may
+// have set) reports the longest duration.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	st, err := l.state(ctx, "ttl")
 	if err != nil {
@@ -475,6 +478,9 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	}
 	if st.pttl < 0 {
 		return -1, nil
+	}
+	if st.pttl > int64(math.MaxInt64/time.Millisecond) {
+		return math.MaxInt64, nil
 	}
 	return time.Duration(st.pttl) * time.Millisecond, nil
 }
