@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
 )
@@ -505,4 +508,68 @@ func auxKeyCases() []badCase {
 		redistest.MustDo(t, e.side, "DEL", e.key)
 	})
 	return cases
+}
+
+// A waiters' deadline that no relock or Redisson waiter writes (a score of +inf, one
+// beyond what PEXPIRE takes, a fraction of a millisecond) is taken for a waiter that is
+// there: a fair waiter queues behind it and a reader under writer preference gives way to
+// it, each until its wait bound, and leaves nothing of its own behind. (The scripts turned
+// such a deadline into an expiry that PEXPIRE refused after they had written the caller's
+// queue entry, or its client's registration, which then stayed without expiry.)
+func TestWaitersBehindForeignDeadlines(t *testing.T) {
+	const java = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c, other := relocktest.New(t, b), relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, 30*time.Second)
+		soon := strconv.FormatInt(time.Now().Add(time.Minute).UnixMilli(), 10) + ".5"
+		for i, score := range []string{"+inf", "1e20", soon} {
+			t.Run(fmt.Sprintf("fair %s", score), func(t *testing.T) {
+				n := keys.Of(fmt.Sprintf("aux:deadlines:fair:%d", i))
+				held, err := other.FairLock(n.Lock).Lock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer other.FairLock(n.Lock).Unlock(held)
+				redistest.MustDo(t, side, "RPUSH", n.Queue, java)
+				redistest.MustDo(t, side, "ZADD", n.Deadlines, score, java)
+				if _, err := c.FairLock(n.Lock).Lock(ctx, waitBound); !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Lock behind a waiter with deadline %s = %v; want the wait bound", score, err)
+				}
+				if q, err := redistest.Do(t, side, "LRANGE", n.Queue, "0", "-1").AsStrSlice(); err != nil || !slices.Equal(q, []string{java}) {
+					t.Fatalf("queue = %v, %v; want the other waiter alone", q, err)
+				}
+				if z, err := redistest.Do(t, side, "ZRANGE", n.Deadlines, "0", "-1").AsStrSlice(); err != nil || !slices.Equal(z, []string{java}) {
+					t.Fatalf("deadlines = %v, %v; want the other waiter's alone", z, err)
+				}
+			})
+			t.Run(fmt.Sprintf("reader %s", score), func(t *testing.T) {
+				n := keys.Of(fmt.Sprintf("aux:deadlines:rw:%d", i))
+				redistest.MustDo(t, side, "ZADD", n.Writers, score, java+":write")
+				if _, err := c.RWLock(n.Lock, rwlock.WithWriterPreference()).RLock(ctx, waitBound); !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("RLock behind a writer with deadline %s = %v; want the wait bound", score, err)
+				}
+				for _, k := range []string{n.Readers, n.Wake} {
+					if ttl, err := redistest.Do(t, side, "PTTL", k).AsInt64(); err != nil || ttl == -1 {
+						t.Fatalf("%s: PTTL = %d, %v; want no key, or one that expires", k, ttl, err)
+					}
+				}
+			})
+			t.Run(fmt.Sprintf("writer %s", score), func(t *testing.T) {
+				n := keys.Of(fmt.Sprintf("aux:deadlines:w:%d", i))
+				held, err := other.RWLock(n.Lock).RLock(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer other.RWLock(n.Lock).RUnlock(held)
+				redistest.MustDo(t, side, "ZADD", n.Writers, score, java+":write")
+				if _, err := c.RWLock(n.Lock, rwlock.WithWriterPreference()).Lock(ctx, waitBound); !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Lock beside a writer with deadline %s = %v; want the wait bound", score, err)
+				}
+				if z, err := redistest.Do(t, side, "ZRANGE", n.Writers, "0", "-1").AsStrSlice(); err != nil || !slices.Equal(z, []string{java + ":write"}) {
+					t.Fatalf("waiting writers = %v, %v; want the other writer alone", z, err)
+				}
+			})
+		}
+	})
 }
