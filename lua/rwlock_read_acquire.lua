@@ -57,7 +57,9 @@ if ARGV[4] == '1' and holds == 0 and mode ~= 'write' then
   local first = redis.call('zrangebyscore', KEYS[3], '(' .. now, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
   if #first > 0 then
     local pttl = redis.call('pttl', KEYS[1])
-    local left = tonumber(first[2]) - now + 1
+    -- A whole number within 2^53 ms, whatever the writer's deadline is (a fraction, or
+    -- beyond what PEXPIRE takes, are no writer's): register's PEXPIRE takes it.
+    local left = math.min(math.ceil(tonumber(first[2]) - now) + 1, 9007199254740991)
     if pttl < 0 or left < pttl then
       pttl = left
     end

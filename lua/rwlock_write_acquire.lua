@@ -83,7 +83,10 @@ if ARGV[4] == '1' then
   redis.call('zadd', KEYS[2], now + tonumber(ARGV[5]), ARGV[2])
   -- The zset lives until its latest deadline: a writer with a short refresh period must
   -- not cut short the entry of one with a long period (each client sets its own).
-  redis.call('pexpire', KEYS[2], tonumber(redis.call('zrange', KEYS[2], -1, -1, 'withscores')[2]) - now)
+  -- A deadline that no writer wrote (a fraction, or beyond what PEXPIRE takes) is taken as
+  -- a whole number within 2^53 ms: the entry is already written, and a script that fails
+  -- now would leave it behind.
+  redis.call('pexpire', KEYS[2], math.min(math.ceil(tonumber(redis.call('zrange', KEYS[2], -1, -1, 'withscores')[2]) - now), 9007199254740991))
   return reply
 end
 return held(KEYS[1], KEYS[4], ARGV[6], ARGV[1])
