@@ -1124,3 +1124,35 @@ func releaseMessages(l *redistest.Listener) []string {
 	}
 	return releases
 }
+
+// A release beside another reader whose count is too high for its timeout keys to be
+// walked (a count no reader re-enters to: tampered data, or debris) returns at once and
+// leaves that reader's hold, and the lock, as they were. (The release walked every one of
+// the other reader's timeout keys, as Redisson's does, to find the longest: a count of
+// 2^63-1 kept the server running the script for ever.)
+func TestReleaseBesideAReaderOfCountlessHolds(t *testing.T) {
+	const java = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
+	const count = "9223372036854775807"
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		const name = "countless"
+		redistest.MustDo(t, side, "HSET", name, "mode", "read", java, count)
+		redistest.MustDo(t, side, "SET", "{"+name+"}:"+java+":rwlock_timeout:"+count, "1", "PX", "60000")
+		redistest.MustDo(t, side, "PEXPIRE", name, "60000")
+		mu := c.RWLock(name)
+		r, err := mu.RLock(redistest.Context(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatalf("RUnlock beside the other reader: %v", err)
+		}
+		if rs := readers(t, side, name); len(rs) != 1 || rs[java] != count {
+			t.Fatalf("readers after the release: %v; want the other reader's count alone", rs)
+		}
+		if ttl, err := redistest.Do(t, side, "PTTL", name).AsInt64(); err != nil || ttl <= 0 {
+			t.Fatalf("the lock's PTTL after the release: %d, %v; want it held still", ttl, err)
+		}
+	})
+}
