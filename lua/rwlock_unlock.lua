@@ -72,7 +72,13 @@ if not free then
   local longest = -3
   for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
     local n = tonumber(redis.call('hget', KEYS[1], field))
-    if n then
+    if n and n > 1000 then
+      -- No reader re-enters so often (each re-entry adds a timeout key): walking the keys
+      -- of a count that high (tampered data, or debris) could keep the server in this
+      -- script for ever. The hash, which never expires before the longest of them, stands
+      -- for them: its expiry is left as it is.
+      longest = math.max(longest, redis.call('pttl', KEYS[1]))
+    elseif n then
       for i = n, 1, -1 do
         longest = math.max(longest, redis.call('pttl', KEYS[3] .. ':' .. field .. ':rwlock_timeout:' .. i))
       end
