@@ -16,6 +16,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/internal/keys"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/internal/script"
@@ -933,6 +934,43 @@ func TestTTLBeyondDurationRange(t *testing.T) {
 		}
 		if err := rw.RUnlock(held); err != nil {
 			t.Fatal(err)
+		}
+	})
+}
+
+// A waiter of a lock that another owner holds with a lease of millions of years (beyond
+// what a Lua number prints as a whole number, 10^17 ms) registers its client for as long
+// as it may sleep, within what PEXPIRE takes, and waits: the registration is never left
+// without expiry. (The registry's expiry, the lease and a second, reached PEXPIRE as
+// "4.0000000000000010e+18", which it refused after the client was registered: the
+// waiter failed with ErrWrongType and its registration stayed for ever.)
+func TestWaiterBehindALeaseOfMillionsOfYears(t *testing.T) {
+	const java = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
+	const lease = "4000000000000000000" // ms
+	// A real server only: miniredis keeps expiries as a time.Duration.
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		for _, k := range []holdKind{kindRLock, kindWrite, kindRead} {
+			t.Run(k.name, func(t *testing.T) {
+				n := keys.Of("truth:millions:" + k.name)
+				fields := []string{java, "1"}
+				if k.name != "rlock" {
+					fields = []string{"mode", "write", java + ":write", "1"}
+				}
+				redistest.MustDo(t, side, append([]string{"HSET", n.Lock}, fields...)...)
+				redistest.MustDo(t, side, "PEXPIRE", n.Lock, lease)
+				ctx, cancel := context.WithTimeout(redistest.Context(t, 30*time.Second), 300*time.Millisecond)
+				defer cancel()
+				if _, err := k.lock(c, ctx, n.Lock, 0); !errors.Is(err, context.DeadlineExceeded) {
+					t.Fatalf("Lock of a lock held for millions of years = %v; want the wait bound", err)
+				}
+				for _, key := range []string{n.Wake, n.Readers} {
+					if ttl, err := redistest.Do(t, side, "PTTL", key).AsInt64(); err != nil || ttl == -1 {
+						t.Fatalf("%s: PTTL = %d, %v; want no key, or one that expires", key, ttl, err)
+					}
+				}
+			})
 		}
 	})
 }
