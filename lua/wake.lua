@@ -45,7 +45,9 @@ local function register(registry, code, bound)
     local last = redis.call('zrange', registry, -1, -1, 'withscores')
     redis.call('zadd', registry, (tonumber(last[2]) or 0) + 1, code)
   end
-  local life = bound + 1000
+  -- Within 2^53 ms: a bound of another client's lease of millions of years would reach
+  -- PEXPIRE as no whole number, refused after the entry above was written.
+  local life = math.min(bound + 1000, 9007199254740991)
   if redis.call('pttl', registry) < life then
     redis.call('pexpire', registry, life)
   end
