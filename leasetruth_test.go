@@ -974,3 +974,41 @@ func TestWaiterBehindALeaseOfMillionsOfYears(t *testing.T) {
 		}
 	})
 }
+
+// The watchdog renews a client's holds in batches, one script call for many locks: a
+// lock of the batch that someone gave an expiry of millions of years (beyond what a Lua
+// number prints as a whole number, 10^17 ms) must not stop the renewal of the others, for
+// the plain and the read-write lock's renewal alike. (Its renewal reached PEXPIRE as
+// "4.0000000000000010e+18", which failed the whole call: every other hold of the batch
+// ran out in Redis.)
+func TestRenewalBesideALockOfMillionsOfYears(t *testing.T) {
+	t.Parallel()
+	const lease = 2 * time.Second
+	// A real server only: miniredis keeps expiries as a time.Duration.
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		for _, k := range []holdKind{kindRLock, kindRead} {
+			t.Run(k.name, func(t *testing.T) {
+				far, kept := "truth:renew-far:"+k.name, "truth:renew-kept:"+k.name
+				if _, err := k.lock(c, ctx, far, 0); err != nil {
+					t.Fatal(err)
+				}
+				held, err := k.lock(c, ctx, kept, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				redistest.MustDo(t, side, "PEXPIRE", far, "4000000000000000000")
+				sleepUntil(time.Now().Add(lease * 5 / 2))
+				live(t, held, "the other hold of the batch")
+				if p := redistest.PTTL(t, side, kept); p <= 0 {
+					t.Fatalf("the other hold of the batch lapsed in Redis: PTTL %d", p)
+				}
+				if err := k.unlock(c, held, kept); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	})
+}
