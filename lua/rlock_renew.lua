@@ -14,8 +14,10 @@ local renewed = {}
 for i = 1, #KEYS do
   local held = redis.pcall('hexists', KEYS[i], ARGV[i + 1])
   if held == 1 then
-    if lease > 0 then
-      redis.call('pexpire', KEYS[i], math.max(redis.call('pttl', KEYS[i]), lease))
+    -- Only an expiry sooner than the lease is moved: a longer one, which another writer
+    -- may have made too long for a Lua number to reach PEXPIRE whole, is left alone.
+    if lease > 0 and redis.call('pttl', KEYS[i]) < lease then
+      redis.call('pexpire', KEYS[i], ARGV[1])
     end
     renewed[i] = 1
   else

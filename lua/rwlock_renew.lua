@@ -24,7 +24,9 @@ for i = 1, #KEYS / 2 do
     n = tonumber(n) or 0
     held = n > 0 and redis.call('exists', timeout .. n) == 1
     if held and lease > 0 then
-      expiry = math.max(redis.call('pttl', timeout .. n), lease)
+      -- Within 2^53 ms: an expiry that another writer made longer would reach PEXPIRE
+      -- as no whole number, which would fail the whole batch.
+      expiry = math.min(math.max(redis.call('pttl', timeout .. n), lease), 9007199254740991)
       for k = 1, n do
         redis.call('pexpire', timeout .. k, expiry)
       end
@@ -32,7 +34,9 @@ for i = 1, #KEYS / 2 do
   end
   if held then
     if lease > 0 then
-      redis.call('pexpire', name, math.max(redis.call('pttl', name), expiry))
+      if redis.call('pttl', name) < expiry then
+        redis.call('pexpire', name, expiry)
+      end
     end
     renewed[i] = 1
     if lease > 0 and string.sub(field, -6) ~= ':write' and redis.call('hexists', name, field .. ':write') == 1 then
