@@ -1012,3 +1012,43 @@ func TestRenewalBesideALockOfMillionsOfYears(t *testing.T) {
 		}
 	})
 }
+
+// A hold whose lock someone gave an expiry of millions of years (beyond what a Lua number
+// prints as a whole number, 10^17 ms) is re-entered and released like any other, for
+// every kind: the scripts never hand PEXPIRE an expiry longer than the lease they set.
+// (A re-entry incremented the count and then failed on PEXPIRE of
+// "4.0000000000000010e+18": a hold was left in Redis that its owner was told it had not
+// got.)
+func TestReentryOfALockOfMillionsOfYears(t *testing.T) {
+	// A real server only: miniredis keeps expiries as a time.Duration.
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, 30*time.Second)
+		for _, k := range []holdKind{kindRLock, kindSpin, kindFair, kindWrite, kindRead} {
+			t.Run(k.name, func(t *testing.T) {
+				n := "truth:millions-reentry:" + k.name
+				held, err := k.lock(c, ctx, n, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				redistest.MustDo(t, side, "PEXPIRE", n, "4000000000000000000")
+				again, err := k.lock(c, held, n, 0)
+				if err != nil {
+					t.Fatalf("re-entry: %v", err)
+				}
+				if got, err := k.count(c, again, n); err != nil || got != 2 {
+					t.Fatalf("hold count after the re-entry = %d, %v; want 2", got, err)
+				}
+				for i := range 2 {
+					if err := k.unlock(c, again, n); err != nil {
+						t.Fatalf("unlock %d: %v", i+1, err)
+					}
+				}
+				if e, _ := redistest.Do(t, side, "EXISTS", n).AsInt64(); e != 0 {
+					t.Fatal("the lock is still there after both unlocks")
+				}
+			})
+		}
+	})
+}
