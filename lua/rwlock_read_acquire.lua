@@ -83,13 +83,17 @@ end
 local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
 local expiry = tonumber(ARGV[1])
 if count > 1 then
-  expiry = math.max(expiry, redis.call('pttl', KEYS[2] .. ':' .. (count - 1)))
+  -- Within 2^53 ms: a longer expiry, which another writer may have set, would reach SET
+  -- as no whole number.
+  expiry = math.min(math.max(expiry, redis.call('pttl', KEYS[2] .. ':' .. (count - 1))), 9007199254740991)
   for k = 1, count - 1 do
     redis.call('set', KEYS[2] .. ':' .. k, '1', 'px', expiry)
   end
 end
 redis.call('set', KEYS[2] .. ':' .. count, '1', 'px', expiry)
-redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), expiry))
+if redis.call('pttl', KEYS[1]) < expiry then -- as reenter in shape.lua
+  redis.call('pexpire', KEYS[1], expiry)
+end
 local beside = 0
 if mode == 'write' then
   beside = 1

@@ -84,9 +84,12 @@ if not free then
       end
     end
   end
+  -- Within 2^53 ms: a longer expiry, which another writer may have set, would reach
+  -- PEXPIRE as no whole number, and fail the release half-way.
+  longest = math.min(longest, 9007199254740991)
   if mode == 'write' then
-    if longest > 0 then
-      redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), longest))
+    if longest > 0 and redis.call('pttl', KEYS[1]) < longest then
+      redis.call('pexpire', KEYS[1], longest)
     end
   elseif longest > 0 then
     local before = redis.call('pttl', KEYS[1])

@@ -57,7 +57,9 @@ if mode == false then
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   local count = redis.call('hincrby', KEYS[1], ARGV[2], '1')
-  redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+  if redis.call('pttl', KEYS[1]) < tonumber(ARGV[1]) then -- as reenter in shape.lua
+    redis.call('pexpire', KEYS[1], ARGV[1])
+  end
   return count
 end
 local kind = shape(KEYS[1])

@@ -56,6 +56,10 @@ local function reenter(key, field, lease, pttl)
     return wrongtype('rwlock')
   end
   local count = redis.call('hincrby', key, field, '1')
-  redis.call('pexpire', key, math.max(pttl or redis.call('pttl', key), tonumber(lease)))
+  -- Only an expiry sooner than the lease is moved: a longer one, which another writer may
+  -- have made too long for a Lua number to reach PEXPIRE whole, is left alone.
+  if (pttl or redis.call('pttl', key)) < tonumber(lease) then
+    redis.call('pexpire', key, lease)
+  end
   return count
 end
