@@ -25,7 +25,7 @@ end
 -- doubles, whole only from -(2^53-1) to 2^53-1. Beyond that it returns nil and the RANGE
 -- error to return, which the client turns into ErrInvalidCount.
 local function within(n)
-  if n > 9007199254740991 or n < -9007199254740991 then
+  if n > most_whole or n < -most_whole then
     return nil, redis.error_reply('RANGE the count, or what this call would make it, is beyond 2^53-1 either way, which a semaphore does not count exactly')
   end
   return n

@@ -119,7 +119,7 @@ if ARGV[4] == '1' then
   -- A deadline that no waiter wrote (another writer's: a fraction, or beyond what PEXPIRE
   -- takes) is taken as a whole number within 2^53 ms, which PEXPIRE takes: the entry is
   -- already written, and a script that fails now would leave it behind.
-  local life = math.min(math.ceil(tonumber(redis.call('zrange', KEYS[3], -1, -1, 'withscores')[2]) - now), 9007199254740991)
+  local life = math.min(math.ceil(tonumber(redis.call('zrange', KEYS[3], -1, -1, 'withscores')[2]) - now), most_whole)
   redis.call('pexpire', KEYS[2], life)
   redis.call('pexpire', KEYS[3], life)
 end
@@ -127,7 +127,7 @@ local pttl = redis.call('pttl', KEYS[1])
 if head and head ~= ARGV[2] and deadline and tonumber(deadline) > now then
   -- Another waiter is first. Should it be dead, nobody publishes when its turn passes: come
   -- back by the time its entry runs out.
-  local left = math.min(math.floor(tonumber(deadline) - now) + 1, 9007199254740991)
+  local left = math.min(math.floor(tonumber(deadline) - now) + 1, most_whole)
   if free or pttl < 0 or left < pttl then
     return {0, left}
   end

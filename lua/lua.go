@@ -3,9 +3,12 @@
 // Redisson's clients run the same data through their own scripts, so a Go service and a
 // Java service share locks; these files say exactly what relock does to that data.
 //
-// shape.lua, expect.lua, wake.lua, count.lua and permit.lua are not scripts of their own
-// but preludes: package script puts in front of each script the preludes' functions that
-// it calls, and no others (a script defines its functions anew at every call). shape.lua
+// whole.lua, shape.lua, expect.lua, wake.lua, count.lua and permit.lua are not scripts of
+// their own but preludes: package script puts in front of each script the preludes'
+// functions that it calls and values that it names, and no others (a script defines its
+// functions anew at every call). whole.lua holds 2^53-1, the largest whole number a
+// script keeps exactly, which caps every expiry a script computes from data it did not
+// write. shape.lua
 // is the lock-shape guard of every script that reads a lock's hash before touching it,
 // expect.lua the compare of a hold count of every unlock script, wake.lua the wake
 // registry of the scripts that make waiters wait and wake them, count.lua the guard of the

@@ -59,7 +59,7 @@ if ARGV[4] == '1' and holds == 0 and mode ~= 'write' then
     local pttl = redis.call('pttl', KEYS[1])
     -- A whole number within 2^53 ms, whatever the writer's deadline is (a fraction, or
     -- beyond what PEXPIRE takes, are no writer's): register's PEXPIRE takes it.
-    local left = math.min(math.ceil(tonumber(first[2]) - now) + 1, 9007199254740991)
+    local left = math.min(math.ceil(tonumber(first[2]) - now) + 1, most_whole)
     if pttl < 0 or left < pttl then
       pttl = left
     end
@@ -85,7 +85,7 @@ local expiry = tonumber(ARGV[1])
 if count > 1 then
   -- Within 2^53 ms: a longer expiry, which another writer may have set, would reach SET
   -- as no whole number.
-  expiry = math.min(math.max(expiry, redis.call('pttl', KEYS[2] .. ':' .. (count - 1))), 9007199254740991)
+  expiry = math.min(math.max(expiry, redis.call('pttl', KEYS[2] .. ':' .. (count - 1))), most_whole)
   for k = 1, count - 1 do
     redis.call('set', KEYS[2] .. ':' .. k, '1', 'px', expiry)
   end

@@ -26,7 +26,7 @@ for i = 1, #KEYS / 2 do
     if held and lease > 0 then
       -- Within 2^53 ms: an expiry that another writer made longer would reach PEXPIRE
       -- as no whole number, which would fail the whole batch.
-      expiry = math.min(math.max(redis.call('pttl', timeout .. n), lease), 9007199254740991)
+      expiry = math.min(math.max(redis.call('pttl', timeout .. n), lease), most_whole)
       for k = 1, n do
         redis.call('pexpire', timeout .. k, expiry)
       end

@@ -86,7 +86,7 @@ if not free then
   end
   -- Within 2^53 ms: a longer expiry, which another writer may have set, would reach
   -- PEXPIRE as no whole number, and fail the release half-way.
-  longest = math.min(longest, 9007199254740991)
+  longest = math.min(longest, most_whole)
   if mode == 'write' then
     if longest > 0 and redis.call('pttl', KEYS[1]) < longest then
       redis.call('pexpire', KEYS[1], longest)

@@ -88,7 +88,7 @@ if ARGV[4] == '1' then
   -- A deadline that no writer wrote (a fraction, or beyond what PEXPIRE takes) is taken as
   -- a whole number within 2^53 ms: the entry is already written, and a script that fails
   -- now would leave it behind.
-  redis.call('pexpire', KEYS[2], math.min(math.ceil(tonumber(redis.call('zrange', KEYS[2], -1, -1, 'withscores')[2]) - now), 9007199254740991))
+  redis.call('pexpire', KEYS[2], math.min(math.ceil(tonumber(redis.call('zrange', KEYS[2], -1, -1, 'withscores')[2]) - now), most_whole))
   return reply
 end
 return held(KEYS[1], KEYS[4], ARGV[6], ARGV[1])

@@ -47,7 +47,7 @@ local function register(registry, code, bound)
   end
   -- Within 2^53 ms: a bound of another client's lease of millions of years would reach
   -- PEXPIRE as no whole number, refused after the entry above was written.
-  local life = math.min(bound + 1000, 9007199254740991)
+  local life = math.min(bound + 1000, most_whole)
   if redis.call('pttl', registry) < life then
     redis.call('pexpire', registry, life)
   end

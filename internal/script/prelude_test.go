@@ -36,6 +36,26 @@ end
 	}
 }
 
+// with takes a prelude's value wherever the script or a function it takes names it, before
+// the functions, and leaves it out elsewhere: a missing value is a Lua error only on the
+// path that names it.
+func TestWithTakesNamedValues(t *testing.T) {
+	const values = "-- header: most is mentioned here\nlocal most = 10\nlocal least = 0\n"
+	const functions = "local function cap(x)\n  return math.min(x, most)\nend\n"
+	for _, c := range []struct {
+		src  string
+		want string
+	}{
+		{"return cap(KEYS[1])", "local most = 10\nlocal function cap(x)\n  return math.min(x, most)\nend\nreturn cap(KEYS[1])"},
+		{"return most", "local most = 10\nreturn most"},
+		{"-- most\nreturn 1", "-- most\nreturn 1"},
+	} {
+		if got := with(c.src, values, functions); got != c.want {
+			t.Errorf("with(%q) =\n%s\nwant:\n%s", c.src, got, c.want)
+		}
+	}
+}
+
 // A script's "-- preludes" line is where the functions go: a path that returns above it
 // never makes them. A prelude function called above the line is a build mistake, which
 // with refuses.
@@ -75,16 +95,31 @@ func TestCommonestAcquisitionMakesNoFunction(t *testing.T) {
 	}
 }
 
-// Every script defines exactly the prelude functions it calls: none missing (a Lua error
-// at the call), none unused (a closure the server makes at every call for nothing).
+// Every script defines exactly the prelude functions it calls and the prelude values it
+// names: none missing (a Lua error at the call), none unused (a closure the server makes at
+// every call for nothing).
 func TestScriptsDefineTheFunctionsTheyCall(t *testing.T) {
 	preluded := map[string]bool{}
-	for _, p := range []string{shape, expect, wake, count, permit} {
+	for _, p := range []string{whole, shape, expect, wake, count, permit} {
 		for _, d := range definitions(p) {
 			preluded[d.name] = true
 		}
 	}
+	values := map[string]bool{}
+	for _, d := range definitions(whole) {
+		values[d.name] = d.value
+	}
+	if !values["most_whole"] {
+		t.Fatalf("whole.lua defines %v; want the value most_whole", values)
+	}
 	for name, s := range all() {
+		for v := range values {
+			definition := regexp.MustCompile(`(?m)^local ` + v + ` =`)
+			defines := definition.MatchString(s.Source)
+			if named := names(definition.ReplaceAllString(s.Source, ""))[v]; named != defines {
+				t.Errorf("%s names %s: %v; defines it: %v", name, v, named, defines)
+			}
+		}
 		defined := definedIn(s.Source)
 		for _, f := range defined {
 			if uses(s.Source, f) == 0 {
@@ -110,6 +145,8 @@ func definedIn(src string) []string {
 	}
 	return names
 }
+
+var localFunction = regexp.MustCompile(`(?m)^local function ([A-Za-z_][A-Za-z0-9_]*)\(`)
 
 // uses counts the calls of f in src, its definition left out.
 func uses(src, f string) int {

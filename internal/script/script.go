@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"maps"
 	"regexp"
 	"strings"
 
@@ -34,10 +35,11 @@ func (s *Script) Exec(ctx context.Context, rc rueidis.Client, keys, args []strin
 }
 
 // with prepends to a script's source the functions of preludes that it calls, directly or
-// through one another: shape.lua (the lock-shape guard), expect.lua (the compare of a
-// release's expected hold count), wake.lua (the wake registry), count.lua (the guard of a
-// counting kind's key), permit.lua (leased permits' ids, clock and reclaim). Redis scripts
-// cannot include one another.
+// through one another, and the values of preludes that it or they name: whole.lua (the
+// largest whole number a script keeps exactly), shape.lua (the lock-shape guard),
+// expect.lua (the compare of a release's expected hold count), wake.lua (the wake
+// registry), count.lua (the guard of a counting kind's key), permit.lua (leased permits'
+// ids, clock and reclaim). Redis scripts cannot include one another.
 //
 // The functions a script never calls are left out because Redis runs a script's whole text
 // at every call, and every function it defines is a closure made anew each time: on the
@@ -50,16 +52,16 @@ func with(src string, preludes ...string) string {
 	for _, p := range preludes {
 		defs = append(defs, definitions(p)...)
 	}
-	// A prelude function calls only functions defined before it (a Lua local is not in
-	// scope above its definition), so one pass from the last to the first finds them all.
-	need := calls(src)
+	// A prelude function uses only what is defined before it (a Lua local is not in scope
+	// above its definition), so one pass from the last to the first finds them all.
+	need, named := calls(src), names(src)
 	keep := make([]bool, len(defs))
 	for i := len(defs) - 1; i >= 0; i-- {
-		if need[defs[i].name] {
+		d := defs[i]
+		if d.value && named[d.name] || !d.value && need[d.name] {
 			keep[i] = true
-			for name := range calls(defs[i].text) {
-				need[name] = true
-			}
+			maps.Copy(need, calls(d.text))
+			maps.Copy(named, names(d.text))
 		}
 	}
 	var b strings.Builder
@@ -72,10 +74,10 @@ func with(src string, preludes ...string) string {
 	if !marked {
 		return b.String() + src
 	}
-	for name := range calls(above) {
+	for name := range names(above) {
 		for _, d := range defs {
 			if d.name == name {
-				panic("script: " + name + " is called above the preludes' line") // a build mistake, caught by every test
+				panic("script: " + name + " is used above the preludes' line") // a build mistake, caught by every test
 			}
 		}
 	}
@@ -85,22 +87,25 @@ func with(src string, preludes ...string) string {
 // preludesHere is the line of a script where with puts the preludes' functions.
 const preludesHere = "\n-- preludes\n"
 
-// definition is one top-level function of a prelude: its name and its text, up to the
-// next one (the comment of the next one's group may come with it).
-type definition struct{ name, text string }
+// definition is one top-level function or value of a prelude: its name and its text, up to
+// the next one (the comment of the next one's group may come with it).
+type definition struct {
+	name, text string
+	value      bool // "local <name> =": kept where it is named, not only where it is called
+}
 
-// definitions splits a prelude into its top-level functions, each starting on a line
-// "local function <name>(" at the line's start; the prelude's header comment, before the
-// first, is dropped.
+// definitions splits a prelude into its top-level definitions, each starting on a line
+// "local function <name>(" or "local <name> =" at the line's start; the prelude's header
+// comment, before the first, is dropped.
 func definitions(prelude string) []definition {
-	starts := localFunction.FindAllStringSubmatchIndex(prelude, -1)
+	starts := localDefinition.FindAllStringSubmatchIndex(prelude, -1)
 	defs := make([]definition, len(starts))
 	for i, m := range starts {
 		end := len(prelude)
 		if i+1 < len(starts) {
 			end = starts[i+1][0]
 		}
-		defs[i] = definition{name: prelude[m[2]:m[3]], text: prelude[m[0]:end]}
+		defs[i] = definition{name: prelude[m[4]:m[5]], text: prelude[m[0]:end], value: m[2] < 0}
 	}
 	return defs
 }
@@ -116,9 +121,20 @@ func calls(text string) map[string]bool {
 	return names
 }
 
+// names returns the names that text mentions, outside comments: a value a prelude defines
+// is kept wherever it is named.
+func names(text string) map[string]bool {
+	found := make(map[string]bool)
+	for _, n := range name.FindAllString(comment.ReplaceAllString(text, ""), -1) {
+		found[n] = true
+	}
+	return found
+}
+
 var (
-	localFunction = regexp.MustCompile(`(?m)^local function ([A-Za-z_][A-Za-z0-9_]*)\(`)
-	call          = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
+	localDefinition = regexp.MustCompile(`(?m)^local (function )?([A-Za-z_][A-Za-z0-9_]*)\s*[(=]`)
+	call            = regexp.MustCompile(`([A-Za-z_][A-Za-z0-9_]*)\s*\(`)
+	name            = regexp.MustCompile(`[A-Za-z_][A-Za-z0-9_]*`)
 	// comment is a Lua line comment: the scripts have no "--" inside a string literal.
 	comment = regexp.MustCompile(`--[^\n]*`)
 )
@@ -139,6 +155,7 @@ func source(file string) string {
 
 // The preludes that with prepends.
 var (
+	whole  = source("whole.lua")
 	shape  = source("shape.lua")
 	expect = source("expect.lua")
 	wake   = source("wake.lua")
@@ -148,28 +165,28 @@ var (
 
 // Scripts are immutable once made, so one set serves every client in the process.
 var (
-	rlockAcquireScript       = newScript(with(source("rlock_acquire.lua"), shape, wake))
-	rlockUnlockScript        = newScript(with(source("rlock_unlock.lua"), shape, expect, wake))
-	rlockHandScript          = newScript(with(source("rlock_hand.lua"), expect, wake))
-	rlockForceUnlockScript   = newScript(with(source("rlock_force_unlock.lua"), shape))
-	rlockStateScript         = newScript(with(source("rlock_state.lua"), shape))
+	rlockAcquireScript       = newScript(with(source("rlock_acquire.lua"), whole, shape, wake))
+	rlockUnlockScript        = newScript(with(source("rlock_unlock.lua"), whole, shape, expect, wake))
+	rlockHandScript          = newScript(with(source("rlock_hand.lua"), whole, expect, wake))
+	rlockForceUnlockScript   = newScript(with(source("rlock_force_unlock.lua"), whole, shape))
+	rlockStateScript         = newScript(with(source("rlock_state.lua"), whole, shape))
 	rlockRenewScript         = newScript(source("rlock_renew.lua"))
-	fairAcquireScript        = newScript(with(source("fair_acquire.lua"), shape))
-	fairReleaseScript        = newScript(with(source("fair_release.lua"), shape, expect))
-	rwlockReadAcquireScript  = newScript(with(source("rwlock_read_acquire.lua"), shape, wake))
-	rwlockWriteAcquireScript = newScript(with(source("rwlock_write_acquire.lua"), shape, wake))
-	rwlockUnlockScript       = newScript(with(source("rwlock_unlock.lua"), shape, expect, wake))
-	rwlockRenewScript        = newScript(source("rwlock_renew.lua"))
-	passScript               = newScript(with(source("pass.lua"), wake))
-	semaphoreAcquireScript   = newScript(with(source("semaphore_acquire.lua"), count, permit))
+	fairAcquireScript        = newScript(with(source("fair_acquire.lua"), whole, shape))
+	fairReleaseScript        = newScript(with(source("fair_release.lua"), whole, shape, expect))
+	rwlockReadAcquireScript  = newScript(with(source("rwlock_read_acquire.lua"), whole, shape, wake))
+	rwlockWriteAcquireScript = newScript(with(source("rwlock_write_acquire.lua"), whole, shape, wake))
+	rwlockUnlockScript       = newScript(with(source("rwlock_unlock.lua"), whole, shape, expect, wake))
+	rwlockRenewScript        = newScript(with(source("rwlock_renew.lua"), whole))
+	passScript               = newScript(with(source("pass.lua"), whole, wake))
+	semaphoreAcquireScript   = newScript(with(source("semaphore_acquire.lua"), whole, count, permit))
 	semaphoreLeaveScript     = newScript(source("semaphore_leave.lua"))
-	semaphoreReleaseScript   = newScript(with(source("semaphore_release.lua"), count))
-	semaphoreReturnScript    = newScript(with(source("semaphore_return.lua"), count, permit))
-	semaphoreRenewScript     = newScript(with(source("semaphore_renew.lua"), permit))
-	semaphoreAvailableScript = newScript(with(source("semaphore_available.lua"), count, permit))
-	semaphoreDrainScript     = newScript(with(source("semaphore_drain.lua"), count, permit))
-	latchSetScript           = newScript(with(source("latch_set.lua"), count))
-	latchCountDownScript     = newScript(with(source("latch_count_down.lua"), count))
+	semaphoreReleaseScript   = newScript(with(source("semaphore_release.lua"), whole, count))
+	semaphoreReturnScript    = newScript(with(source("semaphore_return.lua"), whole, count, permit))
+	semaphoreRenewScript     = newScript(with(source("semaphore_renew.lua"), whole, permit))
+	semaphoreAvailableScript = newScript(with(source("semaphore_available.lua"), whole, count, permit))
+	semaphoreDrainScript     = newScript(with(source("semaphore_drain.lua"), whole, count, permit))
+	latchSetScript           = newScript(with(source("latch_set.lua"), whole, count))
+	latchCountDownScript     = newScript(with(source("latch_count_down.lua"), whole, count))
 )
 
 // AcquireReply appends the integers of an acquire script's reply (rlock, fair, read or
