@@ -351,6 +351,25 @@ func (a *attempt) keep() error {
 	return err
 }
 
+// tryWaiting is a waiter's attempt: ttl 0 when it got the lock, or else how long to wait
+// before the next one: the holder's remaining lease, or retry.OutagePause after an attempt
+// that got no answer. Redis out of reach ends no wait the caller still wants while the
+// outage is shorter than a lease (see retry.Outage): the waiter keeps its place, and its
+// next attempt asks whether this one ran (see try). Any other failure is err.
+func (a *attempt) tryWaiting(ctx context.Context, outage *retry.Outage) (time.Duration, error) {
+	ttl, err := a.try(ctx)
+	switch {
+	case err == nil:
+		if ttl != 0 {
+			outage.End()
+		}
+		return ttl, nil
+	case outage.Ride(ctx, err, a.l.c.Lease):
+		return retry.OutagePause, nil
+	}
+	return 0, err
+}
+
 // waitFor subscribes to the channel that announces this waiter's chance and retries on
 // every wake-up until the lock is acquired (or handed to it: handoff.go) or ctx ends. A
 // ttl below 0 says that no attempt was made: the waiter joins the client's waiters in
@@ -416,21 +435,14 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 			// If this attempt gets the lock, the client stays registered to be woken
 			// while others of its waiters remain, and leaves the registry otherwise.
 			a.stay = flag(sub.Others())
-			ttl, err = a.try(ctx)
-			switch {
-			case err == nil && ttl == 0:
+			if ttl, err = a.tryWaiting(ctx, &outage); err != nil {
+				return err
+			}
+			if ttl == 0 {
 				if l.kind.shared {
 					sub.Took(a.lease, l.kind.shares)
 				}
 				return nil
-			case err == nil:
-				outage.End()
-			case outage.Ride(ctx, err, l.c.Lease):
-				// Redis could not be reached for this attempt: the waiter keeps its place
-				// and tries again after a pause (see retry.Outage).
-				ttl = retry.OutagePause
-			default:
-				return err
 			}
 		}
 		again = true

@@ -64,19 +64,12 @@ func (a *attempt) spinFor(ctx context.Context, ttl time.Duration) error {
 			return ctx.Err()
 		}
 		var err error
-		ttl, err = a.try(ctx)
-		switch {
-		case err == nil && ttl == 0:
+		if ttl, err = a.tryWaiting(ctx, &outage); err != nil {
+			return err
+		}
+		if ttl == 0 {
 			a.woken = observe.ByBackOff
 			return nil
-		case err == nil:
-			outage.End()
-		case outage.Ride(ctx, err, a.l.c.Lease):
-			// A stall shorter than a lease does not end a wait the caller still wants; the
-			// next try asks whether this one ran (see try).
-			ttl = retry.OutagePause
-		default:
-			return err
 		}
 	}
 }
