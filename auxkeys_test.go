@@ -517,7 +517,6 @@ func auxKeyCases() []badCase {
 // such a deadline into an expiry that PEXPIRE refused after they had written the caller's
 // queue entry, or its client's registration, which then stayed without expiry.)
 func TestWaitersBehindForeignDeadlines(t *testing.T) {
-	const java = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c, other := relocktest.New(t, b), relocktest.New(t, b)
 		side := b.Client(t)
@@ -531,21 +530,21 @@ func TestWaitersBehindForeignDeadlines(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer other.FairLock(n.Lock).Unlock(held)
-				redistest.MustDo(t, side, "RPUSH", n.Queue, java)
-				redistest.MustDo(t, side, "ZADD", n.Deadlines, score, java)
+				redistest.MustDo(t, side, "RPUSH", n.Queue, javaOwner)
+				redistest.MustDo(t, side, "ZADD", n.Deadlines, score, javaOwner)
 				if _, err := c.FairLock(n.Lock).Lock(ctx, waitBound); !errors.Is(err, context.DeadlineExceeded) {
 					t.Fatalf("Lock behind a waiter with deadline %s = %v; want the wait bound", score, err)
 				}
-				if q, err := redistest.Do(t, side, "LRANGE", n.Queue, "0", "-1").AsStrSlice(); err != nil || !slices.Equal(q, []string{java}) {
+				if q, err := redistest.Do(t, side, "LRANGE", n.Queue, "0", "-1").AsStrSlice(); err != nil || !slices.Equal(q, []string{javaOwner}) {
 					t.Fatalf("queue = %v, %v; want the other waiter alone", q, err)
 				}
-				if z, err := redistest.Do(t, side, "ZRANGE", n.Deadlines, "0", "-1").AsStrSlice(); err != nil || !slices.Equal(z, []string{java}) {
+				if z, err := redistest.Do(t, side, "ZRANGE", n.Deadlines, "0", "-1").AsStrSlice(); err != nil || !slices.Equal(z, []string{javaOwner}) {
 					t.Fatalf("deadlines = %v, %v; want the other waiter's alone", z, err)
 				}
 			})
 			t.Run(fmt.Sprintf("reader %s", score), func(t *testing.T) {
 				n := keys.Of(fmt.Sprintf("aux:deadlines:rw:%d", i))
-				redistest.MustDo(t, side, "ZADD", n.Writers, score, java+":write")
+				redistest.MustDo(t, side, "ZADD", n.Writers, score, javaOwner+":write")
 				if _, err := c.RWLock(n.Lock, rwlock.WithWriterPreference()).RLock(ctx, waitBound); !errors.Is(err, context.DeadlineExceeded) {
 					t.Fatalf("RLock behind a writer with deadline %s = %v; want the wait bound", score, err)
 				}
@@ -562,11 +561,11 @@ func TestWaitersBehindForeignDeadlines(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer other.RWLock(n.Lock).RUnlock(held)
-				redistest.MustDo(t, side, "ZADD", n.Writers, score, java+":write")
+				redistest.MustDo(t, side, "ZADD", n.Writers, score, javaOwner+":write")
 				if _, err := c.RWLock(n.Lock, rwlock.WithWriterPreference()).Lock(ctx, waitBound); !errors.Is(err, context.DeadlineExceeded) {
 					t.Fatalf("Lock beside a writer with deadline %s = %v; want the wait bound", score, err)
 				}
-				if z, err := redistest.Do(t, side, "ZRANGE", n.Writers, "0", "-1").AsStrSlice(); err != nil || !slices.Equal(z, []string{java + ":write"}) {
+				if z, err := redistest.Do(t, side, "ZRANGE", n.Writers, "0", "-1").AsStrSlice(); err != nil || !slices.Equal(z, []string{javaOwner + ":write"}) {
 					t.Fatalf("waiting writers = %v, %v; want the other writer alone", z, err)
 				}
 			})

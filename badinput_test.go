@@ -242,7 +242,6 @@ func badInputCases() []badCase {
 
 	// Names whose keys would not share a slot, or no name at all, and names whose keys
 	// would be another lock's: every kind, every call. The error says why.
-	const javaOwner = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
 	for _, c := range []struct{ name, reason string }{
 		{"", "empty name"},
 		{"a{}b", "empty hash tag '{}' at 1"},

@@ -21,6 +21,10 @@ import (
 
 // holdKind is one kind of hold, reached through the client's API only, so that one test
 // covers every kind whose scripts share a path.
+// javaOwner is the hash field of an owner of a Redisson client (its UUID and a thread id),
+// for the tests that write another client's hold or queue entry themselves.
+const javaOwner = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
+
 type holdKind struct {
 	name string
 	// lock takes a hold of the lock named n; lease 0 takes the watchdog's lease (renewed).

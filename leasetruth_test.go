@@ -860,7 +860,6 @@ func TestSilentHolderFreesWithinALease(t *testing.T) {
 // owner held the lock.) A real server only: miniredis keeps expiries as a time.Duration
 // too, and drops a key given such a lease at once.
 func TestForeignLeaseBeyondDurationRange(t *testing.T) {
-	const java = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
 	const lease = "10000000000000" // ms: 317 years
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
@@ -868,18 +867,8 @@ func TestForeignLeaseBeyondDurationRange(t *testing.T) {
 		for _, k := range []holdKind{kindRLock, kindSpin, kindFair, kindWrite, kindRead} {
 			t.Run(k.name, func(t *testing.T) {
 				n := "truth:centuries:" + k.name
-				fields := []string{java, "1"}
-				if k.name == "write" || k.name == "read" {
-					fields = []string{"mode", "write", java + ":write", "1"}
-				}
-				redistest.MustDo(t, side, append([]string{"HSET", n}, fields...)...)
-				redistest.MustDo(t, side, "PEXPIRE", n, lease)
-				// A wait bound of its own, which the lock outlives by centuries.
-				ctx, cancel := context.WithTimeout(redistest.Context(t, 30*time.Second), 300*time.Millisecond)
-				defer cancel()
-				if _, err := k.lock(c, ctx, n, 0); !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatalf("Lock of a lock held for centuries = %v; want the wait bound", err)
-				}
+				want := heldFor(t, side, k, n, lease)
+				waitsItsBound(t, c, k, n)
 				var err error
 				switch k.name {
 				case "rlock":
@@ -896,10 +885,6 @@ func TestForeignLeaseBeyondDurationRange(t *testing.T) {
 				if !errors.Is(err, relock.ErrLocked) {
 					t.Fatalf("TryLock = %v; want ErrLocked", err)
 				}
-				want := map[string]string{}
-				for i := 0; i < len(fields); i += 2 {
-					want[fields[i]] = fields[i+1]
-				}
 				if got, err := redistest.Do(t, side, "HGETALL", n).AsStrMap(); err != nil || !maps.Equal(got, want) {
 					t.Fatalf("the other owner's lock = %v, %v; want %v", got, err, want)
 				}
@@ -908,12 +893,38 @@ func TestForeignLeaseBeyondDurationRange(t *testing.T) {
 	})
 }
 
+// heldFor writes a hold of a Redisson client's owner on the lock n of kind k (a write hold
+// for either hold of a read-write lock), with an expiry of lease ms, as a Redisson client
+// may set it, and returns the lock's hash as written.
+func heldFor(t *testing.T, side rueidis.Client, k holdKind, n, lease string) map[string]string {
+	t.Helper()
+	hash := map[string]string{javaOwner: "1"}
+	if k.name == "write" || k.name == "read" {
+		hash = map[string]string{"mode": "write", javaOwner + ":write": "1"}
+	}
+	for f, v := range hash {
+		redistest.MustDo(t, side, "HSET", n, f, v)
+	}
+	redistest.MustDo(t, side, "PEXPIRE", n, lease)
+	return hash
+}
+
+// waitsItsBound checks that a Lock of kind k on n, held by another owner, waits until the
+// bound of its own context, 300 ms, which the lock outlives.
+func waitsItsBound(t *testing.T, c *relock.Client, k holdKind, n string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(redistest.Context(t, 30*time.Second), 300*time.Millisecond)
+	defer cancel()
+	if _, err := k.lock(c, ctx, n, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock of a lock held by another owner = %v; want the wait bound", err)
+	}
+}
+
 // A read hold's TTL is the lock's, which another reader may have been promised for
 // longer than a time.Duration counts in milliseconds (about 292 years: a Redisson client
 // may set any lease): it reports the longest duration there is, never a negative one,
 // which TTL keeps for a lock without expiry. (It once overflowed to minus 267 years.)
 func TestTTLBeyondDurationRange(t *testing.T) {
-	const java = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
 	const lease = "10000000000000" // ms: 317 years
 	// A real server only: miniredis keeps expiries as a time.Duration too, and drops a key
 	// given such a lease at once.
@@ -921,8 +932,8 @@ func TestTTLBeyondDurationRange(t *testing.T) {
 		c := relocktest.New(t, b)
 		side := b.Client(t)
 		const n = "truth:centuries-ttl"
-		redistest.MustDo(t, side, "HSET", n, "mode", "read", java, "1")
-		redistest.MustDo(t, side, "SET", "{"+n+"}:"+java+":rwlock_timeout:1", "1", "PX", lease)
+		redistest.MustDo(t, side, "HSET", n, "mode", "read", javaOwner, "1")
+		redistest.MustDo(t, side, "SET", "{"+n+"}:"+javaOwner+":rwlock_timeout:1", "1", "PX", lease)
 		redistest.MustDo(t, side, "PEXPIRE", n, lease)
 		rw := c.RWLock(n)
 		held, err := rw.RLock(redistest.Context(t, 30*time.Second))
@@ -945,7 +956,6 @@ func TestTTLBeyondDurationRange(t *testing.T) {
 // "4.0000000000000010e+18", which it refused after the client was registered: the
 // waiter failed with ErrWrongType and its registration stayed for ever.)
 func TestWaiterBehindALeaseOfMillionsOfYears(t *testing.T) {
-	const java = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
 	const lease = "4000000000000000000" // ms
 	// A real server only: miniredis keeps expiries as a time.Duration.
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
@@ -954,17 +964,8 @@ func TestWaiterBehindALeaseOfMillionsOfYears(t *testing.T) {
 		for _, k := range []holdKind{kindRLock, kindWrite, kindRead} {
 			t.Run(k.name, func(t *testing.T) {
 				n := keys.Of("truth:millions:" + k.name)
-				fields := []string{java, "1"}
-				if k.name != "rlock" {
-					fields = []string{"mode", "write", java + ":write", "1"}
-				}
-				redistest.MustDo(t, side, append([]string{"HSET", n.Lock}, fields...)...)
-				redistest.MustDo(t, side, "PEXPIRE", n.Lock, lease)
-				ctx, cancel := context.WithTimeout(redistest.Context(t, 30*time.Second), 300*time.Millisecond)
-				defer cancel()
-				if _, err := k.lock(c, ctx, n.Lock, 0); !errors.Is(err, context.DeadlineExceeded) {
-					t.Fatalf("Lock of a lock held for millions of years = %v; want the wait bound", err)
-				}
+				heldFor(t, side, k, n.Lock, lease)
+				waitsItsBound(t, c, k, n.Lock)
 				for _, key := range []string{n.Wake, n.Readers} {
 					if ttl, err := redistest.Do(t, side, "PTTL", key).AsInt64(); err != nil || ttl == -1 {
 						t.Fatalf("%s: PTTL = %d, %v; want no key, or one that expires", key, ttl, err)
