@@ -84,7 +84,8 @@ type Owner struct {
 	Owner string `json:"owner"` // "<client uuid>:<n>"
 	Holds int64  `json:"holds"`
 	Write bool   `json:"write,omitempty"` // rwlock: a write hold
-	// ReadTTLsMs are the remaining leases of an rwlock reader's holds, one per hold.
+	// ReadTTLsMs are the remaining leases of an rwlock reader's holds, one per hold; none
+	// for a reader counting more holds than maxReadLeases, which no reader makes.
 	ReadTTLsMs []int64 `json:"readTtlsMs,omitempty"`
 	// Client is the process behind the owner, as CLIENT LIST shows it; nil when no
 	// connection carries its client's name (see ClientConn) or the lookup failed
@@ -283,9 +284,14 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (r *Report
 			if r.Kind == "rwlock" {
 				if base, ok := keys.IsWriteField(f); ok {
 					o.Owner, o.Write = base, true
-				} else {
+				} else if n <= maxReadLeases {
+					// A count above that is no reader's (tampered data, or debris), and
+					// walking its keys would not end: the count alone is shown.
 					for k := int64(1); k <= n; k++ {
-						ttl, _ := do(rc.B().Pttl().Key(names.ReadTimeout(f, k)).Build()).AsInt64()
+						ttl, err := do(rc.B().Pttl().Key(names.ReadTimeout(f, k)).Build()).AsInt64()
+						if err != nil {
+							return nil, err
+						}
 						o.ReadTTLsMs = append(o.ReadTTLsMs, ttl)
 					}
 				}
@@ -348,6 +354,10 @@ func inspectOnce(ctx context.Context, rc rueidis.Client, name string) (r *Report
 	}
 	return r, nil
 }
+
+// maxReadLeases is the most holds of one reader whose leases inspect reads, one timeout
+// key each: a reader re-enters its hold far less often (as rwlock_unlock.lua takes it).
+const maxReadLeases = 1000
 
 // maxLockFields is the most fields inspect expects of a lock's hash (one per holder);
 // a hash with more is read whole only when a page of it has a lock's shape.

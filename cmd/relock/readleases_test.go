@@ -2,6 +2,7 @@ package main
 
 import (
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -67,6 +68,27 @@ func TestInspectShowsTheLeaseLeft(t *testing.T) {
 		out, err := relockCmd(t, b.Addr, "", "inspect", "lease-left")
 		if err != nil || !regexp.MustCompile(`^lease-left: rlock, held, lease [3-5]\d(\.\d+)?s left\n`).MatchString(out) {
 			t.Errorf("inspect lease-left: %v; want a lease of 30s to 1m left:\n%s", err, out)
+		}
+	})
+}
+
+// inspect shows a reader whose field counts more holds than any reader makes (tampered
+// data, or debris: over 1000, as the release script takes it) with its count alone, and
+// answers at once: it reads no timeout key per hold of such a count, where a count of
+// 10^12 would have it send PTTLs, and hold their replies, for ever.
+func TestInspectReaderOfCountlessHolds(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		side := b.Client(t)
+		const n, reader = "countless-reader", "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
+		redistest.MustDo(t, side, "HSET", n, "mode", "read", reader, "1000000000000")
+		redistest.MustDo(t, side, "PEXPIRE", n, "60000")
+		_, r := inspectBinary(t, b, "--json", n)
+		if r.Kind != "rwlock" || len(r.Owners) != 1 || r.Owners[0].Holds != 1000000000000 || len(r.Owners[0].ReadTTLsMs) != 0 {
+			t.Fatalf("inspect --json %s: %+v; want the one reader with its count and no lease per hold", n, r)
+		}
+		out, _ := inspectBinary(t, b, n)
+		if !strings.Contains(out, reader+" ") || !strings.Contains(out, "reads ×1000000000000") {
+			t.Errorf("inspect %s: want the reader and its count:\n%s", n, out)
 		}
 	})
 }
