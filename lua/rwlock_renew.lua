@@ -7,7 +7,9 @@
 -- hold is gone, 2 where a read hold was renewed while its owner also holds the write lock
 -- (whose field lives as long as the hash, which this renewal kept). A read hold is gone
 -- when its field is, or when its newest timeout key ran out (a paused reader whose share
--- others may already have counted as over).
+-- others may already have counted as over). A write hold is gone when its field is, or
+-- when the mode is no longer write: another writer set it to read, and readers of other
+-- owners get in beside the field.
 --
 -- A renewal touches only the renewer's own keys, as Redisson's read-lock renewal does
 -- now: a crashed reader's timeout keys run out however long the other readers stay. It
@@ -16,10 +18,13 @@ local lease = tonumber(ARGV[1])
 local renewed = {}
 for i = 1, #KEYS / 2 do
   local name, prefix, field = KEYS[2 * i - 1], KEYS[2 * i], ARGV[i + 1]
-  local n = redis.pcall('hget', name, field)
+  local v = redis.pcall('hmget', name, field, 'mode')
+  local n = v[1]
   local expiry = lease
   local held = type(n) == 'string'
-  if held and string.sub(field, -6) ~= ':write' then
+  if held and string.sub(field, -6) == ':write' then
+    held = v[2] == 'write'
+  elseif held then
     local timeout = prefix .. ':' .. field .. ':rwlock_timeout:'
     n = tonumber(n) or 0
     held = n > 0 and redis.call('exists', timeout .. n) == 1
