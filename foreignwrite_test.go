@@ -19,12 +19,25 @@ import (
 // A renewed hold whose hash another writer gave a "mode" it does not have (a write hold's
 // mode set to read, a plain lock's hash given a read mode) lets a reader of another owner
 // in: the first hold's context must then end with ErrLeaseLost, within a renewal round or
-// two, and not live on beside the reader while renewals go on answering "held".
+// two, and not live on beside the reader while renewals go on answering "held". So too for
+// a write hold on a fixed lease beside its owner's renewed read hold, whose renewals keep
+// the write hold's field, and so its context, alive with the hash.
 func TestHoldEndsWhenAModeLetsAReaderIn(t *testing.T) {
 	t.Parallel()
 	const lease = 1500 * time.Millisecond // the watchdog's: a round every 500ms
+	besideRead := holdKind{
+		name: "write beside read",
+		lock: func(c *relock.Client, ctx context.Context, n string, _ time.Duration) (context.Context, error) {
+			// Shorter than the wait below: it is only kept by the read hold's renewals.
+			w, err := kindWrite.lock(c, ctx, n, lease+lease/3)
+			if err == nil {
+				_, err = kindRead.lock(c, w, n, 0)
+			}
+			return w, err
+		},
+	}
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
-		for _, k := range []holdKind{kindWrite, kindRLock, kindFair, kindSpin} {
+		for _, k := range []holdKind{kindWrite, kindRLock, kindFair, kindSpin, besideRead} {
 			t.Run(k.name, func(t *testing.T) {
 				c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease))
 				other := relocktest.New(t, b)

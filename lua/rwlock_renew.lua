@@ -5,11 +5,11 @@
 -- ARGV[i+1]  the field ("<owner>" or "<owner>:write") whose hold of lock i is renewed
 -- Returns an array: 1 where the field still holds the lock (and was renewed), 0 where the
 -- hold is gone, 2 where a read hold was renewed while its owner also holds the write lock
--- (whose field lives as long as the hash, which this renewal kept). A read hold is gone
--- when its field is, or when its newest timeout key ran out (a paused reader whose share
--- others may already have counted as over). A write hold is gone when its field is, or
--- when the mode is no longer write: another writer set it to read, and readers of other
--- owners get in beside the field.
+-- (whose field lives as long as the hash, which this renewal kept, while the mode is not
+-- read). A read hold is gone when its field is, or when its newest timeout key ran out (a
+-- paused reader whose share others may already have counted as over). A write hold is
+-- gone when its field is, or when the mode is read: another writer set it, and readers of
+-- other owners get in beside the field (no other mode lets anyone in).
 --
 -- A renewal touches only the renewer's own keys, as Redisson's read-lock renewal does
 -- now: a crashed reader's timeout keys run out however long the other readers stay. It
@@ -23,7 +23,7 @@ for i = 1, #KEYS / 2 do
   local expiry = lease
   local held = type(n) == 'string'
   if held and string.sub(field, -6) == ':write' then
-    held = v[2] == 'write'
+    held = v[2] ~= 'read'
   elseif held then
     local timeout = prefix .. ':' .. field .. ':rwlock_timeout:'
     n = tonumber(n) or 0
@@ -44,7 +44,7 @@ for i = 1, #KEYS / 2 do
       end
     end
     renewed[i] = 1
-    if lease > 0 and string.sub(field, -6) ~= ':write' and redis.call('hexists', name, field .. ':write') == 1 then
+    if lease > 0 and string.sub(field, -6) ~= ':write' and v[2] ~= 'read' and redis.call('hexists', name, field .. ':write') == 1 then
       renewed[i] = 2
     end
   else
