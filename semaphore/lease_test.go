@@ -1342,3 +1342,33 @@ func TestCountKeepsItsExpiry(t *testing.T) {
 		}
 	})
 }
+
+// Writes paused past the lease (CLIENT PAUSE WRITE: renewals wait, and the leased permits'
+// scores, kept in Redis's time, run out meanwhile): when the pause ends, another client
+// takes the permit the lease held, and at that moment the lease's context has already
+// ended, with ErrLeaseLost.
+func TestLeaseEndsBeforeAWritePausePastItGivesItsPermitAway(t *testing.T) {
+	t.Parallel()
+	const lease = time.Second
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(lease), relock.WithLogger(nil))
+		other := relocktest.New(t, b, relock.WithLogger(nil)).Semaphore("lease:paused")
+		s := c.Semaphore("lease:paused")
+		mustSet(t, s, 1)
+		held := acquireLease(t, s, 1)
+		// Three leases: the lease's deadline passes well within the pause.
+		redistest.MustDo(t, b.Client(t), "CLIENT", "PAUSE", "3000", "WRITE")
+		var cause error
+		redistest.Eventually(t, 30*time.Second, "another client to take the permit after the pause", func() bool {
+			ok, err := other.TryAcquire(redistest.Context(t, 10*time.Second), 1)
+			if ok {
+				// What the lease's context said the moment another client had its permit.
+				cause = context.Cause(held)
+			}
+			return ok && err == nil
+		})
+		if !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Fatalf("another client took the leased permit while the lease's context said %v; want it ended with ErrLeaseLost", cause)
+		}
+	})
+}
