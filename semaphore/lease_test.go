@@ -1372,3 +1372,33 @@ func TestLeaseEndsBeforeAWritePausePastItGivesItsPermitAway(t *testing.T) {
 		}
 	})
 }
+
+// A Redis restarted without persistence has lost the semaphore, and with it every lease:
+// a lease's context ends soon after its client reconnects, not at its next renewal (a
+// third of the 30s watchdog timeout), so that it is not live long beside another client
+// that set the semaphore up again and took its permit.
+func TestRestartEndsLeasesAtReconnect(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithLogger(nil)) // default 30s lease: renewals every 10s
+		other := relocktest.New(t, b, relock.WithLogger(nil)).Semaphore("lease:restart")
+		s := c.Semaphore("lease:restart")
+		mustSet(t, s, 1)
+		held := acquireLease(t, s, 1)
+		// The restart comes well before the lease's first renewal (10s).
+		b.Server.Restart(t)
+		redistest.Eventually(t, 30*time.Second, "another client to set the semaphore up again and take its permit", func() bool {
+			ctx := redistest.Context(t, 5*time.Second)
+			_, _ = other.TrySetPermits(ctx, 1)
+			ok, err := other.TryAcquire(ctx, 1)
+			return ok && err == nil
+		})
+		select {
+		case <-held.Done():
+			if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+				t.Fatalf("cause %v; want ErrLeaseLost", context.Cause(held))
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the lease's context is live 5s after another client took its permit on the restarted server; want it ended at reconnect")
+		}
+	})
+}
