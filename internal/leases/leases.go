@@ -190,8 +190,8 @@ type Grant struct {
 	// Renewal is the script that renews holds of the kind, many in one call: it takes
 	// the lease in milliseconds, then for each hold its name as a key (and Extra after it,
 	// when the kind has one) and Owner as an argument, and answers 1 for a hold renewed, 0
-	// for one lost, and 2 for a read hold renewed beside its owner's write hold (see
-	// lua/rlock_renew.lua). Extra is the second key of a hold in the call: a read-write
+	// for one lost (lua/rlock_renew.lua), and 2 for a read hold renewed beside its owner's
+	// write hold (lua/rwlock_renew.lua). Extra is the second key of a hold in the call: a read-write
 	// lock's key prefix "{<name>}", under which the read holds' timeout keys are renewed
 	// with the hash, or a semaphore's zset of leased permits; "" for kinds with one key.
 	Renewal *script.Script
