@@ -4,10 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
@@ -278,6 +283,132 @@ func TestCloseReleasesAnAcquisitionInFlight(t *testing.T) {
 		}
 		if n, _ := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 {
 			t.Errorf("the lock taken while the client closed is still held (PTTL %dms): nobody will release it", redistest.PTTL(t, side, name))
+		}
+	})
+}
+
+// Close while goroutines lock, wait for and unlock locks of every kind on the client, some
+// of them behind another client's hold: every call returns within a bound, each with nil
+// or ErrClosed naming its lock; no goroutine of the client is left running; the client's
+// holds are released, so the lock keys it held are gone; and every call after Close fails
+// with ErrClosed naming the lock.
+func TestCloseDuringCallsOfManyGoroutines(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		other := relocktest.New(t, b)
+		blocked, err := other.Lock("close-busy:blocked").Lock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer other.Lock("close-busy:blocked").Unlock(blocked)
+		leaks := goleak.IgnoreCurrent()
+		c := relocktest.On(t, rc)
+		kinds := []holdKind{kindRLock, kindSpin, kindFair, kindWrite, kindRead}
+		var (
+			wg     sync.WaitGroup
+			closed = make(chan struct{})
+			calls  atomic.Int64
+		)
+		check := func(what, name string, err error) {
+			var le *relock.Error
+			switch {
+			case err == nil:
+			case !errors.Is(err, relock.ErrClosed):
+				t.Errorf("%s %s during Close: %v; want nil or ErrClosed", what, name, err)
+			case !errors.As(err, &le) || le.Name != name:
+				t.Errorf("%s %s: %v does not name the lock", what, name, err)
+			}
+		}
+		for _, k := range kinds {
+			for _, name := range []string{"close-busy:" + k.name, "close-busy:blocked"} {
+				if name == "close-busy:blocked" && k.name != "rlock" && k.name != "spin" {
+					continue // another kind on the plain lock's name is ErrWrongType
+				}
+				for range 3 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						owner := relock.NewOwner(context.Background())
+						for {
+							held, err := k.lock(c, owner, name, 0)
+							calls.Add(1)
+							check("Lock", name, err)
+							if err != nil {
+								return
+							}
+							if rand.IntN(2) == 0 { // a re-entry
+								again, err := k.lock(c, held, name, 0)
+								check("re-entry", name, err)
+								if err == nil {
+									check("Unlock", name, k.unlock(c, again, name))
+								}
+							}
+							check("Unlock", name, k.unlock(c, held, name))
+						}
+					}()
+				}
+			}
+		}
+		m := c.MultiLock(relock.Member(c.Lock("close-busy:multi:a")), relock.WriteMember(c.RWLock("close-busy:multi:b")),
+			relock.Member(c.FairLock("close-busy:multi:c")))
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				owner := relock.NewOwner(context.Background())
+				for {
+					held, err := m.Lock(owner)
+					if err != nil {
+						if !errors.Is(err, relock.ErrClosed) {
+							t.Errorf("MultiLock.Lock during Close: %v; want nil or ErrClosed", err)
+						}
+						return
+					}
+					if err := m.Unlock(held); err != nil && !errors.Is(err, relock.ErrClosed) {
+						t.Errorf("MultiLock.Unlock during Close: %v", err)
+					}
+				}
+			}()
+		}
+		redistest.Eventually(t, 20*time.Second, "the goroutines never got going", func() bool {
+			return calls.Load() > 200 && relocktest.Waiting(c) > 0
+		})
+		go func() {
+			if err := c.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+			close(closed)
+		}()
+		redistest.Recv(t, closed, 20*time.Second, "Close's return")
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		redistest.Recv(t, done, 20*time.Second, "the calls' return after Close")
+
+		for _, k := range kinds {
+			name := "close-busy:" + k.name
+			_, err := k.lock(c, context.Background(), name, 0)
+			var le *relock.Error
+			if !errors.Is(err, relock.ErrClosed) || !errors.As(err, &le) || le.Name != name {
+				t.Errorf("%s Lock after Close: %v; want ErrClosed naming %s", k.name, err, name)
+			}
+		}
+		side := b.Client(t)
+		for _, name := range []string{"close-busy:rlock", "close-busy:spin", "close-busy:fair", "close-busy:write", "close-busy:read",
+			"close-busy:multi:a", "close-busy:multi:b", "close-busy:multi:c"} {
+			if n, err := redistest.Do(t, side, "EXISTS", name).AsInt64(); n != 0 || err != nil {
+				t.Errorf("EXISTS %s after Close = %d, %v; want 0: the closed client's holds released", name, n, err)
+			}
+		}
+		if h, err := other.Lock("close-busy:blocked").IsHeld(blocked); !h || err != nil {
+			t.Errorf("the other client's hold after Close: held %v, %v; want held", h, err)
+		}
+		// The rueidis client's connections, and miniredis's ends of them, belong to rc,
+		// which Close leaves open.
+		if err := goleak.Find(leaks, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background"),
+			goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background.func1"),
+			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
+			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2")); err != nil {
+			t.Errorf("goroutines left after Close: %v", err)
 		}
 	})
 }

@@ -57,7 +57,8 @@ func (m *Mutex) Name() string { return m.l().Name() }
 // Lock acquires the lock, trying again after each back-off until it is free or ctx is
 // done, and returns the hold's context, which ends as described at rlock.Mutex.Lock. A
 // re-entry by the owner ctx carries succeeds at once. When ctx ends first, Lock returns
-// ctx unchanged and an error for which errors.Is(err, ctx.Err()) holds.
+// ctx unchanged and an error for which errors.Is(err, ctx.Err()) holds; when the client
+// closes first, ErrClosed.
 func (m *Mutex) Lock(ctx context.Context, opts ...Option) (context.Context, error) {
 	return engine.LockWith(m.l(), ctx, opts)
 }

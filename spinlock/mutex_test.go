@@ -667,3 +667,39 @@ func (c *countingClient) Do(ctx context.Context, cmd rueidis.Completed) rueidis.
 	c.n.Add(1)
 	return c.Client.Do(ctx, cmd)
 }
+
+// Close ends a spin waiter's wait with ErrClosed, naming the lock, as it ends a subscribed
+// waiter's: behind another client's hold, renewed by its watchdog, a waiter with the
+// default back-off and one whose back-off is a minute return within the 10s bound of
+// Close, and send nothing more (the first used to try again every back-off for as long as
+// its context lived, on a client that was closed).
+func TestSpinWaiterEndsAtClose(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "spin:close"
+		ctx := redistest.Context(t, time.Minute)
+		holder, waiter := relocktest.New(t, b), relocktest.New(t, b)
+		held, err := holder.Lock(name).Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer holder.Lock(name).Unlock(held)
+		got := make(chan error, 2)
+		for _, most := range []time.Duration{spinlock.DefaultMostBackOff, time.Minute} {
+			go func() {
+				_, err := waiter.SpinLock(name, spinlock.WithBackOff(spinlock.DefaultFirstBackOff, most)).Lock(ctx)
+				got <- err
+			}()
+		}
+		time.Sleep(500 * time.Millisecond) // both waiters have tried, and sleep
+		if err := waiter.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			err := redistest.Recv(t, got, 10*time.Second, "a spin waiter after its client closed")
+			var le *relock.Error
+			if !errors.Is(err, relock.ErrClosed) || !errors.As(err, &le) || le.Name != name {
+				t.Fatalf("Lock = %v; want ErrClosed naming %q", err, name)
+			}
+		}
+	})
+}

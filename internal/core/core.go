@@ -53,6 +53,7 @@ type Client struct {
 
 	leaseMs   string
 	closed    atomic.Bool
+	closing   chan struct{} // closed by Close, after closed is set
 	deadlines *deadlines
 }
 
@@ -98,6 +99,7 @@ func New(rc rueidis.Client, cfg Config) *Client {
 		Observer:     cfg.Observer,
 		leaseMs:      strconv.FormatInt(cfg.Lease.Milliseconds(), 10),
 		deadlines:    newDeadlines(cfg.Timeout),
+		closing:      make(chan struct{}),
 	}
 }
 
@@ -116,6 +118,7 @@ func (c *Client) Close(release bool) error {
 	if !c.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	close(c.closing)
 	var known []leases.Known
 	if release {
 		known = c.Watchdog.Closing() // from here, a hold taken is released by its taker
@@ -149,6 +152,10 @@ func (c *Client) releaseAll(known []leases.Known) error {
 
 // Closed reports whether Close was called.
 func (c *Client) Closed() bool { return c.closed.Load() }
+
+// Closing returns a channel that is closed when Close is called: a wait that does not go
+// through the hub (a spin lock's back-off) ends on it with ErrClosed.
+func (c *Client) Closing() <-chan struct{} { return c.closing }
 
 // LeaseMs is Lease in milliseconds, as the scripts take it.
 func (c *Client) LeaseMs() string { return c.leaseMs }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/relock-go/relock/internal/hub"
+	"github.com/relock-go/relock/internal/lockerr"
 	"github.com/relock-go/relock/internal/retry"
 	"github.com/relock-go/relock/internal/script"
 	"github.com/relock-go/relock/observe"
@@ -43,12 +44,12 @@ func backOff(next, most time.Duration) time.Duration {
 	return min(2*next+time.Duration(rand.Int64N(int64(next/2)+1)), most)
 }
 
-// spinFor tries again and again until the lock is acquired or ctx ends, sleeping between
-// tries for a back-off that starts at the settings' first one and doubles, with a random
-// part so that waiters that started together drift apart, up to their most; never longer
-// than the holder's remaining lease as the last try saw it. A try that gets no answer
-// ends the wait only once such failures have lasted longer than a lease (retry.Outage), as
-// a subscribed waiter's does.
+// spinFor tries again and again until the lock is acquired, ctx ends or the client closes
+// (ErrClosed), sleeping between tries for a back-off that starts at the settings' first
+// one and doubles, with a random part so that waiters that started together drift apart,
+// up to their most; never longer than the holder's remaining lease as the last try saw
+// it. A try that gets no answer ends the wait only once such failures have lasted longer
+// than a lease (retry.Outage), as a subscribed waiter's does.
 func (a *attempt) spinFor(ctx context.Context, ttl time.Duration) error {
 	first, most := a.s.SpinBackOff()
 	next := first
@@ -62,6 +63,13 @@ func (a *attempt) spinFor(ctx context.Context, ttl time.Duration) error {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
+		case <-a.l.c.Closing():
+			t.Stop()
+		}
+		if a.l.c.Closed() {
+			// Close ends every waiter, as the hub ends the subscribed ones; a try would
+			// take a hold that only its release would follow.
+			return lockerr.ErrClosed
 		}
 		var err error
 		if ttl, err = a.tryWaiting(ctx, &outage); err != nil {
