@@ -30,8 +30,11 @@ type attempt struct {
 	leaseMs string
 	wait    bool // Lock rather than TryLock: the call may queue
 	queued  bool // the waiter keeps an entry that it refreshes and leaves (fair; preferred writer)
-	fenced  bool // a first-level acquisition takes a fencing token
-	renew   bool
+	// siblings is set when the waiter gave up while waiters of its owner in other
+	// goroutines still waited: its owner's queue entry is theirs (see leave).
+	siblings bool
+	fenced   bool // a first-level acquisition takes a fencing token
+	renew    bool
 
 	// What the acquisition got: the hold count after it, the acquire reply's third value
 	// (see layout.keepsWrite), and when the request that got it was sent. The hold's
@@ -342,6 +345,10 @@ func (a *attempt) keep() error {
 	if err == nil {
 		var ok bool
 		if a.held, ok = a.l.c.Watchdog.Acquired(&a.hold, a.parent, a.grant()); ok {
+			if a.carried != nil && !a.l.kind.spins {
+				// Waiters of the owner in other goroutines may re-enter now (hub.Joined).
+				a.l.c.Hub.Joined(a.l.kind.channel(a.l, a.owner), a.who)
+			}
 			return nil
 		}
 		err = lockerr.ErrClosed
@@ -413,8 +420,14 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 		return err
 	}
 	// Release passes on a wake-up this waiter got and did not act on: it leaves with an
-	// error, or its context ended after it was woken.
-	defer sub.Release()
+	// error, or its context ended after it was woken. A waiter whose owner still waits in
+	// another goroutine leaves the owner's queue entry to it (see leave).
+	defer func() { a.siblings = sub.Leave() }()
+	if a.carried != nil {
+		// Other goroutines may share the owner: when one of them gets the lock, this
+		// waiter re-enters its hold rather than sleep until it ends (see keep).
+		sub.Own(a.who)
+	}
 	again := !listening || !sub.QuietSince(mark)
 	if ttl < 0 {
 		// In line behind this client's waiters, without an attempt: the first wait is
@@ -505,9 +518,10 @@ func (a *attempt) forsake() {
 
 // leave takes a queued waiter that gives up out of the queue at once: a fair waiter passes
 // its turn on if it had come, a preferred writer stops holding readers back. Best effort:
-// an entry left behind is skipped once it runs out.
+// an entry left behind is skipped once it runs out. The entry is the owner's: while other
+// goroutines of the owner still wait (siblings), it stays theirs.
 func (a *attempt) leave(ctx context.Context) {
-	if !a.queued || a.l.kind.leave == nil {
+	if !a.queued || a.l.kind.leave == nil || a.siblings {
 		return
 	}
 	dctx := a.l.c.Detached(ctx)

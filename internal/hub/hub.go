@@ -117,6 +117,7 @@ type channel struct {
 
 	permits int // wake-ups for subscribers that were not parked when they came
 	waiters []*waiter
+	owned   []*Sub // the subscribers that said whose waits theirs are (see Own)
 	// run counts the handoffs in a row on the channel since one of its waiters last got
 	// the lock by its own attempt (see Claim).
 	run int
@@ -139,6 +140,9 @@ type waiter struct {
 	offer   any
 	claimed bool
 	handed  any
+	// joined is set when the waiter was woken because its owner took the lock (see
+	// Joined): a wake-up of its own, which it owes nobody. Guarded by Hub.mu.
+	joined bool
 }
 
 // Config is what a hub is made from.
@@ -243,6 +247,11 @@ type Sub struct {
 	// Only the subscriber's goroutine touches them, but for offer under Hub.mu.
 	offer  any
 	handed any
+	// owner is whose waits the subscriber's are (see Own), "" for nobody's; joined is set
+	// when that owner took the lock while the subscriber was not parked: its next wait
+	// returns at once. Guarded by Hub.mu.
+	owner  string
+	joined bool
 }
 
 // Timed reports whether the last Wait or WaitOwn that returned nil was ended by its time
@@ -370,6 +379,12 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 		return lockerr.ErrClosed
 	}
 	s.handed = nil
+	if s.joined {
+		// Its owner took the lock since its last attempt: the next may re-enter.
+		s.joined, s.timed = false, false
+		h.mu.Unlock()
+		return nil
+	}
 	if c.permits > 0 {
 		c.permits--
 		s.owes, s.timed = true, false
@@ -427,10 +442,11 @@ func (s *Sub) wait(ctx context.Context, bound time.Duration, shared bool) error 
 		// after all. A waiter that stays takes it; one that leaves must pass it on, or
 		// the unlock it stands for (or the timer's check) would be lost for everybody
 		// else on this channel.
-		if err == nil {
+		switch {
+		case err == nil:
 			h.count(w)
 			s.timed = w.byTimer
-		} else {
+		case !w.joined:
 			s.owes = false
 			h.handOff(c, s.class, true)
 		}
@@ -468,6 +484,9 @@ func (s *Sub) Release() {
 	}
 	s.released = true
 	c := s.c
+	if s.owner != "" {
+		s.disown()
+	}
 	c.refs--
 	h.subs.Add(-1)
 	if c.refs == 0 && (s.owes || c.permits > 0) {
