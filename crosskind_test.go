@@ -131,3 +131,54 @@ func TestHoldOfAnotherKind(t *testing.T) {
 		})
 	})
 }
+
+// A hold's context given to the other side of its read-write lock, or to the same lock of
+// another client, names no holder there: Unlock (and Extend) fail with ErrNotHeld naming
+// the lock, and the hold stays as it was, in Redis and in its context. The write side's
+// Unlock through a reader's context, and every kind's Unlock through a context whose
+// owner is another client's.
+func TestUnlockThroughAHoldOfAnotherSideOrClient(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, c2 := relocktest.New(t, b), relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		t.Run("a reader's context to the write side", func(t *testing.T) {
+			rw := c.RWLock("xs:rw")
+			read, err := rw.RLock(relock.NewOwner(ctx))
+			if err != nil {
+				t.Fatal(err)
+			}
+			redistest.Unchanged(t, side, "xs:rw", func() {
+				wantErr(t, rw.Unlock(read), relock.ErrNotHeld, "xs:rw")
+				wantErr(t, rw.Extend(read, time.Minute), relock.ErrNotHeld, "xs:rw")
+			})
+			if n, err := rw.RHoldCount(read); n != 1 || err != nil || read.Err() != nil {
+				t.Fatalf("the read hold after the refused Unlock: count %d (%v), context %v; want held", n, err, context.Cause(read))
+			}
+			if err := rw.RUnlock(read); err != nil {
+				t.Fatal(err)
+			}
+		})
+		for _, k := range []holdKind{kindRLock, kindSpin, kindFair, kindWrite, kindRead} {
+			t.Run("another client's context to "+k.name, func(t *testing.T) {
+				name := "xs:client:" + k.name
+				held, err := k.lock(c, relock.NewOwner(ctx), name, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				redistest.Unchanged(t, side, name, func() {
+					wantErr(t, k.unlock(c2, held, name), relock.ErrNotHeld, name)
+				})
+				if n, err := k.count(c2, held, name); n != 0 || err != nil {
+					t.Fatalf("the other client's hold count through the context: %d, %v; want 0", n, err)
+				}
+				if n, err := k.count(c, held, name); n != 1 || err != nil || held.Err() != nil {
+					t.Fatalf("the hold after the other client's Unlock: count %d (%v), context %v; want held", n, err, context.Cause(held))
+				}
+				if err := k.unlock(c, held, name); err != nil {
+					t.Fatal(err)
+				}
+			})
+		}
+	})
+}
