@@ -1075,9 +1075,14 @@ func (h *Hold) event() observe.Hold {
 // release the holds, and renewing them would keep their locks for the life of the
 // process. Their locks free when their leases run out. The owner's issuer calls it (see
 // owner.Watch), after a garbage collection found the owner's anchor unreachable.
+//
+// Once the client is closing (Closing), the holds are left to Close, which releases every
+// one it found: a program that shuts down drops its holds' contexts as its calls fail with
+// ErrClosed, and an abandonment then would take a hold out of the table under Close,
+// which would release nothing for it, leaving its lock held for a lease.
 func (w *Watchdog) Abandon(owner string) {
 	w.mu.Lock()
-	if w.byOwner[owner] == 0 {
+	if w.byOwner[owner] == 0 || w.closing {
 		w.mu.Unlock()
 		return // released, as nearly every owner's holds are
 	}

@@ -372,3 +372,29 @@ func pauseInRound(t *testing.T, b *redistest.Backend, w *Watchdog) (inFlight fun
 	redistest.Eventually(t, 10*time.Second, "no renewal round was sent to the paused server", inFlight)
 	return inFlight, resume
 }
+
+// A hold that Closing found stays in the table for Close to release, even when its owner
+// is abandoned meanwhile (a program that shuts down drops its holds' contexts as its calls
+// fail with ErrClosed). Guards against the abandonment taking it out under Close, whose
+// release then found no hold and released nothing, leaving the lock held for a lease (a
+// loaded -race run of the client's TestCloseDuringCallsOfManyGoroutines found one).
+func TestClosingKeepsAbandonedHoldsForClose(t *testing.T) {
+	rc := redistest.Mini(t).Client(t)
+	w := newWatchdog(rc, 30*time.Second, false, nil)
+	defer w.Close()
+	g := Grant{Name: "kept", Owner: "o:1", Who: "o:1", Count: 1, Sent: time.Now(), Lease: w.lease, Renew: true,
+		Renewal: script.RLockRenew(), Lock: releaser{}}
+	if _, ok := w.Acquired(new(Context), context.Background(), g); !ok {
+		t.Fatal("a hold was refused before Closing")
+	}
+	if known := w.Closing(); len(known) != 1 {
+		t.Fatalf("Closing returned %+v; want the one hold", known)
+	}
+	w.Abandon("o:1")
+	if !w.Holds("kept", "o:1") {
+		t.Fatal("the hold Closing found was abandoned under Close: Close's release would find nothing to release")
+	}
+	if st := w.Stats(); st.Abandoned != 0 {
+		t.Errorf("abandoned %d holds while closing; want none", st.Abandoned)
+	}
+}
