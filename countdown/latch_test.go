@@ -957,6 +957,30 @@ func TestTrySetCountOverSpentCount(t *testing.T) {
 	})
 }
 
+// A latch counted down to its last count is still closed: TrySetCount leaves it alone and
+// reports false, as on any latch that has a count (a count of 1 is not spent).
+func TestTrySetCountRefusedAtTheLastCount(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		side := b.Client(t)
+		ctx := redistest.Context(t, 10*time.Second)
+		name := "latch:last-count"
+		l := c.CountDownLatch(name)
+		if ok, err := l.TrySetCount(ctx, 2); !ok || err != nil {
+			t.Fatalf("TrySetCount(2) on an open latch = %v, %v; want true, nil", ok, err)
+		}
+		if err := l.CountDown(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := l.TrySetCount(ctx, 5); ok || err != nil {
+			t.Fatalf("TrySetCount(5) on a latch at its last count = %v, %v; want false, nil", ok, err)
+		}
+		if got := state(t, side, name); got != counted(1) {
+			t.Fatalf("after TrySetCount(5) on a latch at its last count the key is %q; want %q", got, counted(1))
+		}
+	})
+}
+
 // racer is a rueidis client that runs hook once, right after the first GET of key has
 // been answered and before its reply reaches the caller: the latch changes between a
 // waiter's read of the count and its subscription.
