@@ -206,3 +206,22 @@ func TestFairLeaveDropsDeadlinesOfNobody(t *testing.T) {
 		}
 	})
 }
+
+// A waiter behind a first waiter whose deadline lies beyond any wait (+inf, or 10^20 ms:
+// no waiter writes one, another writer may) is told how long to wait as a whole number of
+// milliseconds ahead, at a free lock too: {0, ms} is never a wait already over or none.
+func TestFairAcquireBehindAFarDeadlineToldAWait(t *testing.T) {
+	// A real server only: miniredis's Lua reads no infinite score.
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		for _, score := range []string{"+inf", "1e20"} {
+			n := keys.Of("fair-far-head:" + score)
+			redistest.MustDo(t, rc, "RPUSH", n.Queue, second)
+			redistest.MustDo(t, rc, "ZADD", n.Deadlines, score, second)
+			v, err := fairAcquire(rc, n, holder)
+			if err != nil || len(v) != 2 || v[0] != 0 || v[1] <= 0 {
+				t.Fatalf("attempt at a free lock behind a waiter with deadline %s = %v, %v; want {0, ms} with ms > 0", score, v, err)
+			}
+		}
+	})
+}

@@ -265,3 +265,22 @@ func TestReaderGivingWayIsBoundByTheWritersEntry(t *testing.T) {
 		}
 	})
 }
+
+// Under writer preference a reader at a free lock behind a waiting writer whose deadline
+// lies beyond any wait (+inf, or 10^20 ms: no writer writes one, another writer may) is
+// told how long to wait as a whole number of milliseconds ahead: {0, ms} is never a wait
+// already over or none.
+func TestReaderBehindAFarWriterDeadlineToldAWait(t *testing.T) {
+	// A real server only: miniredis's Lua reads no infinite score.
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		for _, score := range []string{"+inf", "1e20"} {
+			name := "reader-far-writer:" + score
+			redistest.MustDo(t, rc, "ZADD", keys.Of(name).Writers, score, second+":write")
+			v, err := readAcquire(t, rc, name, first, "1", "1111", "")
+			if err != nil || len(v) != 2 || v[0] != 0 || v[1] <= 0 {
+				t.Fatalf("reader behind a writer with deadline %s = %v, %v; want {0, ms} with ms > 0", score, v, err)
+			}
+		}
+	})
+}
