@@ -978,7 +978,8 @@ func TestWaiterBehindALeaseOfMillionsOfYears(t *testing.T) {
 
 // The watchdog renews a client's holds in batches, one script call for many locks: a
 // lock of the batch that someone gave an expiry of millions of years (beyond what a Lua
-// number prints as a whole number, 10^17 ms) must not stop the renewal of the others, for
+// number prints as a whole number, 10^17 ms; its hash, and a read hold's timeout keys too)
+// must not stop the renewal of the others, for
 // the plain and the read-write lock's renewal alike. (Its renewal reached PEXPIRE as
 // "4.0000000000000010e+18", which failed the whole call: every other hold of the batch
 // ran out in Redis.)
@@ -1001,6 +1002,7 @@ func TestRenewalBesideALockOfMillionsOfYears(t *testing.T) {
 					t.Fatal(err)
 				}
 				redistest.MustDo(t, side, "PEXPIRE", far, "4000000000000000000")
+				farTimeouts(t, side, k, far)
 				sleepUntil(time.Now().Add(lease * 5 / 2))
 				live(t, held, "the other hold of the batch")
 				if p := redistest.PTTL(t, side, kept); p <= 0 {
@@ -1014,9 +1016,27 @@ func TestRenewalBesideALockOfMillionsOfYears(t *testing.T) {
 	})
 }
 
+// farTimeouts gives the timeout keys of a read hold of lock name the expiry of millions of
+// years its hash was given (Redisson's read lock sets both when taken with such a lease),
+// and fails the test when a read hold has none to give; other kinds have no timeout keys.
+func farTimeouts(t *testing.T, side rueidis.Client, k holdKind, name string) {
+	t.Helper()
+	if k.name != "read" {
+		return
+	}
+	ks, err := redistest.Do(t, side, "KEYS", "{"+name+"}:*:rwlock_timeout:*").AsStrSlice()
+	if err != nil || len(ks) == 0 {
+		t.Fatalf("the read hold's timeout keys: %v, %v; want at least one", ks, err)
+	}
+	for _, key := range ks {
+		redistest.MustDo(t, side, "PEXPIRE", key, "4000000000000000000")
+	}
+}
+
 // A hold whose lock someone gave an expiry of millions of years (beyond what a Lua number
-// prints as a whole number, 10^17 ms) is re-entered and released like any other, for
-// every kind: the scripts never hand PEXPIRE an expiry longer than the lease they set.
+// prints as a whole number, 10^17 ms; its hash, and a read hold's timeout keys too) is
+// re-entered and released like any other, for every kind: the scripts never hand PEXPIRE
+// or SET an expiry longer than 2^53 ms.
 // (A re-entry incremented the count and then failed on PEXPIRE of
 // "4.0000000000000010e+18": a hold was left in Redis that its owner was told it had not
 // got.)
@@ -1034,6 +1054,7 @@ func TestReentryOfALockOfMillionsOfYears(t *testing.T) {
 					t.Fatal(err)
 				}
 				redistest.MustDo(t, side, "PEXPIRE", n, "4000000000000000000")
+				farTimeouts(t, side, k, n)
 				again, err := k.lock(c, held, n, 0)
 				if err != nil {
 					t.Fatalf("re-entry: %v", err)
