@@ -220,6 +220,43 @@ func TestPartialReadReleaseKeepsPromise(t *testing.T) {
 	})
 }
 
+// A read release leaves the lock as long as the read holds that remain, the longest of
+// them, and no longer: after the release of a long read hold, a reader's two short ones
+// are what the lock lasts for, and a writer gets it once their lease has run out.
+func TestReadReleaseLeavesTheLockTheRemainingHoldsLease(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c, other, writer := relocktest.New(t, b), relocktest.New(t, b), relocktest.New(t, b)
+		const name = "truth:remaining"
+		const short = 2 * time.Second
+		ctx := redistest.Context(t, time.Minute)
+		first, err := c.RWLock(name).RLock(ctx, rlock.WithLease(short))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.RWLock(name).RLock(first, rlock.WithLease(short)); err != nil {
+			t.Fatal(err)
+		}
+		long, err := other.RWLock(name).RLock(ctx, rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := other.RWLock(name).RUnlock(long); err != nil {
+			t.Fatal(err)
+		}
+		if p := redistest.PTTL(t, b.Client(t), name); p <= 0 || p > short.Milliseconds() {
+			t.Fatalf("the lock's PTTL after the long read hold's release = %dms; want the remaining holds' lease, at most %v", p, short)
+		}
+		held, err := writer.RWLock(name).Lock(redistest.Context(t, 30*time.Second))
+		if err != nil {
+			t.Fatalf("a writer once the remaining read holds ran out: %v", err)
+		}
+		if err := writer.RWLock(name).Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
 // A read field whose timeout keys all ran out is a hold that is gone: its owner asking for
 // the write lock waits like any writer (ErrLocked from TryLock while the lock is held by
 // others), not ErrUpgrade.

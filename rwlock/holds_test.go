@@ -1156,3 +1156,35 @@ func TestReleaseBesideAReaderOfCountlessHolds(t *testing.T) {
 		}
 	})
 }
+
+// A release beside another reader whose hold lasts millions of years (beyond what a Lua
+// number prints as a whole number, 10^17 ms; only another client sets such a lease) is
+// answered like any other, and leaves that reader's hold and the lock as they were: the
+// lock's expiry is never handed to PEXPIRE beyond 2^53 ms.
+func TestReleaseBesideAReaderOfMillionsOfYears(t *testing.T) {
+	const java = "0d2c8f0e-5b1a-4c6e-9f3d-2a7b8c9d0e1f:1"
+	const far = "4000000000000000000" // ms
+	// A real server only: miniredis keeps expiries as a time.Duration.
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		side := b.Client(t)
+		const name = "millions-reader"
+		redistest.MustDo(t, side, "HSET", name, "mode", "read", java, "1")
+		redistest.MustDo(t, side, "SET", "{"+name+"}:"+java+":rwlock_timeout:1", "1", "PX", far)
+		redistest.MustDo(t, side, "PEXPIRE", name, far)
+		mu := c.RWLock(name)
+		r, err := mu.RLock(redistest.Context(t, 30*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.RUnlock(r); err != nil {
+			t.Fatalf("RUnlock beside the other reader: %v", err)
+		}
+		if rs := readers(t, side, name); len(rs) != 1 || rs[java] != "1" {
+			t.Fatalf("readers after the release: %v; want the other reader's hold alone", rs)
+		}
+		if ttl, err := redistest.Do(t, side, "PTTL", name).AsInt64(); err != nil || ttl <= 0 {
+			t.Fatalf("the lock's PTTL after the release: %d, %v; want it held still", ttl, err)
+		}
+	})
+}
