@@ -152,36 +152,40 @@ func TestWaiterGivesUpOnAStallLongerThanALease(t *testing.T) {
 	})
 }
 
-// Each stall is measured on its own: a fair waiter whose lease is 2s rides out two stalls
-// of 1.5s with a second of answers between them, and gets the lock when the holder's
-// lease of 6s runs out. Guards against a waiter that measures a stall from the first
-// failure of its wait rather than of the stall, which would give up in the second.
+// Each stall is measured on its own: a waiter whose lease is 2s rides out two stalls of
+// 1.5s with a second of answers between them, and gets the lock when the holder's lease of
+// 6s runs out, whether it waits in a fair queue or spins. Guards against a waiter that
+// measures a stall from the first failure of its wait rather than of the stall, which
+// would give up in the second.
 func TestWaiterRidesOutTwoStalls(t *testing.T) {
 	t.Parallel()
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
-		const name = "stalls:fair"
-		ctx := redistest.Context(t, 30*time.Second)
-		holder := relocktest.New(t, b)
-		waiter := relocktest.New(t, b, relock.WithTimeout(300*time.Millisecond), relock.WithWatchdogTimeout(2*time.Second))
-		fair := fairKind(200 * time.Millisecond)
-		if _, err := fair.lock(holder, ctx, name, 6*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		done := lockAsync(ctx, fair, waiter, name)
-		side := b.Client(t)
-		time.Sleep(500 * time.Millisecond)
-		redistest.MustDo(t, side, "CLIENT", "PAUSE", "1500", "WRITE")
-		time.Sleep(2500 * time.Millisecond)
-		redistest.MustDo(t, side, "CLIENT", "PAUSE", "1500", "WRITE")
-		r := redistest.Recv(t, done, 25*time.Second, "the waiter")
-		if r.err != nil {
-			t.Fatalf("the waiter gave up in the second of two 1.5s stalls (lease 2s): %v", r.err)
-		}
-		if n, err := fair.count(waiter, r.held, name); err != nil || n != 1 {
-			t.Fatalf("hold count %d, %v; want 1", n, err)
-		}
-		if err := fair.unlock(waiter, r.held, name); err != nil {
-			t.Fatal(err)
+		for _, k := range []holdKind{fairKind(200 * time.Millisecond), kindSpin} {
+			t.Run(k.name, func(t *testing.T) {
+				name := "stalls:" + k.name
+				ctx := redistest.Context(t, 30*time.Second)
+				holder := relocktest.New(t, b)
+				waiter := relocktest.New(t, b, relock.WithTimeout(300*time.Millisecond), relock.WithWatchdogTimeout(2*time.Second))
+				if _, err := k.lock(holder, ctx, name, 6*time.Second); err != nil {
+					t.Fatal(err)
+				}
+				done := lockAsync(ctx, k, waiter, name)
+				side := b.Client(t)
+				time.Sleep(500 * time.Millisecond)
+				redistest.MustDo(t, side, "CLIENT", "PAUSE", "1500", "WRITE")
+				time.Sleep(2500 * time.Millisecond)
+				redistest.MustDo(t, side, "CLIENT", "PAUSE", "1500", "WRITE")
+				r := redistest.Recv(t, done, 25*time.Second, "the waiter")
+				if r.err != nil {
+					t.Fatalf("the waiter gave up in the second of two 1.5s stalls (lease 2s): %v", r.err)
+				}
+				if n, err := k.count(waiter, r.held, name); err != nil || n != 1 {
+					t.Fatalf("hold count %d, %v; want 1", n, err)
+				}
+				if err := k.unlock(waiter, r.held, name); err != nil {
+					t.Fatal(err)
+				}
+			})
 		}
 	})
 }
