@@ -190,7 +190,8 @@ func TestInspectPermitWaiterNotConnected(t *testing.T) {
 // beyond what a time in milliseconds holds (data written by hand, or by a tool gone wrong).
 // inspect shows an entry scored -inf, or far in the past, as run out or dead, and one
 // scored +inf, or far ahead, as live, with a time that reads forward, for a semaphore's
-// leased permits and queued clients and for a fair lock's queue alike.
+// leased permits and queued clients, for a fair lock's queue and for a read-write lock's
+// waiting writers alike.
 //
 // Guards against scores converted to int64 unchecked: -inf and +inf become -2^63, from
 // which the subtraction of the clock wraps to a huge positive number, so that a dead entry
@@ -234,6 +235,18 @@ func TestInspectScoresBeyondTheClock(t *testing.T) {
 		if err != nil || !lineWith(out, past, " dead (entry expired)") || !lineWith(out, ahead, " live, entry expires in ") ||
 			strings.Contains(out, "in -") {
 			t.Errorf("inspect far-fair: %v\n%s", err, out)
+		}
+
+		rw := keys.Of("far-writers")
+		redistest.MustDo(t, rc, "ZADD", rw.Writers, "-inf", past+":write", "+inf", ahead+":write")
+		w := inspectJSON(t, b.Addr, "far-writers")
+		if ws := w.Writers; len(ws) != 2 || ws[0].Owner != past || ws[0].ExpiresInMs > 0 || ws[1].Owner != ahead || ws[1].ExpiresInMs <= 0 {
+			t.Errorf("waiting writers %+v; want %s dead and %s live", ws, past, ahead)
+		}
+		out, err = relockCmd(t, b.Addr, "", "inspect", "far-writers")
+		if err != nil || !lineWith(out, past, " dead (entry expired)") || !lineWith(out, ahead, " waits (new readers give way), entry expires in ") ||
+			strings.Contains(out, "in -") {
+			t.Errorf("inspect far-writers: %v\n%s", err, out)
 		}
 	})
 }
