@@ -736,7 +736,7 @@ func TestDeadEntrySkipped(t *testing.T) {
 // A client in the queue with no deadline (relock_semaphore_timeout:{name} lost beside a
 // queue that lives on: evicted under memory pressure, or restored without it) is a client
 // nobody vouches for, and is skipped at once, as an entry that ran out is: a TryAcquire
-// takes the permit free behind it, and an Acquire gets one, well within 15s though the
+// takes the permit free behind two such clients, and an Acquire gets one, well within 15s though the
 // clients' entries live a minute; the entries are gone with the queue after.
 //
 // Guards against an acquire script that drops only entries whose deadline passed: an
@@ -749,8 +749,8 @@ func TestQueueEntryWithoutDeadlineSkipped(t *testing.T) {
 		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
 		s := c.Semaphore(name)
 		mustSet(t, s, 1)
-		const ghost = "6f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b"
-		redistest.MustDo(t, side, "ZADD", queueKey(name), "1", ghost)
+		const ghost, ghost2 = "6f1e2d3c-4b5a-4978-8a6b-5c4d3e2f1a0b", "7a2f3e4d-5c6b-4a89-9b7c-6d5e4f3a2b1c"
+		redistest.MustDo(t, side, "ZADD", queueKey(name), "1", ghost, "2", ghost2) // one behind the other
 		mustTry(t, s, 1, true)
 		wantKeys(t, b, side, name)
 
