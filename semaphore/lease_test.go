@@ -984,6 +984,35 @@ func TestLeasesKeyOfAnotherType(t *testing.T) {
 	})
 }
 
+// Permits taken away count alone: leased permits come back on top of the count, so they
+// only ever raise it, and an AddPermits below zero that takes the count below -(2^53-1) is
+// refused with ErrInvalidCount and changes nothing, however many permits are leased.
+func TestPermitsTakenAwayCountAloneTowardsTheRange(t *testing.T) {
+	const most = 1<<53 - 1
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-range-low"
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		ctx := context.Background()
+		s := c.Semaphore(name)
+		mustSet(t, s, 10)
+		held := acquireLease(t, s, 10)
+		if err := s.AddPermits(ctx, -most); err != nil {
+			t.Fatalf("AddPermits(-(2^53-1)) on a count of 0: %v", err)
+		}
+		redistest.Unchanged(t, side, name, func() { wantErr(t, s.AddPermits(ctx, -1), relock.ErrInvalidCount, name) })
+		if err := s.AddPermits(ctx, most); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ReleaseLease(held); err != nil {
+			t.Fatalf("ReleaseLease: %v", err)
+		}
+		if n := available(t, s); n != 10 {
+			t.Fatalf("AvailablePermits = %d; want 10", n)
+		}
+	})
+}
+
 // A lease whose permits ran out, though nobody put them back yet, is not held any more:
 // ReleaseLease gives the permits back to the count but answers ErrNotHeld, and the
 // lease's context ends with ErrLeaseLost.
