@@ -1013,6 +1013,29 @@ func TestPermitsTakenAwayCountAloneTowardsTheRange(t *testing.T) {
 	})
 }
 
+// A leased permits key of another type (written by something else) holds no leased
+// permits to count towards the range: TrySetPermits and AddPermits beside it set and add
+// as beside none, and leave it as it is.
+func TestLeasesKeyOfAnotherTypeCountsNoPermits(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-other-type-add"
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		ctx := context.Background()
+		s := c.Semaphore(name)
+		redistest.MustDo(t, side, "SET", leasesKey(name), "not a zset")
+		redistest.Unchanged(t, side, leasesKey(name), func() {
+			if ok, err := s.TrySetPermits(ctx, 2); !ok || err != nil {
+				t.Fatalf("TrySetPermits(2) beside a leased permits key of another type = %v, %v; want true, nil", ok, err)
+			}
+			if err := s.AddPermits(ctx, 3); err != nil {
+				t.Fatalf("AddPermits(3) beside a leased permits key of another type: %v", err)
+			}
+		})
+		wantValue(t, side, name, "5")
+	})
+}
+
 // A lease whose permits ran out, though nobody put them back yet, is not held any more:
 // ReleaseLease gives the permits back to the count but answers ErrNotHeld, and the
 // lease's context ends with ErrLeaseLost.
