@@ -184,7 +184,8 @@ func (s *Weighted) TryAcquireLease(ctx context.Context, n int64) (context.Contex
 // back permits, one whose reply was lost is sent again, within that timeout: it gives
 // back only the lease's own ids, so it cannot give back twice, and a resend that finds
 // none of them left, after a first send made while the lease was live, reports the
-// release that first send made.
+// release that first send made. After Close it returns ErrClosed and sends nothing: Close
+// gave the lease back (or, with WithReleaseOnClose(false), leaves it to run out).
 func (s *Weighted) ReleaseLease(held context.Context) error { return s.s().ReleaseLease(held) }
 
 // PermitIDs returns the ids of the lease's permits that held carries, as Redisson's

@@ -175,6 +175,9 @@ func (s *Semaphore) ReleaseLease(held context.Context) error {
 		return s.fail("releaselease", s.err)
 	case s.c == nil:
 		return s.fail("releaselease", lockerr.ErrNotMade)
+	case s.c.Closed():
+		// Close gave the lease back, or leaves it to run out (WithReleaseOnClose(false)).
+		return s.fail("releaselease", lockerr.ErrClosed)
 	}
 	ids, ok := s.lease(held)
 	if !ok {
@@ -198,6 +201,15 @@ func (s *Semaphore) end(ctx context.Context, ids string, cause error) error {
 	w := s.c.Watchdog
 	turn := w.Begin(s.n.Permits, ids)
 	defer turn.End()
+	if turn.Count == 0 && s.c.Closed() {
+		// The client knows the lease no more: a ReleaseLease and Close raced, and the
+		// other one gave it back (or found it lost). Close has nothing left to report;
+		// the ReleaseLease did not complete, and says why.
+		if cause != nil {
+			return nil
+		}
+		return lockerr.ErrClosed
+	}
 	turn.Releasing()
 	back, live, sent, err := s.giveBack(ctx, ids)
 	n := int64(len(ids) / idLen)
