@@ -3,6 +3,7 @@ package semaphore_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -166,5 +167,114 @@ func TestCloseDuringSemaphoreCallsOfManyGoroutines(t *testing.T) {
 			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2")); err != nil {
 			t.Errorf("goroutines left after Close: %v", err)
 		}
+	})
+}
+
+// Goroutines of one client acquire one to three permits, plain or leased, of a semaphore
+// with too few for them all, while their contexts are cancelled without pause: before an
+// attempt is sent, while it runs, while they wait in memory or in Redis, and as they are
+// served. An Acquire that fails returns the context's error naming the semaphore and takes
+// nothing; every permit taken is given back. Once they stop, the count is the initial one,
+// no permit is leased, the queue and its deadlines are gone, and the watchdog knows no
+// lease; the whole count is taken at once.
+func TestCancelStormKeepsTheCount(t *testing.T) {
+	const (
+		workers = 6
+		initial = 3
+		storm   = 2 * time.Second
+	)
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-cancel-storm"
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(2*time.Second))
+		side := b.Client(t)
+		s := c.Semaphore(name)
+		mustSet(t, s, initial)
+		var (
+			stop               atomic.Bool
+			cancels            [workers]atomic.Pointer[context.CancelFunc]
+			taken, interrupted atomic.Int32
+			wg                 sync.WaitGroup
+		)
+		for w := range workers {
+			n := int64(1 + w%3)
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					ctx, cancel := context.WithCancel(context.Background())
+					cancels[w].Store(&cancel)
+					var err error
+					if w%2 == 0 {
+						if err = s.Acquire(ctx, n); err == nil {
+							taken.Add(1)
+							if err := s.Release(ctx, n); err != nil {
+								t.Errorf("Release of permits Acquire took: %v", err)
+							}
+						}
+					} else {
+						var held context.Context
+						if held, err = s.AcquireLease(ctx, n); err == nil {
+							taken.Add(1)
+							// The lease's context derives from ctx: it may have ended already.
+							if err := s.ReleaseLease(held); err != nil && held.Err() == nil {
+								t.Errorf("ReleaseLease of a live lease: %v", err)
+							}
+						}
+					}
+					cancel()
+					switch {
+					case err == nil:
+					case errors.Is(err, context.Canceled):
+						interrupted.Add(1)
+						var le *relock.Error
+						if !errors.As(err, &le) || le.Name != name {
+							t.Errorf("cancelled acquisition's error %v does not name the semaphore", err)
+						}
+					default:
+						t.Errorf("acquisition: %v", err)
+					}
+				}
+			}()
+		}
+		for end := time.Now().Add(storm); time.Now().Before(end); {
+			for w := range cancels {
+				if cancel := cancels[w].Load(); cancel != nil {
+					(*cancel)()
+				}
+			}
+			time.Sleep(time.Duration(rand.IntN(400)) * time.Microsecond)
+		}
+		stop.Store(true)
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		// A worker may wait for permits that a lost count never brings: end its wait.
+		for ended := false; !ended; {
+			for w := range cancels {
+				if cancel := cancels[w].Load(); cancel != nil {
+					(*cancel)()
+				}
+			}
+			select {
+			case <-done:
+				ended = true
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
+		t.Logf("%d acquisitions, %d cancelled", taken.Load(), interrupted.Load())
+		if interrupted.Load() == 0 || taken.Load() == 0 {
+			t.Error("no acquisition was cancelled, or none took permits: the run proved nothing")
+		}
+		// A lease whose context was cancelled before ReleaseLease is lost, and its permits come
+		// back when it runs out: within a lease.
+		redistest.Eventually(t, 10*time.Second, "the count never came back to "+strconv.Itoa(initial), func() bool {
+			n, err := s.AvailablePermits(context.Background())
+			return err == nil && n == initial
+		})
+		wantValue(t, side, name, strconv.Itoa(initial))
+		wantKeys(t, b, side, name)
+		if st := c.WatchdogStats(); st.Holds != 0 {
+			t.Errorf("the watchdog knows %d leases; want none", st.Holds)
+		}
+		mustTry(t, s, initial, true)
 	})
 }
