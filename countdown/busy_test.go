@@ -1,0 +1,198 @@
+package countdown_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
+	"github.com/relock-go/relock/internal/redistest/relocktest"
+)
+
+// Close while goroutines of one client set, count down, read and await a latch that opens
+// and closes again and again, and others await a latch that never opens: every call returns
+// within a bound, each with nil or ErrClosed naming its latch; no goroutine of the client
+// is left running; the latch that never opens keeps its count.
+func TestCloseDuringLatchCallsOfManyGoroutines(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const busy, shut = "latch-close-busy", "latch-close-busy:shut"
+		rc := b.Client(t)
+		side := b.Client(t)
+		leaks := goleak.IgnoreCurrent()
+		c := relocktest.On(t, rc, relock.WithWatchdogTimeout(3*time.Second))
+		if ok, err := c.CountDownLatch(shut).TrySetCount(context.Background(), 1000); !ok || err != nil {
+			t.Fatalf("TrySetCount(1000) = %v, %v", ok, err)
+		}
+		var (
+			wg    sync.WaitGroup
+			calls atomic.Int64
+		)
+		check := func(what, name string, err error) bool {
+			var le *relock.Error
+			switch {
+			case err == nil:
+				return true
+			case !errors.Is(err, relock.ErrClosed):
+				t.Errorf("%s %s during Close: %v; want nil or ErrClosed", what, name, err)
+			case !errors.As(err, &le) || le.Name != name:
+				t.Errorf("%s: %v does not name the latch %s", what, err, name)
+			}
+			return false
+		}
+		for range 3 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := c.CountDownLatch(shut).Await(redistest.Context(t, time.Minute))
+				if check("Await", shut, err) {
+					t.Errorf("Await of %s, which never opens, returned nil at Close; want ErrClosed", shut)
+				}
+			}()
+		}
+		l := c.CountDownLatch(busy)
+		for w := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					var err error
+					switch w % 3 {
+					case 0:
+						_, err = l.TrySetCount(context.Background(), 2)
+					case 1:
+						err = l.CountDown(context.Background())
+					case 2:
+						err = l.Await(redistest.Context(t, time.Minute))
+					}
+					calls.Add(1)
+					if !check("call", busy, err) {
+						return
+					}
+				}
+			}()
+		}
+		redistest.Eventually(t, 20*time.Second, "the goroutines never got going", func() bool {
+			return calls.Load() > 200 && relocktest.Waiting(c) > 0
+		})
+		closed := make(chan error, 1)
+		go func() { closed <- c.Close() }()
+		if err := redistest.Recv(t, closed, 20*time.Second, "Close's return"); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		redistest.Recv(t, done, 20*time.Second, "the calls' return after Close")
+		if got := state(t, side, shut); got != counted(1000) {
+			t.Errorf("after Close the latch %s is %q; want %q", shut, got, counted(1000))
+		}
+		if err := goleak.Find(leaks, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background"),
+			goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background.func1"),
+			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
+			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2")); err != nil {
+			t.Errorf("goroutines left after Close: %v", err)
+		}
+	})
+}
+
+// Goroutines of one client set a latch's count, count it down and await it, all at once
+// and over and over: the latch opens exactly once per count set, so that its channel
+// carries "1" and "0" by turns, as many of each as TrySetCounts that reported true; every
+// Await returns once the latch is open at the end, and a count down of the open latch
+// changes nothing.
+//
+// Guards against a count down that opens a latch twice (a second "0" for one count, on
+// which Redisson's waiters and relock's wake), and against TrySetCount setting a count over
+// a live one.
+func TestTrySetCountRacingCountDownsOpensOncePerCount(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "latch-race"
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second))
+		side := b.Client(t)
+		heard := b.Listen(t, channelOf(name))
+		l := c.CountDownLatch(name)
+		var (
+			stop     atomic.Bool
+			sets     atomic.Int64
+			awaits   atomic.Int64
+			wg, wait sync.WaitGroup
+		)
+		for w := range 6 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					switch w % 3 {
+					case 0:
+						ok, err := l.TrySetCount(context.Background(), 2)
+						if err != nil {
+							t.Errorf("TrySetCount: %v", err)
+							return
+						}
+						if ok {
+							sets.Add(1)
+						}
+					default:
+						if err := l.CountDown(context.Background()); err != nil {
+							t.Errorf("CountDown: %v", err)
+							return
+						}
+					}
+				}
+			}()
+		}
+		for range 2 {
+			wait.Add(1)
+			go func() {
+				defer wait.Done()
+				for !stop.Load() {
+					if err := l.Await(redistest.Context(t, time.Minute)); err != nil {
+						t.Errorf("Await: %v", err)
+						return
+					}
+					awaits.Add(1)
+				}
+			}()
+		}
+		redistest.Eventually(t, 20*time.Second, "the latch never opened 50 times", func() bool { return sets.Load() > 50 })
+		stop.Store(true)
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		redistest.Recv(t, done, 20*time.Second, "the setters' and counters' end")
+		for range 2 {
+			if err := l.CountDown(context.Background()); err != nil {
+				t.Fatalf("CountDown: %v", err)
+			}
+		}
+		if got := state(t, side, name); got != noKey {
+			t.Fatalf("after two count downs the latch is %q; want open (no key)", got)
+		}
+		awaited := make(chan struct{})
+		go func() { wait.Wait(); close(awaited) }()
+		redistest.Recv(t, awaited, 20*time.Second, "every Await's return once the latch is open")
+
+		n := sets.Load()
+		want := 2 * int(n)
+		redistest.Eventually(t, 10*time.Second, "the latch's messages", func() bool { return len(heard.Messages()) >= want })
+		// Anything published late would come before a marker set now.
+		if ok, err := l.TrySetCount(context.Background(), 1); !ok || err != nil {
+			t.Fatalf("TrySetCount(1) on the open latch = %v, %v", ok, err)
+		}
+		redistest.Eventually(t, 10*time.Second, "the marker's \"1\"", func() bool { return len(heard.Messages()) > want })
+		msgs := heard.Messages()
+		for i, m := range msgs {
+			if m != [2]string{"1", "0"}[i%2] {
+				t.Fatalf("message %d of %d is %q (%d counts set): the latch's channel must carry \"1\" and \"0\" by turns, one \"0\" per count", i, len(msgs), m, n)
+			}
+		}
+		if len(msgs) != want+1 {
+			t.Fatalf("%d messages for %d counts set; want %d and the marker's", len(msgs), n, want)
+		}
+		t.Logf("%d counts set, %d Awaits returned", n, awaits.Load())
+	})
+}
