@@ -175,8 +175,9 @@ func TestCloseDuringSemaphoreCallsOfManyGoroutines(t *testing.T) {
 // attempt is sent, while it runs, while they wait in memory or in Redis, and as they are
 // served. An Acquire that fails returns the context's error naming the semaphore and takes
 // nothing; every permit taken is given back. Once they stop, the count is the initial one,
-// no permit is leased, the queue and its deadlines are gone, and the watchdog knows no
-// lease; the whole count is taken at once.
+// no permit is leased, the queue and its deadlines are gone, the watchdog knows no lease,
+// and the client lets go of every channel (after its linger); the whole count is taken at
+// once.
 func TestCancelStormKeepsTheCount(t *testing.T) {
 	const (
 		workers = 6
@@ -275,6 +276,10 @@ func TestCancelStormKeepsTheCount(t *testing.T) {
 		if st := c.WatchdogStats(); st.Holds != 0 {
 			t.Errorf("the watchdog knows %d leases; want none", st.Holds)
 		}
+		redistest.Eventually(t, 10*time.Second, "a channel still subscribed, or a waiter parked, after the storm", func() bool {
+			st := c.PubSubStats()
+			return st.Waiting == 0 && st.Channels == 0
+		})
 		mustTry(t, s, initial, true)
 	})
 }
