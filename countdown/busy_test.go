@@ -3,6 +3,7 @@ package countdown_test
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -194,5 +195,77 @@ func TestTrySetCountRacingCountDownsOpensOncePerCount(t *testing.T) {
 			t.Fatalf("%d messages for %d counts set; want %d and the marker's", len(msgs), n, want)
 		}
 		t.Logf("%d counts set, %d Awaits returned", n, awaits.Load())
+	})
+}
+
+// Goroutines of one client await a latch while their contexts are cancelled without
+// pause, before the count is read, while they subscribe and while they wait, and the latch
+// is set and opened again and again beside them: each Await returns nil or its context's
+// error naming the latch; once they stop, no waiter is parked, the client lets go of the
+// latch's channel (after its linger) and Redis counts no subscriber of it.
+func TestAwaitCancelStormLeavesNoSubscription(t *testing.T) {
+	const workers = 6
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "latch-await-storm"
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(3*time.Second))
+		side := b.Client(t)
+		l := c.CountDownLatch(name)
+		var (
+			stop              atomic.Bool
+			cancels           [workers]atomic.Pointer[context.CancelFunc]
+			opened, cancelled atomic.Int64
+			wg                sync.WaitGroup
+		)
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for !stop.Load() {
+					ctx, cancel := context.WithCancel(context.Background())
+					cancels[w].Store(&cancel)
+					err := l.Await(ctx)
+					cancel()
+					var le *relock.Error
+					switch {
+					case err == nil:
+						opened.Add(1)
+					case errors.Is(err, context.Canceled) && errors.As(err, &le) && le.Name == name:
+						cancelled.Add(1)
+					default:
+						t.Errorf("Await: %v; want nil or context.Canceled naming %s", err, name)
+						return
+					}
+				}
+			}()
+		}
+		// The latch is set and opened beside the waiters, and their contexts cancelled.
+		setter := relocktest.New(t, b)
+		sl := setter.CountDownLatch(name)
+		for end := time.Now().Add(2 * time.Second); time.Now().Before(end); {
+			if _, err := sl.TrySetCount(context.Background(), 1); err != nil {
+				t.Fatal(err)
+			}
+			for w := range cancels {
+				if cancel := cancels[w].Load(); cancel != nil && w%2 == 0 {
+					(*cancel)()
+				}
+			}
+			time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond)
+			if err := sl.CountDown(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		stop.Store(true)
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		redistest.Recv(t, done, 20*time.Second, "the waiters' end with the latch open")
+		t.Logf("%d Awaits woken, %d cancelled", opened.Load(), cancelled.Load())
+		if opened.Load() == 0 || cancelled.Load() == 0 {
+			t.Error("no Await was woken, or none cancelled: the run proved nothing")
+		}
+		redistest.Eventually(t, 10*time.Second, "the latch's channel still subscribed, or a waiter parked, after the storm", func() bool {
+			st := c.PubSubStats()
+			return st.Waiting == 0 && st.Channels == 0 && redistest.Subscribers(t, side, "NUMSUB", channelOf(name)) <= 0
+		})
 	})
 }
