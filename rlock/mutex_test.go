@@ -729,6 +729,42 @@ func TestDoReportsTheUnlock(t *testing.T) {
 	})
 }
 
+// Do's fn runs with the hold's context, which ends when the lease is lost under fn: with a
+// watchdog timeout of 1s, a ForceUnlock by another client under fn ends fn's context with
+// cause ErrLeaseLost within a few renewal periods, so that fn can stop; Do then returns
+// fn's error joined with ErrNotHeld naming the lock. Guards against a Do that runs fn with
+// the caller's context (which lives on), or with one that the hold's loss does not end.
+func TestDoContextEndsWhenTheLeaseIsLost(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c, other := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second)), relocktest.New(t, b)
+		const name = "guarded:forced"
+		ctx := redistest.Context(t, time.Minute)
+		stopped := errors.New("fn stopped")
+		var cause error
+		err := c.Lock(name).Do(ctx, func(held context.Context) error {
+			if ok, err := other.Lock(name).ForceUnlock(ctx); !ok || err != nil {
+				t.Errorf("ForceUnlock inside Do = %v, %v; want true", ok, err)
+			}
+			select {
+			case <-held.Done():
+				cause = context.Cause(held)
+				return stopped
+			case <-time.After(10 * time.Second):
+				return errors.New("fn's context still live 10s after the lock was forced")
+			}
+		})
+		if !errors.Is(cause, relock.ErrLeaseLost) {
+			t.Errorf("fn's context ended with %v; want ErrLeaseLost", cause)
+		}
+		if !errors.Is(err, stopped) || !errors.Is(err, relock.ErrNotHeld) || !strings.Contains(err.Error(), `"`+name+`"`) {
+			t.Errorf("Do = %v; want fn's error and ErrNotHeld naming the lock", err)
+		}
+		if ctx.Err() != nil {
+			t.Errorf("the caller's context ended with the hold's: %v", ctx.Err())
+		}
+	})
+}
+
 func TestQueries(t *testing.T) {
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		c := relocktest.New(t, b)
