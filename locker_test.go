@@ -297,3 +297,74 @@ func TestLockerTakesTheLocksOptions(t *testing.T) {
 		}
 	})
 }
+
+// Lockers keep goroutines out of each other's sections through a stall of Redis: four
+// goroutines on two clients take and release the lock over and over while Redis stops
+// running writes (CLIENT PAUSE WRITE) for 2s, a stall shorter than the client timeout of
+// 5s and the lease. No two are ever inside at once, no Lock panics (each rides the stall
+// out), every section is counted, and the lock is free at the end. Guards against a
+// Locker whose Lock returns without the lock, or panics, when an attempt or a release is
+// held up by a stall.
+func TestLockerExcludesThroughAStall(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		ctx := redistest.Context(t, 60*time.Second)
+		const name = "locker:stall"
+		var lockers []sync.Locker
+		for range 2 {
+			c := relocktest.New(t, pipelined(t, b), relock.WithTimeout(500*time.Millisecond), relock.WithWatchdogTimeout(3*time.Second))
+			l, err := c.Lock(name).Locker(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			lockers = append(lockers, l)
+		}
+		var inside, most atomic.Int32
+		count, sections := 0, atomic.Int32{} // count is guarded by the lock alone
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range 4 {
+			l := lockers[i%2]
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() {
+					if v := recover(); v != nil {
+						t.Errorf("Lock panicked in the stall: %v", v)
+					}
+				}()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					l.Lock()
+					if n := inside.Add(1); n > most.Load() {
+						most.Store(n)
+					}
+					v := count
+					time.Sleep(5 * time.Millisecond)
+					count = v + 1
+					sections.Add(1)
+					inside.Add(-1)
+					l.Unlock()
+				}
+			}()
+		}
+		time.Sleep(300 * time.Millisecond)
+		before := sections.Load()
+		redistest.MustDo(t, b.Client(t), "CLIENT", "PAUSE", "2000", "WRITE")
+		time.Sleep(3 * time.Second) // the stall and a second after it
+		close(stop)
+		wg.Wait()
+		if most.Load() != 1 || count != int(sections.Load()) {
+			t.Fatalf("at most %d inside at once, count %d of %d sections; want 1 and every section", most.Load(), count, sections.Load())
+		}
+		if sections.Load() <= before {
+			t.Errorf("%d sections before the stall and %d in all: none ran after it", before, sections.Load())
+		}
+		if n, err := redistest.Do(t, b.Client(t), "EXISTS", name).AsInt64(); err != nil || n != 0 {
+			t.Errorf("after the last Unlock, EXISTS %s = %d, %v; want 0", name, n, err)
+		}
+	})
+}
