@@ -160,3 +160,42 @@ func TestShorterExtendKeepsTheContext(t *testing.T) {
 		}
 	})
 }
+
+// An Extend whose reply is lost (Redis ran it; the reply and the connection were lost) is
+// sent again, as a renewal may be: it returns nil, and the hold lasts the extension in
+// Redis and in its context, past its first lease of 2s. Guards against an Extend that
+// reports a failure for an extension that ran, and leaves the hold's context to end at the
+// first lease while Redis keeps the lock for the extension.
+func TestExtendWithItsReplyLost(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		proxy := redistest.StartProxy(t, b.Addr)
+		c := relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()})
+		const name = "extend:lost"
+		mu := c.Lock(name, rlock.WithLease(2*time.Second))
+		held, err := mu.Lock(redistest.Context(t, time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The script loaded first, so that the fault hits the call itself.
+		if err := mu.Extend(held, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		proxy.LoseReplyTo(name)
+		if err := mu.Extend(held, 30*time.Second); err != nil {
+			t.Fatalf("Extend with its reply lost: %v", err)
+		}
+		if proxy.Armed() != 0 {
+			t.Fatal("the fault never fired: the test proved nothing")
+		}
+		time.Sleep(3 * time.Second) // past the first lease, with room
+		if err := held.Err(); err != nil {
+			t.Fatalf("the hold's context ended at its first lease (%v); want it carried by Extend", context.Cause(held))
+		}
+		if d, err := mu.TTL(held); err != nil || d < 20*time.Second {
+			t.Errorf("TTL %v (%v); want about 27s", d, err)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
