@@ -404,11 +404,6 @@ func TestCloseDuringCallsOfManyGoroutines(t *testing.T) {
 		}
 		// The rueidis client's connections, and miniredis's ends of them, belong to rc,
 		// which Close leaves open.
-		if err := goleak.Find(leaks, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background"),
-			goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background.func1"),
-			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
-			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2")); err != nil {
-			t.Errorf("goroutines left after Close: %v", err)
-		}
+		redistest.NoGoroutinesLeft(t, leaks)
 	})
 }

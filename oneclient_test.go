@@ -71,14 +71,7 @@ func TestCancelStormLeavesNoHoldEveryKind(t *testing.T) {
 						}
 					}()
 				}
-				for end := time.Now().Add(storm); time.Now().Before(end); {
-					for w := range cancels {
-						if cancel := cancels[w].Load(); cancel != nil {
-							(*cancel)()
-						}
-					}
-					time.Sleep(time.Duration(rand.IntN(400)) * time.Microsecond)
-				}
+				redistest.CancelStorm(storm, cancels[:])
 				stop.Store(true)
 				done := make(chan struct{})
 				go func() { wg.Wait(); close(done) }()

@@ -92,12 +92,7 @@ func TestCloseDuringLatchCallsOfManyGoroutines(t *testing.T) {
 		if got := state(t, side, shut); got != counted(1000) {
 			t.Errorf("after Close the latch %s is %q; want %q", shut, got, counted(1000))
 		}
-		if err := goleak.Find(leaks, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background"),
-			goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background.func1"),
-			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
-			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2")); err != nil {
-			t.Errorf("goroutines left after Close: %v", err)
-		}
+		redistest.NoGoroutinesLeft(t, leaks)
 	})
 }
 

@@ -720,16 +720,7 @@ func TestPortedCancelStormLeavesNoHold(t *testing.T) {
 				}
 			}()
 		}
-		for end := time.Now().Add(storm); time.Now().Before(end); {
-			for w := range cancels {
-				if cancel := cancels[w].Load(); cancel != nil {
-					(*cancel)()
-				}
-			}
-			// A pause of a fraction of a round trip, varied, so that the cancels land before
-			// the attempts go out, while they are in flight, and while the workers wait.
-			time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
-		}
+		redistest.CancelStorm(storm, cancels[:])
 		stop.Store(true)
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()

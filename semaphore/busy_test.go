@@ -3,7 +3,6 @@ package semaphore_test
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -161,12 +160,7 @@ func TestCloseDuringSemaphoreCallsOfManyGoroutines(t *testing.T) {
 		}
 		wantValue(t, side, empty.Name(), "0")
 		wantKeys(t, b, side, name, empty.Name())
-		if err := goleak.Find(leaks, goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background"),
-			goleak.IgnoreAnyFunction("github.com/redis/rueidis.(*pipe)._background.func1"),
-			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer"),
-			goleak.IgnoreAnyFunction("github.com/alicebob/miniredis/v2/server.(*Server).servePeer.func2")); err != nil {
-			t.Errorf("goroutines left after Close: %v", err)
-		}
+		redistest.NoGoroutinesLeft(t, leaks)
 	})
 }
 
@@ -237,24 +231,13 @@ func TestCancelStormKeepsTheCount(t *testing.T) {
 				}
 			}()
 		}
-		for end := time.Now().Add(storm); time.Now().Before(end); {
-			for w := range cancels {
-				if cancel := cancels[w].Load(); cancel != nil {
-					(*cancel)()
-				}
-			}
-			time.Sleep(time.Duration(rand.IntN(400)) * time.Microsecond)
-		}
+		redistest.CancelStorm(storm, cancels[:])
 		stop.Store(true)
 		done := make(chan struct{})
 		go func() { wg.Wait(); close(done) }()
 		// A worker may wait for permits that a lost count never brings: end its wait.
 		for ended := false; !ended; {
-			for w := range cancels {
-				if cancel := cancels[w].Load(); cancel != nil {
-					(*cancel)()
-				}
-			}
+			redistest.CancelAll(cancels[:])
 			select {
 			case <-done:
 				ended = true
