@@ -305,9 +305,8 @@ func TestCloseDuringCallsOfManyGoroutines(t *testing.T) {
 		c := relocktest.On(t, rc)
 		kinds := []holdKind{kindRLock, kindSpin, kindFair, kindWrite, kindRead}
 		var (
-			wg     sync.WaitGroup
-			closed = make(chan struct{})
-			calls  atomic.Int64
+			wg    sync.WaitGroup
+			calls atomic.Int64
 		)
 		check := func(what, name string, err error) {
 			var le *relock.Error
@@ -370,19 +369,7 @@ func TestCloseDuringCallsOfManyGoroutines(t *testing.T) {
 				}
 			}()
 		}
-		redistest.Eventually(t, 20*time.Second, "the goroutines never got going", func() bool {
-			return calls.Load() > 200 && relocktest.Waiting(c) > 0
-		})
-		go func() {
-			if err := c.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-			close(closed)
-		}()
-		redistest.Recv(t, closed, 20*time.Second, "Close's return")
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		redistest.Recv(t, done, 20*time.Second, "the calls' return after Close")
+		relocktest.CloseAmidCalls(t, c, &calls, &wg)
 
 		for _, k := range kinds {
 			name := "close-busy:" + k.name

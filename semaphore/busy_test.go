@@ -142,17 +142,7 @@ func TestCloseDuringSemaphoreCallsOfManyGoroutines(t *testing.T) {
 				}
 			}()
 		}
-		redistest.Eventually(t, 20*time.Second, "the goroutines never got going", func() bool {
-			return calls.Load() > 200 && relocktest.Waiting(c) > 0
-		})
-		closed := make(chan error, 1)
-		go func() { closed <- c.Close() }()
-		if err := redistest.Recv(t, closed, 20*time.Second, "Close's return"); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		redistest.Recv(t, done, 20*time.Second, "the calls' return after Close")
+		relocktest.CloseAmidCalls(t, c, &calls, &wg)
 
 		wantValue(t, side, name, strconv.FormatInt(initial-plain.Load(), 10))
 		if zs := leased(t, side, name); len(zs) != 0 {

@@ -10,11 +10,15 @@ import (
 	"context"
 	"errors"
 	"sort"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/redis/rueidis"
 
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/redistest"
 )
 
 // Source is what hands out rueidis clients of its own: a redistest.Backend,
@@ -108,4 +112,23 @@ func Named(err error, want error) []string {
 	walk(err)
 	sort.Strings(out)
 	return out
+}
+
+// CloseAmidCalls closes c while its goroutines (wg) are busy: once they have made more than
+// 200 calls (calls) and some wait, parked, it calls Close, which must return nil, and then
+// waits for every goroutine to return. Each step is bounded (20 s), so that a call or a
+// Close that never ends fails the test instead of hanging it.
+func CloseAmidCalls(t testing.TB, c *relock.Client, calls *atomic.Int64, wg *sync.WaitGroup) {
+	t.Helper()
+	redistest.Eventually(t, 20*time.Second, "the goroutines never got going", func() bool {
+		return calls.Load() > 200 && Waiting(c) > 0
+	})
+	closed := make(chan error, 1)
+	go func() { closed <- c.Close() }()
+	if err := redistest.Recv(t, closed, 20*time.Second, "Close's return"); err != nil {
+		t.Errorf("Close: %v", err)
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	redistest.Recv(t, done, 20*time.Second, "the calls' return after Close")
 }
