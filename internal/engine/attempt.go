@@ -345,7 +345,7 @@ func (a *attempt) keep() error {
 	if err == nil {
 		var ok bool
 		if a.held, ok = a.l.c.Watchdog.Acquired(&a.hold, a.parent, a.grant()); ok {
-			if a.carried != nil && !a.l.kind.spins {
+			if a.carried != nil && !a.l.kind.spins && !a.l.c.Hub.Idle() {
 				// Waiters of the owner in other goroutines may re-enter now (hub.Joined).
 				a.l.c.Hub.Joined(a.l.kind.channel(a.l, a.owner), a.who)
 			}

@@ -38,7 +38,7 @@ func (s *Sub) Handed() any { return s.handed }
 // them rather than trying first: its attempt would take the lock from under the waiter
 // that was woken for it, or fail while a handoff is on its way.
 func (h *Hub) Lined(name string) bool {
-	if h.subs.Load() == 0 {
+	if h.Idle() {
 		return false // an uncontended lock's path: no mutex
 	}
 	h.mu.Lock()
@@ -61,7 +61,7 @@ type Claim struct {
 // none, or when the channel's waiters have had HandRun handoffs in a row (the run then
 // starts again).
 func (h *Hub) Claim(name string, class any) *Claim {
-	if h.subs.Load() == 0 {
+	if h.Idle() {
 		return nil // an uncontended lock's path: no mutex
 	}
 	h.mu.Lock()

@@ -225,6 +225,11 @@ type Mark uint64
 // that a free lock costs nothing more.
 func (h *Hub) Mark() Mark { return Mark(h.clock.Load()) }
 
+// Idle reports whether no waiter of this client is subscribed to any channel: the
+// uncontended path asks it before it names a channel (which for a fair lock's waiter is
+// a string made for the call) or takes the hub's mutex.
+func (h *Hub) Idle() bool { return h.subs.Load() == 0 }
+
 // Sub is one subscriber's hold on a channel. Release it when done waiting. A Sub is used
 // by one goroutine at a time.
 type Sub struct {

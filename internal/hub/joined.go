@@ -26,7 +26,7 @@ func (s *Sub) Own(owner string) {
 // subscribers on it, parked or between attempts, try again at once, since they may
 // re-enter its hold.
 func (h *Hub) Joined(name, owner string) {
-	if h.subs.Load() == 0 {
+	if h.Idle() {
 		return // no waiter at all: nothing to look up
 	}
 	h.mu.Lock()
