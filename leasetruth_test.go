@@ -1111,3 +1111,148 @@ func TestReentryOfALockOfMillionsOfYears(t *testing.T) {
 		}
 	})
 }
+
+// A server whose clock gains on the client's lets a lease run out early by the client's
+// measure. A hold's context allows for that, as Redlock's validity does: it ends a
+// hundredth of its lease (and 2ms) early, so that it has ended before Redis lets another
+// owner in while the server's clock runs up to a hundredth fast. Here miniredis's clock runs
+// 0.8% fast, and another client asks for the lock every millisecond from before Redis lets
+// the lease go: a lease given to Lock (every kind), one given to Extend or to a re-entry,
+// the watchdog's lease renewed and then cut off, and a semaphore's leased permits. (The context once
+// ended at exactly the lease from the send, which such a server undercut by 16ms of the
+// 2s lease: both owners' contexts were live at once.)
+func TestServerClockAheadEndsHoldFirst(t *testing.T) {
+	t.Parallel()
+	const lease = 2 * time.Second
+	// takeLock is what another owner of a plain, fair or spin lock's data tries; takeWrite a
+	// read-write lock's.
+	takeLock := func(c *relock.Client, ctx context.Context, n string) (bool, error) {
+		_, err := c.Lock(n).TryLock(ctx)
+		return err == nil, ignoreLocked(err)
+	}
+	takeWrite := func(c *relock.Client, ctx context.Context, n string) (bool, error) {
+		_, err := c.RWLock(n).TryLock(ctx)
+		return err == nil, ignoreLocked(err)
+	}
+	type hold func(t *testing.T, c *relock.Client, proxy *redistest.Proxy, ctx context.Context, n string) context.Context
+	withLease := func(k holdKind) hold {
+		return func(t *testing.T, c *relock.Client, _ *redistest.Proxy, ctx context.Context, n string) context.Context {
+			held, err := k.lock(c, ctx, n, lease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return held
+		}
+	}
+	cases := []struct {
+		name string
+		hold hold
+		take func(c *relock.Client, ctx context.Context, n string) (bool, error)
+		// renewed: the holding client's watchdog timeout is the lease, behind a proxy
+		renewed bool
+	}{
+		{name: "rlock", hold: withLease(kindRLock), take: takeLock},
+		{name: "spin", hold: withLease(kindSpin), take: takeLock},
+		{name: "fair", hold: withLease(kindFair), take: takeLock},
+		{name: "write", hold: withLease(kindWrite), take: takeWrite},
+		{name: "read", hold: withLease(kindRead), take: takeWrite},
+		{name: "Extend", take: takeLock, hold: func(t *testing.T, c *relock.Client, _ *redistest.Proxy, ctx context.Context, n string) context.Context {
+			held, err := c.Lock(n).Lock(ctx, rlock.WithLease(lease/2))
+			if err == nil {
+				err = c.Lock(n).Extend(held, lease)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return held
+		}},
+		{name: "re-entry", take: takeLock, hold: func(t *testing.T, c *relock.Client, _ *redistest.Proxy, ctx context.Context, n string) context.Context {
+			held, err := c.Lock(n).Lock(ctx, rlock.WithLease(lease/2))
+			if err == nil {
+				_, err = c.Lock(n).Lock(held, rlock.WithLease(lease))
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			return held
+		}},
+		{name: "renewal", take: takeLock, renewed: true, hold: func(t *testing.T, c *relock.Client, proxy *redistest.Proxy, ctx context.Context, n string) context.Context {
+			held, err := c.Lock(n).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The watchdog renews every third of the lease: cut it off after a renewal.
+			time.Sleep(lease / 2)
+			proxy.Blackhole()
+			return held
+		}},
+		{name: "semaphore", renewed: true,
+			take: func(c *relock.Client, ctx context.Context, n string) (bool, error) {
+				_, ok, err := c.Semaphore(n).TryAcquireLease(ctx, 1)
+				return ok, err
+			},
+			hold: func(t *testing.T, c *relock.Client, proxy *redistest.Proxy, ctx context.Context, n string) context.Context {
+				if ok, err := c.Semaphore(n).TrySetPermits(ctx, 1); err != nil || !ok {
+					t.Fatalf("TrySetPermits = %v, %v", ok, err)
+				}
+				held, err := c.Semaphore(n).AcquireLease(ctx, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				time.Sleep(lease / 2)
+				proxy.Blackhole()
+				return held
+			}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := redistest.Mini(t)
+			redistest.ClockAhead(t, b, 1.008)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			c, other := relocktest.New(t, b), relocktest.New(t, b)
+			var proxy *redistest.Proxy
+			if tc.renewed {
+				proxy = redistest.StartProxy(t, b.Addr)
+				c = relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: proxy.Addr()}, relock.WithWatchdogTimeout(lease), relock.WithLogger(nil))
+			}
+			const name = "clock-ahead"
+			owner := relock.NewOwner(ctx)
+			start := time.Now() // before the hold's last request: its deadline runs from later
+			held := tc.hold(t, c, proxy, owner, name)
+			if tc.renewed {
+				start = time.Now().Add(-lease / 2) // the last renewal was sent after this
+			}
+			// Redis lets the lease go 16ms early by the client's clock: ask from 40ms before.
+			sleepUntil(start.Add(lease - 40*time.Millisecond))
+			for {
+				if time.Since(start) > lease+10*time.Second {
+					t.Fatalf("another owner never got the lock, %v after the hold", time.Since(start))
+				}
+				got, err := tc.take(other, ctx, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if held.Err() == nil {
+				t.Fatalf("another owner got the lock %v after the hold began, while the hold's context (lease %v, server clock 0.8%% fast) was live", time.Since(start), lease)
+			}
+			if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+				t.Errorf("the hold's cause = %v; want ErrLeaseLost", cause)
+			}
+		})
+	}
+}
+
+// ignoreLocked is err, or nil for ErrLocked.
+func ignoreLocked(err error) error {
+	if errors.Is(err, relock.ErrLocked) {
+		return nil
+	}
+	return err
+}

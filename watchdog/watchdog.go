@@ -9,7 +9,9 @@
 // context.Canceled when the holder releases it.
 //
 // Deadlines are local: taken from the monotonic clock when the acquiring (or renewing)
-// request was sent, so they never lie later than the lease in Redis.
+// request was sent, less a hundredth of the lease and 2ms for a server whose clock gains
+// on the client's, so they never lie later than the lease in Redis while the server's
+// clock runs at most a hundredth fast.
 //
 // A client's watchdog runs inside it: a program meets it through the hold contexts that
 // Lock returns and through relock.Client.WatchdogStats.

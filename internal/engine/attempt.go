@@ -193,7 +193,7 @@ func (a *attempt) shed(ctx context.Context, want, late int64) error {
 	if a.count <= want || late == 0 {
 		return nil
 	}
-	left, err := a.l.giveBack(ctx, a.owner, a.count, want, late, a.sent.Add(a.lease))
+	left, err := a.l.giveBack(ctx, a.owner, a.count, want, late, leases.Until(a.sent, a.lease))
 	a.late -= a.count - left
 	a.count = left
 	if err != nil {
@@ -270,7 +270,7 @@ func (a *attempt) execSynced(ctx context.Context, call *call, sent time.Time) ([
 		return v, nil
 	}
 	// Nobody has the grant but the master: a failover now would lose it. Undo it.
-	if _, _, err := l.release(ctx, a.owner, v[1], sent.Add(a.lease), nil); err != nil {
+	if _, _, err := l.release(ctx, a.owner, v[1], leases.Until(sent, a.lease), nil); err != nil {
 		return nil, errors.Join(lockerr.ErrNotSynced, err)
 	}
 	return nil, lockerr.ErrNotSynced
@@ -354,7 +354,7 @@ func (a *attempt) keep() error {
 		err = lockerr.ErrClosed
 	}
 	dctx := a.l.c.Detached(a.ctx)
-	_, _, _ = a.l.release(dctx, a.owner, a.count, a.sent.Add(a.lease), nil)
+	_, _, _ = a.l.release(dctx, a.owner, a.count, leases.Until(a.sent, a.lease), nil)
 	return err
 }
 

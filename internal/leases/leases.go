@@ -277,7 +277,7 @@ func (w *Watchdog) Acquired(dst *Context, parent context.Context, g Grant) (ctx 
 			}
 			old.count, old.late.n = g.Count, g.Late
 			old.renew = old.renew || g.Renew
-			w.setDeadline(old, later(old.deadline, g.Sent.Add(g.Lease)))
+			w.setDeadline(old, later(old.deadline, Until(g.Sent, g.Lease)))
 			if g.KeepsWrite {
 				w.keepWrite(old)
 			}
@@ -376,7 +376,7 @@ func (w *Watchdog) watchPending() {
 func newHold(w *Watchdog, k holdKey, g *Grant) *Hold {
 	h := &Hold{key: k, renew: g.Renew, renewal: g.Renewal, extra: g.Extra, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1,
 		late: lateLeft{n: g.Late}, who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock}
-	w.setDeadline(h, g.Sent.Add(g.Lease))
+	w.setDeadline(h, Until(g.Sent, g.Lease))
 	return h
 }
 
@@ -1374,7 +1374,7 @@ func (w *Watchdog) renew(sent time.Time, checkAll bool) (first error) {
 			}
 			if renewed[j] >= 1 {
 				if !c.check {
-					w.setDeadline(h, later(h.deadline, sent.Add(w.lease)))
+					w.setDeadline(h, later(h.deadline, Until(sent, w.lease)))
 					w.renewed.Add(1)
 				}
 				if renewed[j] == 2 {
@@ -1442,7 +1442,7 @@ func (w *Watchdog) Extend(ctx context.Context, name, owner string, d time.Durati
 		w.drop(h, lockerr.ErrLeaseLost)
 		return lockerr.ErrNotHeld
 	}
-	w.setDeadline(h, later(h.deadline, sent.Add(d)))
+	w.setDeadline(h, later(h.deadline, Until(sent, d)))
 	if renewed[0] == 2 {
 		w.keepWrite(h)
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
+	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/rlock"
 	"github.com/relock-go/relock/rwlock"
@@ -902,8 +903,9 @@ func (w *world) observe() *snapshot {
 //   - a live hold context implies that Redis has the owner's field, with an expiry no
 //     earlier than the latest deadline a fixed lease of the hold promised; Redis is read
 //     first and the context after, so a context seen live was live while Redis was read;
-//   - a context ended with ErrLeaseLost implies that Redis no longer has the hold; the
-//     context is read first and Redis after;
+//   - a context ended with ErrLeaseLost implies that Redis no longer has the hold, or lets
+//     it go within the allowance by which a context ends before its lease, for clocks that
+//     disagree (leases.Allowance); the context is read first and Redis after;
 //   - a hold whose lock ForceUnlock deleted may stay live until its client learns: the next
 //     renewal, or its fixed lease's end.
 //
@@ -932,7 +934,7 @@ func (w *world) check() {
 		h := sh.h
 		name := w.ownerName(h.owner)
 		held, exp := w.m.held(s, h.owner, h.side)
-		if sh.lost && held {
+		if sh.lost && held && w.beyondAllowance(exp, now) {
 			w.violate("%s's %s hold context ended with ErrLeaseLost, but Redis still holds it until %v", name, h.side, exp)
 		}
 		live := false
@@ -941,7 +943,7 @@ func (w *world) check() {
 			case err == nil:
 				live = true
 			case errors.Is(context.Cause(c), relock.ErrLeaseLost):
-				if held && !sh.lost && !w.real {
+				if held && !sh.lost && !w.real && w.beyondAllowance(exp, now) {
 					w.violate("%s's %s hold context ended with ErrLeaseLost, but Redis still holds it until %v", name, h.side, exp)
 				}
 			default:
@@ -967,6 +969,17 @@ func (w *world) check() {
 		}
 	}
 	w.checkWaiters(now)
+}
+
+// beyondAllowance reports whether Redis keeps a hold that expires at exp for longer after
+// now than a hold's context may end before its lease does: by the allowance for clocks
+// that disagree (leases.Allowance), of the longest lease a hold may have.
+func (w *world) beyondAllowance(exp, now span) bool {
+	longest := w.m.lease
+	for _, l := range w.leases {
+		longest = max(longest, l)
+	}
+	return exp.lo.Sub(now.hi) > leases.Allowance(longest)
 }
 
 // checkWaiters fails a waiter that the model says may take the lock but that has not
