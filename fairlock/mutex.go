@@ -91,12 +91,13 @@ func (m *Mutex) Unlock(ctx context.Context) error { return m.l().Unlock(ctx) }
 // here, never a panic.
 func (m *Mutex) Locker(ctx context.Context) (sync.Locker, error) { return m.l().Locker(ctx) }
 
-// Extend makes the hold of the owner ctx carries last at least d from now, in Redis and
-// in the hold's context, as bsm/redislock's Refresh: for a hold taken WithLease, which the
-// watchdog does not renew. It never shortens a lease. It fails with ErrNotHeld when the
-// owner holds nothing (the hold's context then ends with ErrLeaseLost, if the client knew
-// of the hold), ErrWrongType when the name holds data that is not this kind of lock, and
-// ErrInvalidLease for d under a millisecond.
+// Extend makes the hold of the owner ctx carries last at least d from now, in Redis and in
+// the hold's context (less its allowance for clocks, as WithLease says), as
+// bsm/redislock's Refresh: for a hold taken WithLease, which the watchdog does not renew.
+// It never shortens a lease. It fails with ErrNotHeld when the owner holds nothing (the
+// hold's context then ends with ErrLeaseLost, if the client knew of the hold),
+// ErrWrongType when the name holds data that is not this kind of lock, and ErrInvalidLease
+// for d under a millisecond.
 func (m *Mutex) Extend(ctx context.Context, d time.Duration) error { return m.l().Extend(ctx, d) }
 
 // Do locks, runs fn with the hold's context, and unlocks, also when fn panics. It returns

@@ -18,7 +18,9 @@ type Option = lockopt.Shared
 
 // WithLease takes the lock for a fixed lease that is not renewed: if the holder has not
 // unlocked it by then, the lock expires and another owner may take it, and the hold's
-// context ends with cause ErrLeaseLost. The lease must be at least a millisecond (Redis
+// context ends with cause ErrLeaseLost: a hundredth of the lease and 2ms before the lease,
+// counted from when the request was sent, runs out, so that it ends first while the
+// server's clock runs at most a hundredth fast. The lease must be at least a millisecond (Redis
 // counts leases in milliseconds); otherwise the call fails with ErrInvalidLease and
 // nothing is sent to Redis. A fraction of a millisecond is dropped, for Redis and for the
 // hold's context alike.
