@@ -43,6 +43,11 @@ package fairlock_test
 // testConcurrency_MultiInstance_Ordering      covered by TestFIFO (strict arrival order, 32 waiters on two clients)
 // testAcquireFailedNotCalledOnRedisTimeout    covered by TestWaiterRidesOutAStall (package relock, fair kind: writes paused past the client timeout)
 // testNameMapper                              not applicable: Redisson's NameMapper setting; relock maps no names
+// testLockBlock (in Redisson's suite for a while, withdrawn with the change it came with)
+//                                             ported: TestClosedClientsCallsDoNotBlockTheLock
+// testTimeoutDrift (the name testWaitTimeoutDrift had before) ported: TestWaitTimeoutDrift
+// testDelete (Redisson's delete(), since dropped from its suite) ported: TestForceUnlockAnswersWhetherItFreed
+//                                             (relock offers no Delete; ForceUnlock deletes the lock)
 
 import (
 	"context"
@@ -720,5 +725,93 @@ func TestHoldCountStepByStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		count(owner, 0)
+	})
+}
+
+// Five rounds of a hundred owners of one client each take the lock once and release it;
+// the client closes without releasing its holds (Redisson's shutdown) while they are at it,
+// some of them waiting in the queue. Redisson's lock() ignores the interrupts its test's
+// shutdownNow sends, so the owners' contexts are never cancelled here: Close ends their
+// calls. Another client's Lock then gets the lock once the closed client's hold has run out
+// its lease: neither that hold nor the queue entries of the closed client's waiters keep
+// it out for longer than the lease and two refresh periods.
+func TestClosedClientsCallsDoNotBlockTheLock(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const (
+			rounds, owners = 5, 100
+			watchdog       = 1500 * time.Millisecond
+			refresh        = time.Second
+			name           = "lock-block"
+		)
+		closing := relocktest.New(t, b, relock.WithWatchdogTimeout(watchdog), relock.WithReleaseOnClose(false))
+		mu := closing.FairLock(name, fairlock.WithRefreshPeriod(refresh))
+		var wg sync.WaitGroup
+		var returned atomic.Int32
+		for r := 0; r < rounds; r++ {
+			for i := 0; i < owners; i++ {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					defer returned.Add(1)
+					held, err := mu.Lock(relock.NewOwner(context.Background()))
+					if err != nil {
+						if !errors.Is(err, relock.ErrClosed) {
+							t.Errorf("Lock amid Close: %v; want nil or ErrClosed", err)
+						}
+						return
+					}
+					if err := mu.Unlock(held); err != nil && !errors.Is(err, relock.ErrClosed) {
+						t.Errorf("Unlock amid Close: %v; want nil or ErrClosed", err)
+					}
+				}()
+			}
+		}
+		// Close while owners wait, unless all were through before any was seen waiting.
+		redistest.Eventually(t, 20*time.Second, "no owner waited and not all returned", func() bool {
+			return relocktest.Waiting(closing) > 0 || returned.Load() == rounds*owners
+		})
+		closed := make(chan error, 1)
+		go func() { closed <- closing.Close() }()
+		if err := redistest.Recv(t, closed, 20*time.Second, "Close's return"); err != nil {
+			t.Errorf("Close: %v", err)
+		}
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		redistest.Recv(t, done, 20*time.Second, "the owners' calls' return after Close")
+
+		other := relocktest.New(t, b).FairLock(name)
+		ctx := redistest.Context(t, time.Minute)
+		// The bound: the closed client's hold runs out its lease, its waiters' entries two
+		// refresh periods after their last refresh; the rest is room for a loaded machine.
+		held, err := other.Lock(ctx, rlock.WithWaitTimeout(watchdog+2*refresh+10*time.Second))
+		if err != nil {
+			t.Fatalf("another client's Lock after the closed client's lease and its waiters' entries ran out: %v", err)
+		}
+		if err := other.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// ForceUnlock of a fair lock nobody holds answers false; once an owner holds it, true, and
+// the lock is free.
+func TestForceUnlockAnswersWhetherItFreed(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		mu := relocktest.New(t, b).FairLock("delete")
+		ctx := redistest.Context(t, time.Minute)
+		if ok, err := mu.ForceUnlock(ctx); ok || err != nil {
+			t.Fatalf("ForceUnlock of a free lock = %v, %v; want false", ok, err)
+		}
+		if _, err := mu.Lock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := mu.ForceUnlock(ctx); !ok || err != nil {
+			t.Fatalf("ForceUnlock of a held lock = %v, %v; want true", ok, err)
+		}
+		if locked, err := mu.IsLocked(ctx); locked || err != nil {
+			t.Errorf("IsLocked after ForceUnlock = %v, %v; want false", locked, err)
+		}
 	})
 }
