@@ -27,6 +27,11 @@ package rlock_test
 //     renewed hold: the lock is free past three watchdog timeouts).
 //   testLockFailoverInCluster (thirty TryLock and Unlock on a cluster, no failover made):
 //     covered by the "cluster" subtests of TestPortedIsLocked and TestPortedTTL.
+//   testExpirationRenewalIsWorkingAfterTimeout (RedissonLockExpirationRenewalTest, the name
+//     testLockAfterTimeout had before): covered by TestPortedLockAfterRestartLoss.
+//   testDelete (Redisson's delete(), since dropped from its suite): relock offers no Delete;
+//     ForceUnlock deletes the lock, answering false for a free lock and true for a held one:
+//     covered by TestPortedForceUnlock and TestQueries.
 //   testTokenIncrease (fenced lock): covered by relock.TestFencingTokensCountFromOne (Lock,
 //     Lock, Lock with a lease, TryLock give tokens 1, 2, 3, 4 and move the counter so) and
 //     TestFencingTokensIncrease (tokens strictly grow across owners and clients; a re-entry
@@ -62,6 +67,7 @@ package rlock_test
 //   testWatchdogDoesNotOutliveInterruptedAcquire: TestPortedCancelStormLeavesNoHold
 //   testCancelledTryLockAsyncDoesNotLeaveWatchdog: TestPortedCancelledTryLockLeavesNoHold
 //   testConcurrencyTryLockUnLock: TestPortedTryLockStormKeepsTheHolderWatched
+//   testFailoverInSentinel: TestPortedLocksThroughASentinelFailover
 
 import (
 	"context"
@@ -870,4 +876,99 @@ func TestPortedTryLockStormKeepsTheHolderWatched(t *testing.T) {
 			t.Errorf("IsLocked after the storm = %v, %v; want false", locked, err)
 		}
 	})
+}
+
+// Five owners loop on one lock through a Sentinel failover, each attempt a Lock with a 3s
+// wait and a 2s lease that, when it gets the lock, holds it a second, unlocks and pauses a
+// second. Two seconds in, the master is killed; a replica takes over; later the old master
+// comes back, empty, on its port. Redisson asserts nothing but that the loop goes on; here
+// every attempt returns within its wait and the client's room, every error is a *relock.Error
+// naming the lock, and each owner takes the lock again after the failover and again after
+// the old master's return. Holds taken before the failover may be lost with it
+// (docs/operations.md), so what an Unlock answers then is not checked.
+func TestPortedLocksThroughASentinelFailover(t *testing.T) {
+	const (
+		owners = 5
+		wait   = 3 * time.Second
+		lease  = 2 * time.Second
+		room   = 15 * time.Second // the client's own timeouts while the master is gone
+	)
+	s := redistest.StartSentinel(t)
+	c := relocktest.On(t, s.Client(t))
+	ctx := redistest.Context(t, 4*time.Minute)
+	var (
+		phase atomic.Int32         // 0 before the failover, 1 after it, 2 after the old master's return
+		took  [owners]atomic.Int32 // the phase of each owner's last acquisition, plus one
+		stop  atomic.Bool
+		wg    sync.WaitGroup
+	)
+	for i := range owners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			mu := c.Lock("lock")
+			owner := relock.NewOwner(ctx)
+			for !stop.Load() && ctx.Err() == nil {
+				p := phase.Load()
+				start := time.Now()
+				held, err := mu.Lock(owner, rlock.WithWaitTimeout(wait), rlock.WithLease(lease))
+				if d := time.Since(start); d > wait+room {
+					t.Errorf("owner %d: an attempt with a %v wait returned after %v", i, wait, d)
+				}
+				if err != nil {
+					var le *relock.Error
+					if !errors.As(err, &le) || le.Name != "lock" {
+						t.Errorf("owner %d: Lock: %v; want a *relock.Error naming the lock", i, err)
+					}
+					if ctx.Err() == nil && !errors.Is(err, context.DeadlineExceeded) {
+						time.Sleep(100 * time.Millisecond) // Redis unreachable: do not spin
+					}
+					continue
+				}
+				took[i].Store(p + 1)
+				time.Sleep(time.Second)
+				_ = mu.Unlock(held) // checked below only once Redis is steady
+				time.Sleep(time.Second)
+			}
+		}()
+	}
+	t.Cleanup(func() {
+		stop.Store(true)
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		redistest.Recv(t, done, wait+room+5*time.Second, "the owners' return")
+	})
+	everyOwnerTook := func(p int32, what string) {
+		t.Helper()
+		redistest.Eventually(t, time.Minute, "an owner did not take the lock "+what, func() bool {
+			for i := range took {
+				if took[i].Load() < p+1 {
+					return false
+				}
+			}
+			return true
+		})
+	}
+	everyOwnerTook(0, "before the failover")
+	old := s.Master()
+	old.Kill(t)
+	s.WaitFailover(t, old, 30*time.Second)
+	phase.Store(1)
+	everyOwnerTook(1, "after the failover")
+	old.Restart(t)
+	phase.Store(2)
+	everyOwnerTook(2, "after the old master came back")
+
+	// Redis is steady again: one more owner's hold excludes the others and its Unlock counts.
+	stop.Store(true)
+	held, err := c.Lock("lock").Lock(relock.NewOwner(ctx), rlock.WithWaitTimeout(time.Minute))
+	if err != nil {
+		t.Fatalf("a Lock once the loop stopped: %v", err)
+	}
+	if _, err := c.Lock("lock").TryLock(relock.NewOwner(ctx)); !errors.Is(err, relock.ErrLocked) {
+		t.Errorf("another owner's TryLock: %v; want ErrLocked", err)
+	}
+	if err := c.Lock("lock").Unlock(held); err != nil {
+		t.Errorf("Unlock: %v", err)
+	}
 }
