@@ -45,6 +45,9 @@ package rwlock_test
 //	testMultiInstanceReadLockZombieCleanup  TestReaderOfAClosedClientLeavesWithItsLease
 //	testMultiInstanceZombieReadLockPerformance not ported: disabled in Redisson (no @Test), and it
 //	                                        times the writer's polling, a speed assertion
+//	testDelete                              covered by TestForceUnlock and TestTwoReadersThenAWriter: dropped
+//	                                        from Redisson's suite; relock offers no Delete, and ForceUnlock,
+//	                                        which deletes the lock, answers false for no lock and true for a read hold
 
 import (
 	"context"
