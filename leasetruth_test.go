@@ -17,9 +17,11 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/fairlock"
 	"github.com/relock-go/relock/internal/keys"
+	"github.com/relock-go/relock/internal/leases"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 	"github.com/relock-go/relock/internal/script"
+	"github.com/relock-go/relock/observe"
 	"github.com/relock-go/relock/rlock"
 )
 
@@ -1124,16 +1126,6 @@ func TestReentryOfALockOfMillionsOfYears(t *testing.T) {
 func TestServerClockAheadEndsHoldFirst(t *testing.T) {
 	t.Parallel()
 	const lease = 2 * time.Second
-	// takeLock is what another owner of a plain, fair or spin lock's data tries; takeWrite a
-	// read-write lock's.
-	takeLock := func(c *relock.Client, ctx context.Context, n string) (bool, error) {
-		_, err := c.Lock(n).TryLock(ctx)
-		return err == nil, ignoreLocked(err)
-	}
-	takeWrite := func(c *relock.Client, ctx context.Context, n string) (bool, error) {
-		_, err := c.RWLock(n).TryLock(ctx)
-		return err == nil, ignoreLocked(err)
-	}
 	type hold func(t *testing.T, c *relock.Client, proxy *redistest.Proxy, ctx context.Context, n string) context.Context
 	withLease := func(k holdKind) hold {
 		return func(t *testing.T, c *relock.Client, _ *redistest.Proxy, ctx context.Context, n string) context.Context {
@@ -1224,29 +1216,51 @@ func TestServerClockAheadEndsHoldFirst(t *testing.T) {
 			if tc.renewed {
 				start = time.Now().Add(-lease / 2) // the last renewal was sent after this
 			}
-			// Redis lets the lease go 16ms early by the client's clock: ask from 40ms before.
-			sleepUntil(start.Add(lease - 40*time.Millisecond))
-			for {
-				if time.Since(start) > lease+10*time.Second {
-					t.Fatalf("another owner never got the lock, %v after the hold", time.Since(start))
-				}
-				got, err := tc.take(other, ctx, name)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if got {
-					break
-				}
-				time.Sleep(time.Millisecond)
-			}
-			if held.Err() == nil {
-				t.Fatalf("another owner got the lock %v after the hold began, while the hold's context (lease %v, server clock 0.8%% fast) was live", time.Since(start), lease)
-			}
-			if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
-				t.Errorf("the hold's cause = %v; want ErrLeaseLost", cause)
-			}
+			endsBeforeTaken(t, held, start, lease, func() (bool, error) { return tc.take(other, ctx, name) })
 		})
 	}
+}
+
+// endsBeforeTaken has another owner ask for a lock (take) every millisecond, from shortly
+// before the lease of a hold that began at start runs out on a server whose clock runs 0.8%
+// fast (16ms early on a 2s lease), until it gets it; and fails the test unless the hold's
+// context had ended by then, with ErrLeaseLost.
+func endsBeforeTaken(t *testing.T, held context.Context, start time.Time, lease time.Duration, take func() (bool, error)) {
+	t.Helper()
+	sleepUntil(start.Add(lease - lease/50))
+	for {
+		if time.Since(start) > lease+10*time.Second {
+			t.Fatalf("another owner never got the lock, %v after the hold", time.Since(start))
+		}
+		got, err := take()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if held.Err() == nil {
+		t.Fatalf("another owner got the lock %v after the hold began, while the hold's context (lease %v, server clock 0.8%% fast) was live", time.Since(start), lease)
+	}
+	if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+		t.Errorf("the hold's cause = %v; want ErrLeaseLost", cause)
+	}
+}
+
+// takeLock is what another owner of a plain, fair or spin lock's data tries: whether it got
+// the lock n.
+func takeLock(c *relock.Client, ctx context.Context, n string) (bool, error) {
+	_, err := c.Lock(n).TryLock(ctx)
+	return err == nil, ignoreLocked(err)
+}
+
+// takeWrite is what another owner of a read-write lock's data tries: whether it got the
+// write lock n.
+func takeWrite(c *relock.Client, ctx context.Context, n string) (bool, error) {
+	_, err := c.RWLock(n).TryLock(ctx)
+	return err == nil, ignoreLocked(err)
 }
 
 // ignoreLocked is err, or nil for ErrLocked.
@@ -1255,4 +1269,228 @@ func ignoreLocked(err error) error {
 		return nil
 	}
 	return err
+}
+
+// grantEnv is what a grantPath's hold works with.
+type grantEnv struct {
+	b      *redistest.Backend
+	c      *relock.Client   // the holding client, observed by rec
+	proxy  *redistest.Proxy // c's, when the path is proxied
+	rec    *recorder
+	ctx    context.Context
+	holder *relock.Client // a third client, for holds the path needs beside c's
+}
+
+// grantPath is a way a hold gets its lease other than its own Lock, Extend or renewal.
+type grantPath struct {
+	name    string
+	proxied bool // c goes through a proxy, with the lease as its watchdog timeout
+	// renewed: the lease comes from a renewal before a time the path can only estimate
+	renewed bool
+	// take is another owner's attempt at what the hold holds, named n.
+	take func(c *relock.Client, ctx context.Context, n string) (bool, error)
+	// hold returns the hold and a time before any request that set its lease was sent.
+	hold func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time)
+}
+
+// grantPaths are the ways a hold of a lease gets it other than its own Lock, Extend or
+// renewal: a lock handed to a waiter of the unlocking client (the hand call sent by the
+// releaser, or passed to the waiter when another waits behind it); a write hold whose field
+// lives on in a hash whose expiry its owner's read hold raised (a fixed read hold, and a
+// renewed one cut off); a MultiLock's first member kept while the call waited for a later
+// one; an acquisition whose reply was lost, which the client learns of by asking; and a
+// semaphore's lease cut off before its first renewal.
+func grantPaths(lease time.Duration) []grantPath {
+	// handed parks waiters of c on n (behind of them after the first, which asks for the
+	// lease), unlocks c's hold so that the first is handed the lock, and returns its hold
+	// and when the unlock began.
+	handed := func(t *testing.T, e *grantEnv, n string, behind int) (context.Context, time.Time) {
+		mu := e.c.Lock(n)
+		holder, err := mu.Lock(e.ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan context.Context, 1)
+		go func() {
+			h, err := mu.Lock(relock.NewOwner(e.ctx), rlock.WithLease(lease))
+			if err != nil {
+				t.Errorf("the first waiter: %v", err)
+			}
+			got <- h
+		}()
+		redistest.Eventually(t, 10*time.Second, "the first waiter parked", func() bool { return relocktest.Waiting(e.c) == 1 })
+		wctx, cancel := context.WithCancel(e.ctx)
+		t.Cleanup(cancel)
+		for i := range behind {
+			go func() { _, _ = mu.Lock(relock.NewOwner(wctx)) }()
+			redistest.Eventually(t, 10*time.Second, "a waiter parked behind", func() bool { return relocktest.Waiting(e.c) == 2+i })
+		}
+		e.rec.reset()
+		start := time.Now()
+		if err := mu.Unlock(holder); err != nil {
+			t.Fatal(err)
+		}
+		held := redistest.Recv(t, got, 10*time.Second, "the first waiter's Lock")
+		if held == nil {
+			t.FailNow()
+		}
+		if acq := e.rec.snapshot().acquired; len(acq) == 0 || acq[0].Woken != observe.ByHandoff {
+			t.Fatalf("the waiter's acquisition = %+v; want one handed the lock", acq)
+		}
+		cancel() // the waiters behind give up
+		return held, start
+	}
+	return []grantPath{
+		{name: "handed", take: takeLock, hold: func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time) {
+			return handed(t, e, n, 0)
+		}},
+		{name: "handed by the waiter", take: takeLock, hold: func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time) {
+			return handed(t, e, n, 1)
+		}},
+		{name: "write kept by a fixed read hold", take: takeWrite, hold: func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time) {
+			rw := e.c.RWLock(n)
+			w, err := rw.Lock(e.ctx, rlock.WithLease(lease/4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			if _, err := rw.RLock(w, rlock.WithLease(lease)); err != nil {
+				t.Fatal(err)
+			}
+			return w, start
+		}},
+		{name: "write kept by a renewed read hold", proxied: true, renewed: true, take: takeWrite, hold: func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time) {
+			rw := e.c.RWLock(n)
+			w, err := rw.Lock(e.ctx, rlock.WithLease(lease/4))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := rw.RLock(w); err != nil {
+				t.Fatal(err)
+			}
+			// The watchdog renews every third of the lease: cut it off after a renewal,
+			// which raised the hash's expiry past the write hold's own lease.
+			time.Sleep(lease / 2)
+			e.proxy.Blackhole()
+			return w, time.Now().Add(-lease / 2)
+		}},
+		{name: "multilock kept while waiting", take: takeLock, hold: func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time) {
+			// n is taken first, and kept past its lease while the call waits for n+"-b".
+			last, err := e.holder.Lock(n + "-b").Lock(e.ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan context.Context, 1)
+			go func() {
+				h, err := e.c.MultiLock(relock.Member(e.c.Lock(n)), relock.Member(e.c.Lock(n+"-b"))).Lock(e.ctx, rlock.WithLease(lease))
+				if err != nil {
+					t.Errorf("MultiLock: %v", err)
+				}
+				got <- h
+			}()
+			redistest.Eventually(t, 10*time.Second, "the MultiLock waits for its last member", func() bool { return relocktest.Waiting(e.c) == 1 })
+			time.Sleep(lease * 3 / 2)
+			start := time.Now()
+			if err := e.holder.Lock(n + "-b").Unlock(last); err != nil {
+				t.Fatal(err)
+			}
+			held := redistest.Recv(t, got, 10*time.Second, "the MultiLock")
+			if held == nil {
+				t.FailNow()
+			}
+			return held, start
+		}},
+		{name: "reply lost", proxied: true, take: takeLock, hold: func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time) {
+			start := time.Now()
+			e.proxy.LoseReplyTo(n)
+			held, err := e.c.Lock(n).Lock(e.ctx, rlock.WithLease(lease))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if e.proxy.Armed() != 0 {
+				t.Fatal("the acquisition's reply was not lost")
+			}
+			return held, start
+		}},
+		{name: "semaphore grant", proxied: true,
+			take: func(c *relock.Client, ctx context.Context, n string) (bool, error) {
+				_, ok, err := c.Semaphore(n).TryAcquireLease(ctx, 1)
+				return ok, err
+			},
+			hold: func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time) {
+				if ok, err := e.c.Semaphore(n).TrySetPermits(e.ctx, 1); err != nil || !ok {
+					t.Fatalf("TrySetPermits = %v, %v", ok, err)
+				}
+				start := time.Now()
+				held, err := e.c.Semaphore(n).AcquireLease(e.ctx, 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				e.proxy.Blackhole() // before the first renewal
+				return held, start
+			}},
+	}
+}
+
+// onGrantPath runs the hold of path p, on lock n of b, with ctx as its parent and clients
+// of its own, and returns the hold and its start (see grantPath.hold).
+func onGrantPath(t *testing.T, b *redistest.Backend, ctx context.Context, p grantPath, lease time.Duration, n string) (context.Context, time.Time) {
+	t.Helper()
+	e := &grantEnv{b: b, rec: &recorder{}, ctx: ctx, holder: relocktest.New(t, b)}
+	if p.proxied {
+		e.proxy = redistest.StartProxy(t, b.Addr)
+		e.c = relocktest.New(t, &redistest.Backend{Name: b.Name, Addr: e.proxy.Addr()}, relock.WithWatchdogTimeout(lease),
+			relock.WithLogger(nil), relock.WithObserver(e.rec))
+	} else {
+		e.c = relocktest.New(t, b, relock.WithObserver(e.rec))
+	}
+	return p.hold(t, e, n)
+}
+
+// The same server, 0.8% fast, under the holds of every grant path: each hold's context
+// must have ended when another owner gets in. (A path that computed its deadline as the
+// send plus the lease, as every path did before the allowance, lets the other owner in
+// while the context is live.)
+func TestServerClockAheadEndsEveryGrantFirst(t *testing.T) {
+	t.Parallel()
+	const lease = 2 * time.Second
+	for _, p := range grantPaths(lease) {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			b := redistest.Mini(t)
+			redistest.ClockAhead(t, b, 1.008)
+			ctx := redistest.Context(t, time.Minute)
+			other := relocktest.New(t, b)
+			const name = "clock-ahead"
+			held, start := onGrantPath(t, b, ctx, p, lease, name)
+			endsBeforeTaken(t, held, start, lease, func() (bool, error) { return p.take(other, ctx, name) })
+		})
+	}
+}
+
+// With the server's clock on time, the allowance is all a hold of any grant path loses: its
+// context stays live until its lease, counted from before the request that set it, less
+// leases.Allowance. (An allowance taken twice, or a lease counted from an earlier request,
+// would end it sooner.)
+func TestGrantLiveUntilLeaseLessAllowance(t *testing.T) {
+	t.Parallel()
+	const lease = 2 * time.Second
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		for _, p := range grantPaths(lease) {
+			if p.renewed {
+				continue // its start is no bound on the renewal's send
+			}
+			t.Run(p.name, func(t *testing.T) {
+				t.Parallel()
+				name := "allowance:" + p.name
+				held, start := onGrantPath(t, b, redistest.Context(t, time.Minute), p, lease, name)
+				end := start.Add(lease - leases.Allowance(lease))
+				// Looked at just before the end: a wake-up later than that asserts nothing.
+				sleepUntil(end.Add(-5 * time.Millisecond))
+				if at, err := time.Now(), held.Err(); at.Before(end) && err != nil {
+					t.Fatalf("the hold's context ended %v before its lease less the allowance (%v): %v", end.Sub(at), lease-leases.Allowance(lease), context.Cause(held))
+				}
+			})
+		}
+	})
 }
