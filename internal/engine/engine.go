@@ -225,7 +225,8 @@ func (l *Lock) Unlock(ctx context.Context) error {
 }
 
 // Extend makes the hold of the owner ctx carries last at least d from now, as
-// bsm/redislock's Refresh does for a fixed lease: in Redis and in the hold's context. It
+// bsm/redislock's Refresh does for a fixed lease: in Redis, and in the hold's context less
+// the allowance for clocks (leases.Until). It
 // never shortens the lease (a re-entry may have promised a longer one), and a hold the
 // watchdog renews stays renewed. ErrNotHeld when the owner holds nothing (its context
 // then ends, if the client knew of the hold), or ErrWrongType when the name holds data
