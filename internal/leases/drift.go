@@ -17,7 +17,8 @@ func Until(sent time.Time, lease time.Duration) time.Time {
 // early by the client's measure: at 0.8% fast, 16ms early on a 2s lease, and another owner
 // gets the lock while the hold's context would still be live. With the allowance the
 // context ends first for a server up to a hundredth fast; the 2ms cover Redis keeping
-// expiries in whole milliseconds. A lease of 2ms or less ends at once.
+// expiries in whole milliseconds. The allowance is never under 3ms, so a lease of 3ms or
+// less ends at once.
 func Allowance(lease time.Duration) time.Duration {
 	d := lease/100 + 2*time.Millisecond
 	return (d + time.Millisecond - 1).Truncate(time.Millisecond)
