@@ -1293,8 +1293,9 @@ type grantPath struct {
 	hold func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time)
 }
 
-// grantPaths are the ways a hold of a lease gets it other than its own Lock, Extend or
-// renewal: a lock handed to a waiter of the unlocking client (the hand call sent by the
+// grantPaths are the ways a hold of a lease gets it other than its own uncontended Lock,
+// Extend or renewal: a waiter's attempt once another client unlocked (a plain lock's, and
+// a fair lock's in its turn); a lock handed to a waiter of the unlocking client (the hand call sent by the
 // releaser, or passed to the waiter when another waits behind it); a write hold whose field
 // lives on in a hash whose expiry its owner's read hold raised (a fixed read hold, and a
 // renewed one cut off); a MultiLock's first member kept while the call waited for a later
@@ -1340,7 +1341,40 @@ func grantPaths(lease time.Duration) []grantPath {
 		cancel() // the waiters behind give up
 		return held, start
 	}
+	// woken parks a waiter of c on n, held by another client, for half a lease, has that
+	// client unlock, and returns the waiter's hold and when the unlock began.
+	woken := func(t *testing.T, e *grantEnv, n string, k holdKind) (context.Context, time.Time) {
+		holder, err := k.lock(e.holder, e.ctx, n, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan context.Context, 1)
+		go func() {
+			h, err := k.lock(e.c, e.ctx, n, lease)
+			if err != nil {
+				t.Errorf("the waiter: %v", err)
+			}
+			got <- h
+		}()
+		redistest.Eventually(t, 10*time.Second, "the waiter parked", func() bool { return relocktest.Waiting(e.c) == 1 })
+		time.Sleep(lease / 2) // a lease counted from the wait's start would end that much early
+		start := time.Now()
+		if err := k.unlock(e.holder, holder, n); err != nil {
+			t.Fatal(err)
+		}
+		held := redistest.Recv(t, got, 10*time.Second, "the waiter's Lock")
+		if held == nil {
+			t.FailNow()
+		}
+		return held, start
+	}
 	return []grantPath{
+		{name: "woken", take: takeLock, hold: func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time) {
+			return woken(t, e, n, kindRLock)
+		}},
+		{name: "fair turn", take: takeLock, hold: func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time) {
+			return woken(t, e, n, kindFair)
+		}},
 		{name: "handed", take: takeLock, hold: func(t *testing.T, e *grantEnv, n string) (context.Context, time.Time) {
 			return handed(t, e, n, 0)
 		}},
