@@ -505,6 +505,30 @@ func TestFencingRejectsStaleHolder(t *testing.T) {
 	})
 }
 
+// Token answers only while the hold is the owner's: once the hold's lease (less its
+// allowance for clocks) has run out, its context has ended and there is no token to give,
+// even before the watchdog's loop has noticed. A 3ms lease runs out as Lock returns: its
+// allowance is 3ms. (Token used to answer the token of such a hold, 20 times in 20.)
+func TestTokenEndsWithTheLease(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithLogger(nil))
+		mu := c.Lock("token-lease", rlock.WithFencing())
+		ctx := redistest.Context(t, time.Minute)
+		for i := range 20 {
+			held, err := mu.Lock(ctx, rlock.WithLease(3*time.Millisecond))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tok, ok := mu.Token(held); ok {
+				t.Fatalf("try %d: Token = %d, true for a hold whose lease has run out", i, tok)
+			}
+			if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+				t.Fatalf("try %d: the hold's cause is %v; want ErrLeaseLost", i, context.Cause(held))
+			}
+		}
+	})
+}
+
 // An Unlock that fails (here: every command answers an error) stops the renewal: the
 // hold's context ends with ErrLeaseLost and the key runs out with its lease, instead of
 // being kept alive for a holder that has moved on.

@@ -1157,12 +1157,18 @@ func (w *Watchdog) Holds(name, owner string) bool {
 	return w.holds[holdKey{name, owner}] != nil
 }
 
-// Token returns the fencing token of the owner's hold, if it holds a fenced lock.
+// Token returns the fencing token of the owner's hold, if it holds a fenced lock. A hold
+// whose deadline has passed is not the owner's any more, whether or not the loop has ended
+// it yet: it ends now, as its context's Err would end it.
 func (w *Watchdog) Token(name, owner string) (int64, bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	h := w.holds[holdKey{name, owner}]
 	if h == nil || !h.fenced {
+		return 0, false
+	}
+	if !time.Now().Before(h.deadline) {
+		w.drop(h, lockerr.ErrLeaseLost)
 		return 0, false
 	}
 	return h.token, true
