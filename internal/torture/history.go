@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/anishathalye/porcupine"
+
+	"github.com/relock-go/relock/internal/leases"
 )
 
 // Write outcomes of a section's fenced write.
@@ -595,7 +597,8 @@ const (
 // for their context to end) across the deletion. Each one's context must end, with cause
 // ErrLeaseLost unless the section's own bound ended it before its local deadline; and
 // when a renewal told the client the hold was gone (Gone), because of it: a context that
-// lives on to its local deadline (Basis + lease) after such a reply means the client
+// lives on to its local deadline (Basis + lease, less the allowance for clocks:
+// leases.Allowance) after such a reply means the client
 // ignored what Redis said. It returns the holds that fail, and how many
 // deleted holds (lingering or not) saw their context end with ErrLeaseLost.
 func CheckDeletedHolds(history []Record, lease time.Duration) (bad []LostHold, lost int) {
@@ -609,7 +612,7 @@ func CheckDeletedHolds(history []Record, lease time.Duration) (bad []LostHold, l
 		if !r.Lingered {
 			continue
 		}
-		deadline := r.Basis + int64(lease)
+		deadline := r.Basis + int64(lease-leases.Allowance(lease))
 		switch {
 		case r.LingerDone == 0:
 			bad = append(bad, LostHold{r, fmt.Sprintf("its context was still live %v after the deletion",
