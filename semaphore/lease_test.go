@@ -49,6 +49,17 @@ func leased(t testing.TB, rc rueidis.Client, name string) map[string]int64 {
 	return out
 }
 
+// runOut scores the permits of the lease held of s in the past, as a holder that paused
+// past its lease leaves them: the lease has run out, and nobody has put its permits back.
+func runOut(t testing.TB, rc rueidis.Client, s *semaphore.Weighted, held context.Context) {
+	t.Helper()
+	past := strconv.FormatInt(redistest.Millis(t, rc)-1, 10)
+	for _, id := range s.PermitIDs(held) {
+		raw, _ := hex.DecodeString(id)
+		redistest.MustDo(t, rc, "ZADD", leasesKey(s.Name()), "XX", past, string(raw))
+	}
+}
+
 // acquireLease fails t unless AcquireLease(n) succeeds within 15s.
 func acquireLease(t testing.TB, s *semaphore.Weighted, n int64) context.Context {
 	t.Helper()

@@ -2,8 +2,7 @@ package semaphore_test
 
 import (
 	"context"
-	"encoding/hex"
-	"strconv"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -30,9 +29,7 @@ import (
 //     permit of a lease that ran out, without a release; the id's release is then false).
 //   - testExpireTryAcquire: covered by TestRedissonLeaseRunsOutForRelockWaiter and
 //     TestCrashedLeaseComesBack (the same with a bounded wait).
-//   - testAvailablePermits: covered by TestRedissonLeaseRunsOutForRelockWaiter,
-//     TestLeaseWaitTimeout (a bounded wait with none free fails) and
-//     TestLeaseLayoutAndRenewal (AvailablePermits while leased).
+//   - testAvailablePermits: ported, TestRedissonLeaseAvailablePermits.
 //   - testBlockingAcquire: covered by TestRedissonLeaseReleaseWakesWaiterOfTheClient.
 //   - testConcurrencyMultiPermits2: covered by TestRedissonLeaseReleaseWakesWaiterOfTheClient.
 //   - testNotExistent: covered by TestCount (AvailablePermits of no count is 0).
@@ -40,13 +37,11 @@ import (
 //   - testAddPermits: covered by TestCount (AddPermits adds, and takes away below zero).
 //   - testBlockingAcquireMany: covered by TestLeaseLayoutAndRenewal (a lease of 2 of 3,
 //     given back whole).
-//   - testExpiration: covered by TestLeasesExpireWithTheSemaphore (the zset of leased
-//     permits takes the count's expiry, so both go together).
+//   - testExpiration: ported, TestRedissonLeaseGoesWithTheSemaphore.
 //   - testReleaseWithoutPermits: covered by TestLeaseLayoutAndRenewal (ReleaseLease of a
 //     context without a lease is ErrNotHeld).
 //   - testReleaseExpired: covered by TestReleaseOfLeaseThatRanOut.
-//   - testReleaseManyExpiredDoesNotThrow: covered by TestAcquirePutsBackExpiredLease (an
-//     acquire puts back a lease that ran out).
+//   - testReleaseManyExpiredDoesNotThrow: ported, TestRedissonLeaseAfterOneThatRanOut.
 //   - testRelease, testReleaseAsyncMany, testReleaseManyNotExistOrExpired: not applicable:
 //     they release some of a lease's ids at a time, or ids made up; relock gives back a
 //     lease whole ("the whole lease at once"); the second release of a lease, ErrNotHeld,
@@ -182,11 +177,7 @@ func TestRedissonLeaseReleaseBesideOneThatRanOut(t *testing.T) {
 		if n := available(t, s); n != 4 {
 			t.Fatalf("AvailablePermits = %d; want 4", n)
 		}
-		past := strconv.FormatInt(redistest.Millis(t, side)-1, 10)
-		for _, id := range s.PermitIDs(timed) {
-			raw, _ := hex.DecodeString(id)
-			redistest.MustDo(t, side, "ZADD", leasesKey(name), "XX", past, string(raw))
-		}
+		runOut(t, side, s, timed)
 		if err := s.ReleaseLease(lasting); err != nil {
 			t.Fatalf("ReleaseLease of the live lease: %v", err)
 		}
@@ -348,5 +339,134 @@ func TestRedissonLeaseConcurrencyAllPermits(t *testing.T) {
 			t.Fatal("both goroutines held both permits at once")
 		}
 		wantValue(t, side, name, "2")
+	})
+}
+
+// Of 2 permits, two leases with a wait bound take one each, and a third, bounded at 200ms
+// as Redisson's, fails at its bound (DeadlineExceeded naming the semaphore) while
+// AvailablePermits reads 0. Both leases run out: a fourth lease with a bound gets a permit
+// without any release, and once it has run out too AvailablePermits reads 2, every permit
+// back. ReleaseLease of each lease that ran out is then ErrNotHeld and leaves the count at
+// 2, and no key but the count is left.
+//
+// Guards against an acquire that waits on permits whose lease ran out (it would fail at
+// its bound), an AvailablePermits that does not put them back, and a lease that ran out
+// counted back twice.
+func TestRedissonLeaseAvailablePermits(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-port:lease-available"
+		side := b.Client(t)
+		// A minute's watchdog timeout: no renewal comes before the test ends.
+		s := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil)).Semaphore(name)
+		ctx := context.Background()
+		mustSet(t, s, 2)
+		if n := available(t, s); n != 2 {
+			t.Fatalf("AvailablePermits of a new semaphore of 2 = %d; want 2", n)
+		}
+		lease := func(what string) context.Context {
+			t.Helper()
+			held, err := s.AcquireLease(ctx, 1, semaphore.WithWaitTimeout(15*time.Second))
+			if err != nil {
+				t.Fatalf("%s: AcquireLease(1) with a wait bound: %v", what, err)
+			}
+			return held
+		}
+		first, second := lease("the first lease"), lease("the second lease")
+		_, err := s.AcquireLease(ctx, 1, semaphore.WithWaitTimeout(200*time.Millisecond))
+		wantErr(t, err, context.DeadlineExceeded, name)
+		if n := available(t, s); n != 0 {
+			t.Fatalf("AvailablePermits with both leased = %d; want 0", n)
+		}
+		runOut(t, side, s, first)
+		runOut(t, side, s, second)
+		fourth := lease("a lease after two ran out")
+		runOut(t, side, s, fourth)
+		if n := available(t, s); n != 2 {
+			t.Fatalf("AvailablePermits once every lease ran out = %d; want 2", n)
+		}
+		for _, held := range []context.Context{first, second, fourth} {
+			wantErr(t, s.ReleaseLease(held), relock.ErrNotHeld, name)
+		}
+		if n := available(t, s); n != 2 {
+			t.Fatalf("AvailablePermits after the releases of the leases that ran out = %d; want 2", n)
+		}
+		wantValue(t, side, name, "2")
+		wantKeys(t, b, side, name)
+	})
+}
+
+// Of 10 permits, a lease of 6 leaves 4. It runs out, and a lease of 1 taken after it
+// leaves 9 available, the 6 put back; once that one runs out too, 10. ReleaseLease of the
+// lease of 6 is then ErrNotHeld (a lease that ran out is not held; Redisson's release of
+// ids that ran out does nothing) and the count stays 10.
+//
+// Guards against permits of a lease that ran out left out of the count once a lease is
+// taken beside them (an acquire that finds enough free need not put them back, but the
+// next count must), and put back twice by a late release.
+func TestRedissonLeaseAfterOneThatRanOut(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-port:lease-after-ran-out"
+		side := b.Client(t)
+		// A minute's watchdog timeout: no renewal comes before the test ends.
+		s := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil)).Semaphore(name)
+		mustSet(t, s, 10)
+		many := acquireLease(t, s, 6)
+		if ids := s.PermitIDs(many); len(ids) != 6 {
+			t.Fatalf("PermitIDs of a lease of 6 = %q", ids)
+		}
+		if n := available(t, s); n != 4 {
+			t.Fatalf("AvailablePermits = %d; want 4", n)
+		}
+		runOut(t, side, s, many)
+		one := acquireLease(t, s, 1)
+		if n := available(t, s); n != 9 {
+			t.Fatalf("AvailablePermits after a lease of 1 beside the 6 that ran out = %d; want 9", n)
+		}
+		runOut(t, side, s, one)
+		if n := available(t, s); n != 10 {
+			t.Fatalf("AvailablePermits once the lease of 1 ran out too = %d; want 10", n)
+		}
+		wantErr(t, s.ReleaseLease(many), relock.ErrNotHeld, name)
+		if n := available(t, s); n != 10 {
+			t.Fatalf("AvailablePermits after the release of the lease of 6 = %d; want 10", n)
+		}
+		wantValue(t, side, name, "10")
+		if l := leased(t, side, name); len(l) != 0 {
+			t.Fatalf("leased permits %v left; want none", l)
+		}
+	})
+}
+
+// A semaphore of 1 permit whose count expires in 3s (Redisson's expire; relock offers
+// none, so the test sets it on the key, as Redisson's does before any permit is leased)
+// is leased with a wait bound; once the count has expired, no key of the semaphore is
+// left: the leased permits went with it, though the watchdog renewed the lease (every
+// third of a second) until then. The lease is lost: its context ends with ErrLeaseLost, and
+// ReleaseLease is ErrNotHeld and writes nothing.
+//
+// Guards against leased permits that outlive their semaphore (a renewal that writes the
+// zset anew, or without the count's expiry), a lease held on after its semaphore is gone,
+// and a release that writes a count for a semaphore that expired.
+func TestRedissonLeaseGoesWithTheSemaphore(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "sem-port:lease-expiration"
+		side := b.Client(t)
+		s := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second), relock.WithLogger(nil)).Semaphore(name)
+		mustSet(t, s, 1)
+		redistest.MustDo(t, side, "PEXPIRE", name, "3000")
+		held, err := s.AcquireLease(context.Background(), 1, semaphore.WithWaitTimeout(15*time.Second))
+		if err != nil {
+			t.Fatalf("AcquireLease(1) with a wait bound: %v", err)
+		}
+		redistest.Eventually(t, 15*time.Second, "the semaphore's keys to expire", func() bool { return len(keys(t, b, side)) == 0 })
+		redistest.Recv(t, held.Done(), 15*time.Second, "the end of a lease whose semaphore expired")
+		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+			t.Fatalf("the lease's context has cause %v; want ErrLeaseLost", context.Cause(held))
+		}
+		wantErr(t, s.ReleaseLease(held), relock.ErrNotHeld, name)
+		wantKeys(t, b, side)
 	})
 }
