@@ -27,9 +27,9 @@ package spinlock_test
 //     lock is held: ErrNotHeld, the holder keeps its count).
 //   testLockUnlock: covered by TestSpinHoldsLikeRLock (Lock and Unlock, again and again).
 //   testReentrancy: TestPortedSpinTryLockReentry
-//   testConcurrency_SingleInstance, testConcurrencyLoop_MultiInstance,
-//     testConcurrency_MultiInstance: covered by TestSpinWaitersNeverSubscribe (workers on
-//     two clients, one inside at a time, every section run).
+//   testConcurrency_SingleInstance: TestPortedSpinConcurrencyOneClient
+//   testConcurrencyLoop_MultiInstance: TestPortedSpinConcurrencyLoopClients
+//   testConcurrency_MultiInstance: TestPortedSpinConcurrencyClientsOnce
 //   testTryLockAsync: TestPortedSpinWaiterGetsInOnceUnlocked/unbounded
 //   testTimedTryLockAsync: TestPortedSpinWaiterGetsInOnceUnlocked/bounded
 //   testTryLockAsyncWaitTime: covered by TestSpinWaitTimeout (another owner's bounded wait
@@ -42,6 +42,8 @@ import (
 	"context"
 	"errors"
 	"runtime"
+	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -254,4 +256,99 @@ func TestPortedSpinWaiterGetsInOnceUnlocked(t *testing.T) {
 			})
 		})
 	}
+}
+
+// spinInTurns runs, in a goroutine for each of mus (one spin lock, through one client or
+// several, with the default back-off), rounds of Lock as an owner of its own, a hold of
+// hold, a count and Unlock. It fails t unless every round completes and no two owners
+// were inside at once, and leaves the lock free.
+func spinInTurns(t *testing.T, mus []*spinlock.Mutex, rounds int, hold time.Duration) {
+	t.Helper()
+	var inside, over, counter atomic.Int64
+	errs := make(chan error, len(mus))
+	ctx := redistest.Context(t, 2*time.Minute)
+	for _, mu := range mus {
+		go func() {
+			for range rounds {
+				held, err := mu.Lock(relock.NewOwner(ctx))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if inside.Add(1) > 1 {
+					over.Add(1)
+				}
+				time.Sleep(hold)
+				counter.Add(1)
+				inside.Add(-1)
+				if err := mu.Unlock(held); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range mus {
+		if err := redistest.Recv(t, errs, 90*time.Second, "a goroutine's rounds of Lock and Unlock"); err != nil {
+			t.Fatalf("Lock or Unlock: %v", err)
+		}
+	}
+	if n := over.Load(); n != 0 {
+		t.Fatalf("%d times two owners were inside the spin lock at once", n)
+	}
+	if n, want := counter.Load(), int64(len(mus)*rounds); n != want {
+		t.Fatalf("counted %d; want %d", n, want)
+	}
+	if ok, err := mus[0].IsLocked(ctx); ok || err != nil {
+		t.Fatalf("after every round, IsLocked = %v, %v; want false", ok, err)
+	}
+}
+
+// RedissonSpinLockTest's testConcurrency_SingleInstance: 15 goroutines of one client,
+// each an owner of its own, take the lock once, count, and unlock: all 15 count, never
+// two inside at once.
+//
+// Guards against a spin Lock that lets in an owner while another of the same client
+// holds, and a waiter that stops trying after an unlock it was not told of.
+func TestPortedSpinConcurrencyOneClient(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		mu := relocktest.New(t, b).SpinLock("testConcurrency_SingleInstance")
+		spinInTurns(t, slices.Repeat([]*spinlock.Mutex{mu}, 15), 1, 0)
+	})
+}
+
+// RedissonSpinLockTest's testConcurrencyLoop_MultiInstance: several clients loop, each
+// taking the lock, holding it a moment, counting, and unlocking: every round of every
+// client counts, never two inside at once. Redisson runs 16 clients of 100 rounds holding
+// 10ms each; here 4 clients of 25 rounds hold 5ms.
+//
+// Guards against a spin Lock that lets in an owner of one client while another client's
+// holds, and a waiter starved for good by owners that keep coming back.
+func TestPortedSpinConcurrencyLoopClients(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		var mus []*spinlock.Mutex
+		for range 4 {
+			mus = append(mus, relocktest.New(t, b).SpinLock("testConcurrency_MultiInstance1"))
+		}
+		spinInTurns(t, mus, 25, 5*time.Millisecond)
+	})
+}
+
+// RedissonSpinLockTest's testConcurrency_MultiInstance: clients each take the lock once,
+// count, and unlock: every one counts, never two inside at once. Redisson runs 100
+// clients; here 30.
+//
+// Guards against a spin Lock that lets in two clients at once when many start together.
+func TestPortedSpinConcurrencyClientsOnce(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		var mus []*spinlock.Mutex
+		for range 30 {
+			mus = append(mus, relocktest.New(t, b).SpinLock("testConcurrency_MultiInstance2"))
+		}
+		spinInTurns(t, mus, 1, 0)
+	})
 }
