@@ -2,6 +2,7 @@ package countdown_test
 
 import (
 	"context"
+	"errors"
 	"runtime"
 	"strconv"
 	"sync/atomic"
@@ -24,8 +25,7 @@ import (
 //
 // RedissonCountDownLatchTest:
 //   - testAwaitTimeout: ported, TestRedissonLatchAwaitWithinWait.
-//   - testAwaitTimeoutFail: covered by TestAwaitContext ("deadline while waiting": Await on
-//     a latch with a count ends with DeadlineExceeded at its context's deadline).
+//   - testAwaitTimeoutFail: ported, TestRedissonLatchAwaitPastWait.
 //   - testMultiAwait: ported, TestRedissonLatchMultiAwait.
 //   - testCountDown: ported, TestRedissonLatchCountDownSequence.
 //   - testDelete, testDeleteFailed: not applicable: relock offers no delete() on a latch
@@ -74,6 +74,53 @@ func TestRedissonLatchAwaitWithinWait(t *testing.T) {
 		}
 		if err := redistest.Recv(t, done, 15*time.Second, "the waiter's wake-up by its own client's count down"); err != nil {
 			t.Fatalf("Await within its wait: %v; want nil", err)
+		}
+	})
+}
+
+// A goroutine of the client reads the count of 1 and waits with a bound of 500ms, as
+// Redisson's; nothing counts down within it, so the wait ends with DeadlineExceeded
+// naming the latch, and the latch keeps its count. The count down that comes after the
+// wait (Redisson's, after a second) opens the latch: the key is gone and an Await returns.
+//
+// Guards against an Await that reports the latch open when its bound runs out, and one
+// whose end takes the count, or the key, with it.
+func TestRedissonLatchAwaitPastWait(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "latch1"
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		ctx := context.Background()
+		if ok, err := c.CountDownLatch(name).TrySetCount(ctx, 1); !ok || err != nil {
+			t.Fatalf("TrySetCount(1) = %v, %v; want true", ok, err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			l := c.CountDownLatch(name)
+			if n, err := l.Count(ctx); n != 1 || err != nil {
+				done <- &countErr{n, err}
+				return
+			}
+			wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+			defer cancel()
+			done <- l.Await(wctx)
+		}()
+		err := redistest.Recv(t, done, 15*time.Second, "the Await bounded at 500ms")
+		var e *relock.Error
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Name != name {
+			t.Fatalf("Await past its bound = %v; want context.DeadlineExceeded naming %s", err, name)
+		}
+		if got := state(t, b.Client(t), name); got != counted(1) {
+			t.Fatalf("after the wait ran out the latch is %q; want %q", got, counted(1))
+		}
+		if err := c.CountDownLatch(name).CountDown(ctx); err != nil {
+			t.Fatalf("CountDown: %v", err)
+		}
+		if got := state(t, b.Client(t), name); got != noKey {
+			t.Fatalf("after the count down the latch is %q; want %q", got, noKey)
+		}
+		if err := c.CountDownLatch(name).Await(redistest.Context(t, 15*time.Second)); err != nil {
+			t.Fatalf("Await on the open latch: %v; want nil", err)
 		}
 	})
 }
