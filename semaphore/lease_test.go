@@ -80,6 +80,43 @@ func available(t testing.TB, s *semaphore.Weighted) int64 {
 	return n
 }
 
+// A lease taken while the semaphore's count has an expiry (an application's, or
+// Redisson's expire) ends, with ErrLeaseLost, by the time that expiry takes its permits
+// away with the semaphore (the zset of leased permits has the count's expiry), however
+// far off the lease's next renewal is: once the semaphore is gone, another client sets it
+// up again and takes its permit, and the first lease's context must have ended by then.
+//
+// Guards against a lease whose context lives to the end of the lease the client asked
+// for while Redis lets its permits go earlier, with the semaphore.
+func TestLeaseEndsWhenItsSemaphoreExpires(t *testing.T) {
+	t.Parallel()
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-sem-expires"
+		side := b.Client(t)
+		// A minute's watchdog timeout: the first renewal is 20s away.
+		s := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil)).Semaphore(name)
+		other := relocktest.New(t, b).Semaphore(name)
+		mustSet(t, s, 1)
+		redistest.MustDo(t, side, "PEXPIRE", name, "1500")
+		held := acquireLease(t, s, 1)
+		redistest.Eventually(t, 15*time.Second, "the semaphore to expire", func() bool { return len(keys(t, b, side)) == 0 })
+		mustSet(t, other, 1)
+		theirs, ok, err := other.TryAcquireLease(context.Background(), 1)
+		if !ok || err != nil {
+			t.Fatalf("TryAcquireLease(1) of the semaphore set up again = %v, %v; want true", ok, err)
+		}
+		defer func() { _ = other.ReleaseLease(theirs) }()
+		if err := held.Err(); err == nil {
+			t.Fatal("the first lease's context is live while another client holds the one permit of the semaphore set up again")
+		}
+		if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+			t.Fatalf("the first lease's context has cause %v; want ErrLeaseLost", context.Cause(held))
+		}
+		wantErr(t, s.ReleaseLease(held), relock.ErrNotHeld, name)
+		wantValue(t, side, name, "0")
+	})
+}
+
 // A lease is Redisson's RPermitExpirableSemaphore data: the count drops by n, and n ids of
 // 16 bytes sit in {name}:timeout scored by when they run out, Redis time plus the watchdog
 // timeout (1s here). PermitIDs spells them in hex. The watchdog renews them: after 3 leases
