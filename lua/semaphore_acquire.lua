@@ -24,10 +24,12 @@
 -- ARGV[8] for leased permits, their ids in hex (permit.lua), one per permit asked for
 -- KEYS[4] the leased permits, a zset id -> when it runs out (RPermitExpirableSemaphore's)
 -- KEYS[5] the semaphore's channel, redisson_sc:{<name>}
--- Returns {1, permits left} when the permits were taken, or {0, permits available, first,
--- wait}: first is 1 when the client is now first in line (it listens on the semaphore's
--- channel), else 0 (it listens on its own); wait is how many milliseconds until the next
--- leased permit runs out, or -1 when none is leased.
+-- Returns {1, permits left} when the permits were taken, {1, permits left, expiry} when
+-- they were leased while the permits key has an expiry (expiry: its PTTL, which the leased
+-- permits take: they go with the semaphore then, whatever their lease), or {0, permits
+-- available, first, wait}: first is 1 when the client is now first in line (it listens on
+-- the semaphore's channel), else 0 (it listens on its own); wait is how many milliseconds
+-- until the next leased permit runs out, or -1 when none is leased.
 --
 -- Leased permits whose lease ran out are put back before the count is read, as Redisson
 -- does, on every path but the one that finds enough without them; when that leaves some
@@ -48,21 +50,25 @@ if lease > 0 then
 end
 -- take takes the permits; leased ones are recorded with the time they run out, in a zset
 -- that expires with the permits when they have an expiry (as Redisson's acquire does), so
--- that no ids outlive their semaphore to be put back into one set up anew.
+-- that no ids outlive their semaphore to be put back into one set up anew. It returns the
+-- reply of a success: with that expiry, when leased permits got one.
 local function take(now)
   redis.call('decrby', KEYS[1], n)
   if leased then
     now = now or clock()
     for _, id in ipairs(leased) do redis.call('zadd', KEYS[4], now + lease, id) end
     local ttl = redis.call('pttl', KEYS[1])
-    if ttl > 0 then redis.call('pexpire', KEYS[4], ttl) end
+    if ttl > 0 then
+      redis.call('pexpire', KEYS[4], ttl)
+      return {1, avail - n, ttl}
+    end
   end
+  return {1, avail - n}
 end
 local was = redis.call('zrange', KEYS[2], 0, 0)[1]
 if was == nil and avail >= n then
   -- Nobody waits: the permits are taken without the queue's upkeep.
-  take(nil)
-  return {1, avail - n}
+  return take(nil)
 end
 -- The queue was read above; the deadlines are vetted before the upkeep below writes
 -- anything, so that a refused call leaves the count and the leases as they were.
@@ -86,7 +92,7 @@ while head and head ~= me and not redis.call('zscore', KEYS[3], head) do
   head = redis.call('zrange', KEYS[2], 0, 0)[1]
 end
 if avail >= n and (head == nil or head == me) then
-  take(now)
+  local taken = take(now)
   if head then
     redis.call('zrem', KEYS[2], me)
     redis.call('zrem', KEYS[3], me)
@@ -96,7 +102,7 @@ if avail >= n and (head == nil or head == me) then
       redis.call(ARGV[5], ARGV[6] .. next, math.max(avail - n, 1))
     end
   end
-  return {1, avail - n}
+  return taken
 end
 -- A client that came first because the ones ahead of it were found dead is told.
 if head and head ~= was and head ~= me then

@@ -48,9 +48,11 @@
 // client's watchdog renews a lease every third of its watchdog timeout, as it renews a
 // lock's hold, and the lease's context ends with ErrLeaseLost when a renewal finds one of
 // its permits gone (or when the client cannot renew it in time); ReleaseLease gives the
-// permits back. A lease of a process that dies, or whose context is dropped without
-// ReleaseLease (it is then abandoned, as a lock's hold is), runs out within one watchdog
-// timeout. Every call of the semaphore's that counts the permits first puts back those
+// permits back. A lease taken while the count has an expiry (an application's, or
+// Redisson's expire) goes with the semaphore, as Redisson's does: its permits take the
+// count's expiry, and its context ends by then, however it is renewed. A lease of a
+// process that dies, or whose context is dropped without ReleaseLease (it is then
+// abandoned, as a lock's hold is), runs out within one watchdog timeout. Every call of the semaphore's that counts the permits first puts back those
 // whose lease ran out, as Redisson's calls do (but an acquisition that finds enough
 // permits free without them, which leaves them for the next call that counts), and a
 // waiter first in line tries again when the next lease runs out, so no release is needed

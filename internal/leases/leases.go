@@ -88,6 +88,7 @@ type Hold struct {
 	token    int64
 	fenced   bool
 	deadline time.Time
+	ends     time.Time // the latest deadline, whatever the renewals; zero: none (Grant.Ends)
 	// due mirrors deadline as nanoseconds since the watchdog's base time, so that the hold's
 	// context can check it without the watchdog's mutex.
 	due     atomic.Int64
@@ -187,6 +188,10 @@ type Grant struct {
 	Sent        time.Time     // when the acquiring request was sent
 	Lease       time.Duration // the lease it asked for
 	Renew       bool          // renew until released, rather than a fixed lease
+	// Ends, when not zero, is when Redis lets the hold go whatever its renewals: a
+	// semaphore's leased permits go with its count when that has an expiry. The hold's
+	// deadline never lies past it.
+	Ends time.Time
 	// Renewal is the script that renews holds of the kind, many in one call: it takes
 	// the lease in milliseconds, then for each hold its name as a key (and Extra after it,
 	// when the kind has one) and Owner as an argument, and answers 1 for a hold renewed, 0
@@ -375,7 +380,7 @@ func (w *Watchdog) watchPending() {
 // newHold returns the hold that the grant g starts, not yet in the table.
 func newHold(w *Watchdog, k holdKey, g *Grant) *Hold {
 	h := &Hold{key: k, renew: g.Renew, renewal: g.Renewal, extra: g.Extra, count: g.Count, token: g.Token, fenced: g.Fenced && g.Count == 1,
-		late: lateLeft{n: g.Late}, who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock}
+		late: lateLeft{n: g.Late}, who: g.Who, kind: g.Kind, since: g.Sent, lock: g.Lock, ends: g.Ends}
 	w.setDeadline(h, Until(g.Sent, g.Lease))
 	return h
 }
@@ -387,8 +392,12 @@ func later(a, b time.Time) time.Time {
 	return b
 }
 
-// setDeadline sets the hold's local deadline. w.mu must be held, or h not yet shared.
+// setDeadline sets the hold's local deadline, never past when Redis lets the hold go
+// (h.ends). w.mu must be held, or h not yet shared.
 func (w *Watchdog) setDeadline(h *Hold, d time.Time) {
+	if !h.ends.IsZero() && d.After(h.ends) {
+		d = h.ends
+	}
 	h.deadline = d
 	h.due.Store(int64(d.Sub(w.base)))
 }

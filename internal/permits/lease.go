@@ -82,11 +82,11 @@ func (s *Semaphore) AcquireLease(ctx context.Context, n int64, o LeaseSettings) 
 		defer cancel()
 	}
 	ids := newIDs(n)
-	sent, err := s.take(wctx, n, ids)
+	a, err := s.take(wctx, n, ids)
 	if err != nil {
 		return ctx, s.fail("acquirelease", err)
 	}
-	held, err := s.keep(ctx, ids, sent)
+	held, err := s.keep(ctx, ids, a)
 	return held, s.fail("acquirelease", err)
 }
 
@@ -100,22 +100,24 @@ func (s *Semaphore) TryAcquireLease(ctx context.Context, n int64) (context.Conte
 	if err != nil || !a.ok {
 		return ctx, false, s.fail("tryacquirelease", err)
 	}
-	held, err := s.keep(ctx, ids, a.sent)
+	held, err := s.keep(ctx, ids, a)
 	if err != nil {
 		return ctx, false, s.fail("tryacquirelease", err)
 	}
 	return held, true, nil
 }
 
-// keep hands the lease just taken to the watchdog and returns its context; unless ctx ended
-// while the attempt was in flight, or the client is closing: then the permits are given
-// back, and keep returns ctx's error or ErrClosed.
+// keep hands the lease just taken by the attempt a to the watchdog and returns its context;
+// unless ctx ended while the attempt was in flight, or the client is closing: then the
+// permits are given back, and keep returns ctx's error or ErrClosed. When the semaphore's
+// count has an expiry, the permits go with it (lua/semaphore_acquire.lua): the lease's
+// context ends by then, however it is renewed.
 //
 // The lease's context is the anchor of an owner of its own, so that a lease whose context
 // is dropped without ReleaseLease is abandoned and runs out within a lease. It answers for
 // the owner of ctx when ctx carries one, so that a lock taken with it is the same owner's
 // as one taken with ctx; otherwise the lease's owner is the owner its context carries.
-func (s *Semaphore) keep(ctx context.Context, ids string, sent time.Time) (context.Context, error) {
+func (s *Semaphore) keep(ctx context.Context, ids string, a attempted) (context.Context, error) {
 	c := s.c
 	err := ctx.Err()
 	if err == nil {
@@ -124,9 +126,12 @@ func (s *Semaphore) keep(ctx context.Context, ids string, sent time.Time) (conte
 			who, _, _ = c.Owners.Own(context.Background())
 		}
 		lc := &leased{key: leaseKey{s.gates, s.n.Permits}, ids: ids}
-		g := leases.Grant{Name: s.n.Permits, Owner: ids, Count: 1, Sent: sent, Lease: c.Lease, Renew: true,
+		g := leases.Grant{Name: s.n.Permits, Owner: ids, Count: 1, Sent: a.sent, Lease: c.Lease, Renew: true,
 			Renewal: script.SemaphoreRenew(), Extra: s.n.Leases, Who: who, Kind: string(observe.Lease),
 			Carried: carried, Fresh: fresh, Anchor: true, Lock: s}
+		if a.expires >= 0 {
+			g.Ends = leases.Until(a.sent, a.expires)
+		}
 		// A lease is always a first-level hold (its ids are new), whose context the
 		// watchdog makes in place.
 		if _, ok := c.Watchdog.Acquired(&lc.Context, ctx, g); ok {

@@ -156,10 +156,10 @@ func (s *Semaphore) Acquire(ctx context.Context, n int64) error {
 }
 
 // take takes n permits, in the order of the client's waiters and of the clients, waiting
-// for them until ctx ends, and returns when the attempt that took them was sent. ids: the
-// permits are leased under these ids (hex, one per permit); "": plain permits, which the
-// client counts as held.
-func (s *Semaphore) take(ctx context.Context, n int64, ids string) (time.Time, error) {
+// for them until ctx ends, and returns the attempt that took them. ids: the permits are
+// leased under these ids (hex, one per permit); "": plain permits, which the client counts
+// as held.
+func (s *Semaphore) take(ctx context.Context, n int64, ids string) (attempted, error) {
 	g := s.gates.get(s.n.Permits)
 	defer s.gates.put(s.n.Permits, g)
 	plain := ids == ""
@@ -176,13 +176,13 @@ func (s *Semaphore) take(ctx context.Context, n int64, ids string) (time.Time, e
 		a, err := s.attempt(ctx, s.acquire(n, true, ids), ids)
 		if err != nil {
 			s.leave(ctx)
-			return time.Time{}, err
+			return attempted{}, err
 		}
 		if a.ok {
 			if plain {
 				s.gates.hold(g, n)
 			}
-			return a.sent, nil
+			return a, nil
 		}
 		tried = &a
 	}
@@ -201,15 +201,15 @@ func (s *Semaphore) take(ctx context.Context, n int64, ids string) (time.Time, e
 				// It came first as ctx ended: it must pass its turn on.
 				s.next(g, me)
 			}
-			return time.Time{}, ctx.Err()
+			return attempted{}, ctx.Err()
 		}
 	}
-	sent, err := s.wait(ctx, n, ids, tried)
+	a, err := s.wait(ctx, n, ids, tried)
 	if err == nil && plain {
 		s.gates.hold(g, n)
 	}
 	s.next(g, me)
-	return sent, err
+	return a, err
 }
 
 // leaveQueue takes a waiter that was not first out of g's queue; false if it came first
@@ -243,15 +243,18 @@ func (s *Semaphore) next(g *gate, me *turn) {
 }
 
 // attempted is what an attempt found: whether it took the permits, when it was sent and
-// the hub's mark just before (a channel quiet since then missed no release); when it did
-// not take them, whether the client is first in line, and how long until the next leased
-// permit runs out (below zero: none is leased).
+// the hub's mark just before (a channel quiet since then missed no release); when it took
+// leased permits from a semaphore whose count has an expiry, how long they have until it
+// takes them away (below zero: no expiry); when it did not take them, whether the client is
+// first in line, and how long until the next leased permit runs out (below zero: none is
+// leased).
 type attempted struct {
-	ok    bool
-	sent  time.Time
-	mark  hub.Mark
-	first bool
-	next  time.Duration
+	ok      bool
+	sent    time.Time
+	mark    hub.Mark
+	expires time.Duration
+	first   bool
+	next    time.Duration
 }
 
 // wait is the first waiter's part: it tries, and while the permits cannot be taken it
@@ -262,15 +265,15 @@ type attempted struct {
 // where it is told when it comes first (lua/semaphore_acquire.lua), so that a release wakes
 // one relock client, not every one that waits. A waiter that gives up leaves the queue.
 // tried is an attempt that just failed, which then need not be made again; nil: wait makes
-// its own first. It returns when the attempt that took the permits was sent.
-func (s *Semaphore) wait(ctx context.Context, n int64, ids string, tried *attempted) (time.Time, error) {
+// its own first. It returns the attempt that took the permits.
+func (s *Semaphore) wait(ctx context.Context, n int64, ids string, tried *attempted) (attempted, error) {
 	c := s.c
 	refresh := c.Lease / 3
 	call := s.acquire(n, true, ids)
 	if tried == nil {
 		a, err := s.attempt(ctx, call, ids)
 		if err != nil || a.ok {
-			return a.sent, err
+			return a, err
 		}
 		tried = &a
 	}
@@ -281,9 +284,9 @@ func (s *Semaphore) wait(ctx context.Context, n int64, ids string, tried *attemp
 			sub.Release()
 		}
 	}()
-	fail := func(err error) (time.Time, error) {
+	fail := func(err error) (attempted, error) {
 		s.leave(ctx)
-		return time.Time{}, err
+		return attempted{}, err
 	}
 	for {
 		// again: a channel just subscribed to may have missed a message since the last
@@ -326,7 +329,7 @@ func (s *Semaphore) wait(ctx context.Context, n int64, ids string, tried *attemp
 			return fail(err)
 		}
 		if a.ok {
-			return a.sent, nil
+			return a, nil
 		}
 		tried = &a
 	}
@@ -370,7 +373,7 @@ func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) ruei
 		return attempted{}, lockerr.ErrClosed
 	}
 	dctx := s.c.Detached(ctx)
-	a := attempted{mark: s.c.Hub.Mark(), next: -1}
+	a := attempted{mark: s.c.Hub.Mark(), expires: -1, next: -1}
 	// A refusal of the script unrun is sent again; a lost reply is not: the permits may
 	// have been taken, and a second send could take them twice.
 	var reply []int64
@@ -390,6 +393,9 @@ func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) ruei
 		return a, fmt.Errorf("relock: unexpected reply %v from the semaphore script", reply)
 	case reply[0] == 1:
 		a.ok = true
+		if len(reply) > 2 && reply[2] > 0 && reply[2] <= int64(math.MaxInt64/time.Millisecond) {
+			a.expires = time.Duration(reply[2]) * time.Millisecond
+		}
 	default:
 		a.first = reply[2] == 1
 		// A lease beyond what a Duration holds (Redisson's permits leased without a lease

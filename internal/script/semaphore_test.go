@@ -378,23 +378,25 @@ func TestSemaphoreAcquireTellsTheNextInLine(t *testing.T) {
 }
 
 // The leased permits expire with the permits when those have an expiry, so that no ids
-// outlive their semaphore (lua/semaphore_acquire.lua); a drain keeps the permits' expiry,
-// as every relock write of the count does (lua/semaphore_drain.lua).
+// outlive their semaphore, and the acquire's reply says when, so that the lease's context
+// ends by then (lua/semaphore_acquire.lua); a drain keeps the permits' expiry, as every
+// relock write of the count does (lua/semaphore_drain.lua).
 func TestSemaphoreKeysKeepThePermitsExpiry(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
 		const name = "sem-expiry"
 		k := keys.SemaphoreOf(name)
 		redistest.MustDo(t, rc, "SET", name, "3", "PX", "60000")
-		if v, err := semAcquire(rc, name, 1, holder, "0", strings.Repeat("ab", 16)); err != nil || v[0] != 1 {
-			t.Fatalf("lease of 1 of 3 = %v, %v", v, err)
+		v, err := semAcquire(rc, name, 1, holder, "0", strings.Repeat("ab", 16))
+		if err != nil || len(v) != 3 || v[0] != 1 || v[1] != 2 || v[2] <= 0 || v[2] > 60000 {
+			t.Fatalf("lease of 1 of 3 expiring in 60000ms = %v, %v; want [1 2 expiry], the expiry within (0, 60000]", v, err)
 		}
 		if pttl := redistest.PTTL(t, rc, k.Leases); pttl <= 0 || pttl > 60000 {
 			t.Errorf("leased permits' PTTL %dms, the permits' 60000; want (0, 60000]", pttl)
 		}
-		v, err := script.SemaphoreDrain().Exec(context.Background(), rc, []string{k.Permits, k.Leases}, nil).AsInt64()
-		if err != nil || v != 2 {
-			t.Fatalf("drain of 2 = %d, %v", v, err)
+		drained, err := script.SemaphoreDrain().Exec(context.Background(), rc, []string{k.Permits, k.Leases}, nil).AsInt64()
+		if err != nil || drained != 2 {
+			t.Fatalf("drain of 2 = %d, %v", drained, err)
 		}
 		if pttl := redistest.PTTL(t, rc, k.Permits); pttl <= 0 || pttl > 60000 {
 			t.Errorf("permits' PTTL %dms after a drain; want the 60000 they had kept", pttl)
