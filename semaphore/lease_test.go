@@ -117,6 +117,45 @@ func TestLeaseEndsWhenItsSemaphoreExpires(t *testing.T) {
 	})
 }
 
+// A lease that waited in line for its permits, and took them once the count had been
+// given an expiry, ends by that expiry too, with ErrLeaseLost: within 15s of being taken,
+// while its first renewal is 20s away (a minute's watchdog timeout).
+//
+// Guards against a lease taken by a waiter first in line (the acquire script's queued
+// path) that is not told of the count's expiry.
+func TestLeaseThatWaitedEndsWhenItsSemaphoreExpires(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-waited-sem-expires"
+		side := b.Client(t)
+		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
+		s := c.Semaphore(name)
+		mustSet(t, s, 0)
+		type result struct {
+			held context.Context
+			err  error
+		}
+		got := make(chan result, 1)
+		go func() {
+			held, err := s.AcquireLease(redistest.Context(t, 30*time.Second), 1)
+			got <- result{held, err}
+		}()
+		parked(t, c, 1, "the lease waiting for a permit")
+		redistest.MustDo(t, side, "PEXPIRE", name, "2000")
+		if err := relocktest.New(t, b).Semaphore(name).AddPermits(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		r := redistest.Recv(t, got, 15*time.Second, "the waiting AcquireLease after a permit was added")
+		if r.err != nil {
+			t.Fatalf("AcquireLease after a permit was added: %v", r.err)
+		}
+		redistest.Recv(t, r.held.Done(), 15*time.Second, "the end of a lease whose semaphore expires in 2s (its renewal is 20s away)")
+		if !errors.Is(context.Cause(r.held), relock.ErrLeaseLost) {
+			t.Fatalf("the lease's context has cause %v; want ErrLeaseLost", context.Cause(r.held))
+		}
+	})
+}
+
 // A lease is Redisson's RPermitExpirableSemaphore data: the count drops by n, and n ids of
 // 16 bytes sit in {name}:timeout scored by when they run out, Redis time plus the watchdog
 // timeout (1s here). PermitIDs spells them in hex. The watchdog renews them: after 3 leases
