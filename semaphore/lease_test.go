@@ -156,6 +156,42 @@ func TestLeaseThatWaitedEndsWhenItsSemaphoreExpires(t *testing.T) {
 	})
 }
 
+// A lease taken in the last millisecond of its semaphore's count (PTTL 0: the key lives
+// while the script runs, and expires as it ends) goes with the semaphore too: its context
+// ends at once, with ErrLeaseLost, and no leased permit is left behind. Each round sets a
+// count that expires a millisecond later and leases it at once: some rounds find it with a
+// millisecond left, others in its last one, and every lease taken must end well within 5s,
+// its first renewal being 20s away.
+//
+// A real server only: miniredis moves its clock within a script, where Redis holds it
+// still, so there the count can expire between two commands of one script.
+//
+// Guards against an acquire that takes a count's PTTL of 0 for none (as -1): the leased
+// permits would get no expiry, and the lease would be renewed on for a semaphore gone.
+func TestLeaseInTheLastMillisecondOfItsSemaphore(t *testing.T) {
+	t.Parallel()
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-last-ms"
+		side := b.Client(t)
+		s := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil)).Semaphore(name)
+		for range 20 {
+			redistest.MustDo(t, side, "SET", name, "1", "PX", "1")
+			held, ok, err := s.TryAcquireLease(context.Background(), 1)
+			if err != nil {
+				t.Fatalf("TryAcquireLease(1): %v", err)
+			}
+			if !ok {
+				continue // the count expired first
+			}
+			redistest.Recv(t, held.Done(), 5*time.Second, "the end of a lease whose semaphore expires within a millisecond")
+			if !errors.Is(context.Cause(held), relock.ErrLeaseLost) {
+				t.Fatalf("the lease's context has cause %v; want ErrLeaseLost", context.Cause(held))
+			}
+			wantKeys(t, b, side)
+		}
+	})
+}
+
 // A lease is Redisson's RPermitExpirableSemaphore data: the count drops by n, and n ids of
 // 16 bytes sit in {name}:timeout scored by when they run out, Redis time plus the watchdog
 // timeout (1s here). PermitIDs spells them in hex. The watchdog renews them: after 3 leases
