@@ -57,8 +57,9 @@ local function take(now)
   if leased then
     now = now or clock()
     for _, id in ipairs(leased) do redis.call('zadd', KEYS[4], now + lease, id) end
+    -- A PTTL of 0 is an expiry too: the count's last millisecond, which it ends.
     local ttl = redis.call('pttl', KEYS[1])
-    if ttl > 0 then
+    if ttl >= 0 then
       redis.call('pexpire', KEYS[4], ttl)
       return {1, avail - n, ttl}
     end

@@ -393,7 +393,7 @@ func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) ruei
 		return a, fmt.Errorf("relock: unexpected reply %v from the semaphore script", reply)
 	case reply[0] == 1:
 		a.ok = true
-		if len(reply) > 2 && reply[2] > 0 && reply[2] <= int64(math.MaxInt64/time.Millisecond) {
+		if len(reply) > 2 && reply[2] >= 0 && reply[2] <= int64(math.MaxInt64/time.Millisecond) {
 			a.expires = time.Duration(reply[2]) * time.Millisecond
 		}
 	default:
