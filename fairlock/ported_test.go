@@ -761,8 +761,13 @@ func TestClosedClientsCallsDoNotBlockTheLock(t *testing.T) {
 						}
 						return
 					}
-					if err := mu.Unlock(held); err != nil && !errors.Is(err, relock.ErrClosed) {
-						t.Errorf("Unlock amid Close: %v; want nil or ErrClosed", err)
+					// A hold whose 1.5s lease ran out before its Unlock (a loaded machine can
+					// keep the renewals from landing) is ErrNotHeld, and its context says it
+					// was lost.
+					err = mu.Unlock(held)
+					lost := errors.Is(err, relock.ErrNotHeld) && errors.Is(context.Cause(held), relock.ErrLeaseLost)
+					if err != nil && !errors.Is(err, relock.ErrClosed) && !lost {
+						t.Errorf("Unlock amid Close: %v (hold's cause %v); want nil, ErrClosed, or ErrNotHeld for a hold lost", err, context.Cause(held))
 					}
 				}()
 			}
