@@ -364,6 +364,22 @@ func TestCheckFairOrderLegitimate(t *testing.T) {
 		{"a restart emptied the queue", waiter(2, q(10, 20), q(500, 510)), []Window{{ms(120), ms(130)}}, 0},
 		{"a restart overlaps the only attempt", waiter(2, q(10, 20)), []Window{{ms(15), ms(30)}}, 0},
 	}
+	// B's grant adopted after its reply was lost, its hold over before it read its token.
+	unknown := b
+	unknown.Token = 0
+	for _, c := range []struct {
+		name string
+		a    Record
+		want int
+	}{
+		{"b's token unknown, a's last wait before b returned", waiter(2, q(10, 20), q(150, 160)), 0},
+		{"b's token unknown, a still waiting after b returned", waiter(2, q(10, 20), q(500, 510)), 1},
+		{"b's token unknown, a never granted", waiter(0, q(10, 20), q(500, 510)), 1},
+	} {
+		if got := len(CheckFairOrder([]Record{c.a, unknown}, entry, nil)); got != c.want {
+			t.Errorf("%s: %d violations, want %d", c.name, got, c.want)
+		}
+	}
 	for _, c := range cases {
 		got := len(CheckFairOrder([]Record{c.a, b}, entry, c.cuts))
 		if got != c.want {

@@ -562,7 +562,7 @@ func CheckFairOrder(history []Record, entry time.Duration, cuts []Window) []Orde
 			i := sort.Search(len(grants), func(i int) bool { return grants[i].Call > sp.From })
 			for ; i < len(grants) && grants[i].Call <= sp.To; i++ {
 				b := grants[i]
-				if b.Acq > sp.To || (a.Held() && a.Token <= b.Token) {
+				if b.Acq > sp.To || (a.Held() && grantedFirst(a, b)) {
 					continue // still queued when b returned? unknown; or a was granted first
 				}
 				if _, ok := skipped[i]; !ok {
@@ -577,6 +577,18 @@ func CheckFairOrder(history []Record, entry time.Duration, cuts []Window) []Orde
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Jumper.Token < out[j].Jumper.Token })
 	return out
+}
+
+// grantedFirst reports whether the grant to a, a waiter that was granted, may have come
+// before the grant to b. Fencing tokens order the grants; but a grant adopted after its
+// reply was lost, whose hold ended before its section could read the token, has none
+// (Token 0). Its grant came between its Lock call and its return, and a's after a's last
+// "wait" reply: b was surely granted first only if it returned before that reply.
+func grantedFirst(a, b Record) bool {
+	if b.Token != 0 {
+		return a.Token <= b.Token
+	}
+	return b.Acq >= a.Queued[len(a.Queued)-1][1]
 }
 
 // LostHold is a deleted hold whose holder's context did not end as it must.
