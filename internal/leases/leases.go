@@ -744,9 +744,19 @@ func (w *Watchdog) lapsed(h *Hold) bool {
 func (w *Watchdog) lapse(h *Hold) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.holds[h.key] == h && !time.Now().Before(h.deadline) {
-		w.drop(h, lockerr.ErrLeaseLost)
+	if w.holds[h.key] == h {
+		w.lapseLocked(h, time.Now())
 	}
+}
+
+// lapseLocked ends h, a hold w knows of, if its deadline has passed by now, and reports
+// whether it did. w.mu must be held.
+func (w *Watchdog) lapseLocked(h *Hold, now time.Time) bool {
+	if now.Before(h.deadline) {
+		return false
+	}
+	w.drop(h, lockerr.ErrLeaseLost)
+	return true
 }
 
 // join returns a context for a re-entry. One that derives from the hold's context already
@@ -1176,8 +1186,7 @@ func (w *Watchdog) Token(name, owner string) (int64, bool) {
 	if h == nil || !h.fenced {
 		return 0, false
 	}
-	if !time.Now().Before(h.deadline) {
-		w.drop(h, lockerr.ErrLeaseLost)
+	if w.lapseLocked(h, time.Now()) {
 		return 0, false
 	}
 	return h.token, true
@@ -1311,9 +1320,7 @@ func (w *Watchdog) expire(now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, h := range w.holds {
-		if !now.Before(h.deadline) {
-			w.drop(h, lockerr.ErrLeaseLost)
-		}
+		w.lapseLocked(h, now)
 	}
 	for k, l := range w.lates {
 		if now.After(l.until) {
