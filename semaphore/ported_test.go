@@ -418,46 +418,14 @@ func TestRedissonAcquireAfterAddPermits(t *testing.T) {
 	})
 }
 
-// inTurns runs, in a goroutine for each of sems (one semaphore of 1 permit, through one
-// client or several), rounds of Acquire(1), a hold of hold, a count and Release(1). It
-// fails t unless every round completes and no two goroutines held the permit at once.
+// inTurns runs relocktest.InTurns on sems (one semaphore of 1 permit, through one client
+// or several): each round an Acquire(1) and a Release(1).
 func inTurns(t *testing.T, sems []*semaphore.Weighted, rounds int, hold time.Duration) {
 	t.Helper()
-	var inside, over, counter atomic.Int64
-	errs := make(chan error, len(sems))
-	ctx := redistest.Context(t, 2*time.Minute)
-	for _, s := range sems {
-		go func() {
-			for range rounds {
-				if err := s.Acquire(ctx, 1); err != nil {
-					errs <- err
-					return
-				}
-				if inside.Add(1) > 1 {
-					over.Add(1)
-				}
-				time.Sleep(hold)
-				counter.Add(1)
-				inside.Add(-1)
-				if err := s.Release(context.Background(), 1); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for range sems {
-		if err := redistest.Recv(t, errs, 90*time.Second, "a goroutine's rounds of Acquire and Release"); err != nil {
-			t.Fatalf("Acquire or Release: %v", err)
-		}
-	}
-	if n := over.Load(); n != 0 {
-		t.Fatalf("%d times two goroutines held the one permit", n)
-	}
-	if n, want := counter.Load(), int64(len(sems)*rounds); n != want {
-		t.Fatalf("counted %d; want %d", n, want)
-	}
+	relocktest.InTurns(t, sems, rounds, hold, func(ctx context.Context, s *semaphore.Weighted) (func() error, error) {
+		err := s.Acquire(ctx, 1)
+		return func() error { return s.Release(context.Background(), 1) }, err
+	})
 }
 
 // RedissonSemaphoreTest's testConcurrency_SingleInstance: 15 goroutines of one client

@@ -43,7 +43,6 @@ import (
 	"errors"
 	"runtime"
 	"slices"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -258,49 +257,16 @@ func TestPortedSpinWaiterGetsInOnceUnlocked(t *testing.T) {
 	}
 }
 
-// spinInTurns runs, in a goroutine for each of mus (one spin lock, through one client or
-// several, with the default back-off), rounds of Lock as an owner of its own, a hold of
-// hold, a count and Unlock. It fails t unless every round completes and no two owners
-// were inside at once, and leaves the lock free.
+// spinInTurns runs relocktest.InTurns on mus (one spin lock, through one client or
+// several, with the default back-off): each round a Lock as an owner of its own and an
+// Unlock. It leaves the lock free.
 func spinInTurns(t *testing.T, mus []*spinlock.Mutex, rounds int, hold time.Duration) {
 	t.Helper()
-	var inside, over, counter atomic.Int64
-	errs := make(chan error, len(mus))
-	ctx := redistest.Context(t, 2*time.Minute)
-	for _, mu := range mus {
-		go func() {
-			for range rounds {
-				held, err := mu.Lock(relock.NewOwner(ctx))
-				if err != nil {
-					errs <- err
-					return
-				}
-				if inside.Add(1) > 1 {
-					over.Add(1)
-				}
-				time.Sleep(hold)
-				counter.Add(1)
-				inside.Add(-1)
-				if err := mu.Unlock(held); err != nil {
-					errs <- err
-					return
-				}
-			}
-			errs <- nil
-		}()
-	}
-	for range mus {
-		if err := redistest.Recv(t, errs, 90*time.Second, "a goroutine's rounds of Lock and Unlock"); err != nil {
-			t.Fatalf("Lock or Unlock: %v", err)
-		}
-	}
-	if n := over.Load(); n != 0 {
-		t.Fatalf("%d times two owners were inside the spin lock at once", n)
-	}
-	if n, want := counter.Load(), int64(len(mus)*rounds); n != want {
-		t.Fatalf("counted %d; want %d", n, want)
-	}
-	if ok, err := mus[0].IsLocked(ctx); ok || err != nil {
+	relocktest.InTurns(t, mus, rounds, hold, func(ctx context.Context, mu *spinlock.Mutex) (func() error, error) {
+		held, err := mu.Lock(relock.NewOwner(ctx))
+		return func() error { return mu.Unlock(held) }, err
+	})
+	if ok, err := mus[0].IsLocked(redistest.Context(t, 10*time.Second)); ok || err != nil {
 		t.Fatalf("after every round, IsLocked = %v, %v; want false", ok, err)
 	}
 }

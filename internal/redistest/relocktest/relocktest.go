@@ -132,3 +132,47 @@ func CloseAmidCalls(t testing.TB, c *relock.Client, calls *atomic.Int64, wg *syn
 	go func() { wg.Wait(); close(done) }()
 	redistest.Recv(t, done, 20*time.Second, "the calls' return after Close")
 }
+
+// InTurns runs, in a goroutine for each of each (a lock or semaphore, through one client or
+// several), rounds of enter (a Lock or Acquire, which returns how to leave), a stay of
+// hold, a count and the leave. It fails t unless every round of every goroutine completes
+// within 90 s and no two goroutines were ever inside at once.
+func InTurns[T any](t testing.TB, each []T, rounds int, hold time.Duration, enter func(ctx context.Context, x T) (leave func() error, err error)) {
+	t.Helper()
+	var inside, over, counter atomic.Int64
+	errs := make(chan error, len(each))
+	ctx := redistest.Context(t, 2*time.Minute)
+	for _, x := range each {
+		go func() {
+			for range rounds {
+				leave, err := enter(ctx, x)
+				if err != nil {
+					errs <- err
+					return
+				}
+				if inside.Add(1) > 1 {
+					over.Add(1)
+				}
+				time.Sleep(hold)
+				counter.Add(1)
+				inside.Add(-1)
+				if err := leave(); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range each {
+		if err := redistest.Recv(t, errs, 90*time.Second, "a goroutine's rounds of entering and leaving"); err != nil {
+			t.Fatalf("entering or leaving: %v", err)
+		}
+	}
+	if n := over.Load(); n != 0 {
+		t.Fatalf("%d times two goroutines were inside at once", n)
+	}
+	if n, want := counter.Load(), int64(len(each)*rounds); n != want {
+		t.Fatalf("counted %d; want %d", n, want)
+	}
+}
