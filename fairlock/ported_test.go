@@ -773,17 +773,9 @@ func TestClosedClientsCallsDoNotBlockTheLock(t *testing.T) {
 			}
 		}
 		// Close while owners wait, unless all were through before any was seen waiting.
-		redistest.Eventually(t, 20*time.Second, "no owner waited and not all returned", func() bool {
+		relocktest.CloseWhen(t, closing, "no owner waited and not all returned", &wg, func() bool {
 			return relocktest.Waiting(closing) > 0 || returned.Load() == rounds*owners
 		})
-		closed := make(chan error, 1)
-		go func() { closed <- closing.Close() }()
-		if err := redistest.Recv(t, closed, 20*time.Second, "Close's return"); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		redistest.Recv(t, done, 20*time.Second, "the owners' calls' return after Close")
 
 		other := relocktest.New(t, b).FairLock(name)
 		ctx := redistest.Context(t, time.Minute)

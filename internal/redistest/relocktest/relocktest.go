@@ -115,14 +115,21 @@ func Named(err error, want error) []string {
 }
 
 // CloseAmidCalls closes c while its goroutines (wg) are busy: once they have made more than
-// 200 calls (calls) and some wait, parked, it calls Close, which must return nil, and then
-// waits for every goroutine to return. Each step is bounded (20 s), so that a call or a
-// Close that never ends fails the test instead of hanging it.
+// 200 calls (calls) and some wait, parked (CloseWhen).
 func CloseAmidCalls(t testing.TB, c *relock.Client, calls *atomic.Int64, wg *sync.WaitGroup) {
 	t.Helper()
-	redistest.Eventually(t, 20*time.Second, "the goroutines never got going", func() bool {
+	CloseWhen(t, c, "the goroutines never got going", wg, func() bool {
 		return calls.Load() > 200 && Waiting(c) > 0
 	})
+}
+
+// CloseWhen closes c once ready (failing t with never if that takes 20 s) while its
+// goroutines (wg) are at their calls: Close must return nil, and then every goroutine must
+// return. Each step is bounded (20 s), so that a call or a Close that never ends fails the
+// test instead of hanging it.
+func CloseWhen(t testing.TB, c *relock.Client, never string, wg *sync.WaitGroup, ready func() bool) {
+	t.Helper()
+	redistest.Eventually(t, 20*time.Second, never, ready)
 	closed := make(chan error, 1)
 	go func() { closed <- c.Close() }()
 	if err := redistest.Recv(t, closed, 20*time.Second, "Close's return"); err != nil {
