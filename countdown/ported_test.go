@@ -52,22 +52,8 @@ func TestRedissonLatchAwaitWithinWait(t *testing.T) {
 	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "latch1"
-		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		c, done := awaitLatchOfOne(t, b, name, 30*time.Second)
 		ctx := context.Background()
-		if ok, err := c.CountDownLatch(name).TrySetCount(ctx, 1); !ok || err != nil {
-			t.Fatalf("TrySetCount(1) = %v, %v; want true", ok, err)
-		}
-		done := make(chan error, 1)
-		go func() {
-			l := c.CountDownLatch(name)
-			if n, err := l.Count(ctx); n != 1 || err != nil {
-				done <- &countErr{n, err}
-				return
-			}
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			defer cancel()
-			done <- l.Await(wctx)
-		}()
 		parked(t, done, 1, func() bool { return c.PubSubStats().Waiting == 1 })
 		if err := c.CountDownLatch(name).CountDown(ctx); err != nil {
 			t.Fatalf("CountDown: %v", err)
@@ -89,22 +75,8 @@ func TestRedissonLatchAwaitPastWait(t *testing.T) {
 	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "latch1"
-		c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+		c, done := awaitLatchOfOne(t, b, name, 500*time.Millisecond)
 		ctx := context.Background()
-		if ok, err := c.CountDownLatch(name).TrySetCount(ctx, 1); !ok || err != nil {
-			t.Fatalf("TrySetCount(1) = %v, %v; want true", ok, err)
-		}
-		done := make(chan error, 1)
-		go func() {
-			l := c.CountDownLatch(name)
-			if n, err := l.Count(ctx); n != 1 || err != nil {
-				done <- &countErr{n, err}
-				return
-			}
-			wctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-			defer cancel()
-			done <- l.Await(wctx)
-		}()
 		err := redistest.Recv(t, done, 15*time.Second, "the Await bounded at 500ms")
 		var e *relock.Error
 		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &e) || e.Name != name {
@@ -123,6 +95,31 @@ func TestRedissonLatchAwaitPastWait(t *testing.T) {
 			t.Fatalf("Await on the open latch: %v; want nil", err)
 		}
 	})
+}
+
+// awaitLatchOfOne sets the latch name to a count of 1 through a client c whose watchdog
+// timeout is a minute (so that its look at waiters once per timeout cannot stand in for a
+// wake-up), and starts a goroutine of c that reads the count of 1 and waits on the latch
+// with a bound of wait. done has the wait's result, or a countErr if the count was not 1.
+func awaitLatchOfOne(t *testing.T, b *redistest.Backend, name string, wait time.Duration) (c *relock.Client, done chan error) {
+	t.Helper()
+	c = relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute))
+	ctx := context.Background()
+	if ok, err := c.CountDownLatch(name).TrySetCount(ctx, 1); !ok || err != nil {
+		t.Fatalf("TrySetCount(1) = %v, %v; want true", ok, err)
+	}
+	done = make(chan error, 1)
+	go func() {
+		l := c.CountDownLatch(name)
+		if n, err := l.Count(ctx); n != 1 || err != nil {
+			done <- &countErr{n, err}
+			return
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
+		defer cancel()
+		done <- l.Await(wctx)
+	}()
+	return c, done
 }
 
 // countErr is a waiter's report that the count it read before waiting was not 1.
