@@ -53,10 +53,21 @@ func leased(t testing.TB, rc rueidis.Client, name string) map[string]int64 {
 // past its lease leaves them: the lease has run out, and nobody has put its permits back.
 func runOut(t testing.TB, rc rueidis.Client, s *semaphore.Weighted, held context.Context) {
 	t.Helper()
-	past := strconv.FormatInt(redistest.Millis(t, rc)-1, 10)
+	var raws []string
 	for _, id := range s.PermitIDs(held) {
 		raw, _ := hex.DecodeString(id)
-		redistest.MustDo(t, rc, "ZADD", leasesKey(s.Name()), "XX", past, string(raw))
+		raws = append(raws, string(raw))
+	}
+	leasedInThePast(t, rc, s.Name(), raws...)
+}
+
+// leasedInThePast scores the permits (raw ids) leased of the semaphore name a millisecond
+// in the past by Redis's clock, as a lease that ran out leaves them, adding those not there.
+func leasedInThePast(t testing.TB, rc rueidis.Client, name string, raws ...string) {
+	t.Helper()
+	past := strconv.FormatInt(redistest.Millis(t, rc)-1, 10)
+	for _, raw := range raws {
+		redistest.MustDo(t, rc, "ZADD", leasesKey(name), past, raw)
 	}
 }
 
@@ -709,8 +720,7 @@ func TestRedissonLeasesShare(t *testing.T) {
 				// it) comes back through Redisson's acquire.
 				raw, _ := hex.DecodeString(strings.Repeat("ab", 16))
 				redistest.MustDo(t, side, "DECRBY", name, "2")
-				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
-				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw[:15])+"x")
+				leasedInThePast(t, side, name, string(raw), string(raw[:15])+"x")
 				// Redisson puts back as many as it asks for; relock's count puts back the rest.
 				javaID := r.leaseAcquire(t, time.Minute)
 				if javaID == "" {
@@ -954,7 +964,7 @@ func TestAcquirePutsBackExpiredLease(t *testing.T) {
 				// One permit leased, as a holder leases it, by a holder whose lease ran out.
 				raw, _ := hex.DecodeString(strings.Repeat("cd", 16))
 				redistest.MustDo(t, side, "DECRBY", name, strconv.FormatInt(1+tc.takenAway, 10))
-				redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
+				leasedInThePast(t, side, name, string(raw))
 				java := newRedisson(b, side, name)
 				msgs := java.subscribe(t)
 
@@ -1170,8 +1180,7 @@ func TestReleaseOfLeaseThatRanOut(t *testing.T) {
 		mustSet(t, s, 2)
 		held := acquireLease(t, s, 1)
 		// The lease runs out, as a holder's that paused past it, before any script counted it.
-		raw, _ := hex.DecodeString(s.PermitIDs(held)[0])
-		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
+		runOut(t, side, s, held)
 		wantErr(t, s.ReleaseLease(held), relock.ErrNotHeld, name)
 		wantValue(t, side, name, "2")
 		if zs := leased(t, side, name); len(zs) != 0 {
@@ -1195,7 +1204,7 @@ func TestDrainTakesExpiredLeases(t *testing.T) {
 		// One more permit leased, as a holder leases it, by a holder whose lease ran out.
 		raw, _ := hex.DecodeString(strings.Repeat("cd", 16))
 		redistest.MustDo(t, side, "DECRBY", name, "1")
-		redistest.MustDo(t, side, "ZADD", leasesKey(name), strconv.FormatInt(redistest.Millis(t, side)-1, 10), string(raw))
+		leasedInThePast(t, side, name, string(raw))
 
 		if n, err := s.Drain(context.Background()); n != 2 || err != nil {
 			t.Fatalf("Drain = %d, %v; want 2: the free permit and the one whose lease ran out", n, err)
