@@ -254,43 +254,14 @@ func TestRedissonLeaseConcurrencyLoopClients(t *testing.T) {
 		const name = "sem-port:lease-loop"
 		side := b.Client(t)
 		mustSet(t, relocktest.New(t, b).Semaphore(name), 1)
-		var inside, over, counter atomic.Int64
-		errs := make(chan error, clients)
-		ctx := redistest.Context(t, 2*time.Minute)
+		var sems []*semaphore.Weighted
 		for range clients {
-			s := relocktest.New(t, b).Semaphore(name)
-			go func() {
-				for range rounds {
-					held, err := s.AcquireLease(ctx, 1)
-					if err != nil {
-						errs <- err
-						return
-					}
-					if inside.Add(1) > 1 {
-						over.Add(1)
-					}
-					time.Sleep(5 * time.Millisecond)
-					counter.Add(1)
-					inside.Add(-1)
-					if err := s.ReleaseLease(held); err != nil {
-						errs <- err
-						return
-					}
-				}
-				errs <- nil
-			}()
+			sems = append(sems, relocktest.New(t, b).Semaphore(name))
 		}
-		for range clients {
-			if err := redistest.Recv(t, errs, 90*time.Second, "a client's loop of leases"); err != nil {
-				t.Fatalf("a client's loop: %v", err)
-			}
-		}
-		if n := over.Load(); n != 0 {
-			t.Fatalf("%d times two clients held the one permit", n)
-		}
-		if n := counter.Load(); n != clients*rounds {
-			t.Fatalf("counted %d; want %d", n, clients*rounds)
-		}
+		relocktest.InTurns(t, sems, rounds, 5*time.Millisecond, func(ctx context.Context, s *semaphore.Weighted) (func() error, error) {
+			held, err := s.AcquireLease(ctx, 1)
+			return func() error { return s.ReleaseLease(held) }, err
+		})
 		wantValue(t, side, name, "1")
 	})
 }
