@@ -529,6 +529,53 @@ func TestTokenEndsWithTheLease(t *testing.T) {
 	})
 }
 
+// Token answers while the owner holds, through a re-entry and its Unlock, and not once the
+// hold has ended: released by its last Unlock, or lost (another client forced the lock
+// free, which the watchdog's next renewal finds).
+func TestTokenEndsWithTheHold(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b, relock.WithLogger(nil), relock.WithWatchdogTimeout(1500*time.Millisecond))
+		mu := c.Lock("token-hold", rlock.WithFencing())
+		ctx := redistest.Context(t, time.Minute)
+		held, err := mu.Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok, ok := mu.Token(held)
+		if !ok || tok < 1 {
+			t.Fatalf("Token of a live hold = %d, %v; want a token", tok, ok)
+		}
+		again, err := mu.Lock(held)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := mu.Unlock(again); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := mu.Token(held); !ok || got != tok {
+			t.Fatalf("Token after a re-entry's Unlock = %d, %v; want %d, true", got, ok, tok)
+		}
+		if err := mu.Unlock(held); err != nil {
+			t.Fatal(err)
+		}
+		if got, ok := mu.Token(held); ok {
+			t.Fatalf("Token after the last Unlock = %d, true; want false", got)
+		}
+
+		held, err = mu.Lock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, err := relocktest.New(t, b).Lock("token-hold").ForceUnlock(ctx); !ok || err != nil {
+			t.Fatalf("ForceUnlock = %v, %v; want true", ok, err)
+		}
+		waitDone(t, held, 10*time.Second, "a hold forced free")
+		if got, ok := mu.Token(held); ok {
+			t.Fatalf("Token of a hold lost (%v) = %d, true; want false", context.Cause(held), got)
+		}
+	})
+}
+
 // An Unlock that fails (here: every command answers an error) stops the renewal: the
 // hold's context ends with ErrLeaseLost and the key runs out with its lease, instead of
 // being kept alive for a holder that has moved on.

@@ -128,7 +128,10 @@ func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts
 
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was
 // taken WithFencing. Tokens grow with every first-level acquisition of the lock, by any
-// owner of any client; a re-entry keeps its hold's token. It asks nothing of Redis.
+// owner of any client; a re-entry keeps its hold's token. It asks nothing of Redis. It
+// answers false once the hold has ended (released, lost, or past its lease's local
+// deadline, whether or not its context has been told yet): a fenced write must not use the
+// token of a hold that may no longer be the owner's.
 func (m *Mutex) Token(ctx context.Context) (int64, bool) { return m.l().Token(ctx) }
 
 // HoldCount returns how many times the owner ctx carries holds the lock: 0 when it does

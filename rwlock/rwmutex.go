@@ -169,7 +169,8 @@ func (m *RWMutex) TTL(ctx context.Context) (time.Duration, error) {
 	return m.r().TTL(ctx)
 }
 
-// Token returns the fencing token of the owner's write hold, when taken WithFencing.
+// Token returns the fencing token of the owner's write hold, when taken WithFencing; false
+// once the hold has ended (see rlock.Mutex.Token).
 func (m *RWMutex) Token(ctx context.Context) (int64, bool) { return m.w().Token(ctx) }
 
 // ForceUnlock deletes the lock whoever holds it, in either mode, and wakes every waiter.

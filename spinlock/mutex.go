@@ -85,7 +85,7 @@ func (m *Mutex) Do(ctx context.Context, fn func(ctx context.Context) error, opts
 }
 
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was
-// taken WithFencing.
+// taken WithFencing; false once the hold has ended (see rlock.Mutex.Token).
 func (m *Mutex) Token(ctx context.Context) (int64, bool) { return m.l().Token(ctx) }
 
 // HoldCount returns how many times the owner ctx carries holds the lock.

@@ -434,7 +434,8 @@ func (l *Lock) unknown(ctx context.Context, field string, err error) error {
 }
 
 // Token returns the fencing token of the hold that the owner in ctx has, when the lock was
-// taken WithFencing. It asks nothing of Redis.
+// taken WithFencing, and false once that hold has ended or is past its deadline. It asks
+// nothing of Redis.
 func (l *Lock) Token(ctx context.Context) (int64, bool) {
 	if l.c == nil {
 		return 0, false
