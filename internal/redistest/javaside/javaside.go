@@ -16,7 +16,8 @@
 //     {<name>}:<owner>:rwlock_timeout:<k>, expiring with that hold's lease, and the hash
 //     lives as long as its longest read hold. A writer's field is "<owner>:write". A write
 //     unlock that leaves no holder deletes the hash and publishes "1" on
-//     redisson_rwlock:{<name>}.
+//     redisson_rwlock:{<name>}; a read unlock that leaves no holder, "0". A read unlock
+//     that leaves other holds sets the hash to expire with the longest read hold left.
 //   - RFairLock: the RLock's hash, with the list redisson_lock_queue:{<name>} of the
 //     waiting owners in arrival order and the zset redisson_lock_timeout:{<name>} of
 //     their deadlines, the Unix time in milliseconds on the client's clock by which each
@@ -27,7 +28,7 @@
 //     queue and taking the thread wait time off every other waiter's deadline. A waiter
 //     listens on redisson_lock__channel:{<name>}:<owner>; the unlock that frees the lock
 //     publishes "0" there for the owner at the head of the queue, and so does an unlock
-//     that finds the lock free already.
+//     that finds the lock free already (which Redisson's unlock takes for a success).
 //   - RSemaphore: the string <name> of available permits. A release adds to it and
 //     publishes the new count on redisson_sc:{<name>}.
 //   - RPermitExpirableSemaphore: the same count, and the zset {<name>}:timeout of the
@@ -44,6 +45,10 @@
 //
 // Messages go out with PUBLISH, or with SPUBLISH in sharded mode (Redisson's
 // shardedSubscriptionMode on a Redis 7 cluster, which relock follows by default).
+//
+// Where that description is silent, this package does what Redisson's own scripts do:
+// an unlock of a read-write lock that is gone publishes its message all the same ("0" for
+// a reader, "1" for a writer), and a fair unlock of a free lock answers as a release.
 //
 // Only what relock's tests need is here: an unlock that leaves holds does not reset the
 // lock's expiry, and the answers are reduced to what the tests read.
@@ -276,7 +281,10 @@ return {0, ttl}`)
 
 // FairLock is one attempt of RFairLock.tryLock(wait, lease) by owner at now on the Java
 // service's clock: it takes the lock, or a further hold of it, or else queues owner (once)
-// and reports how long it may wait for its turn before trying again. Redisson's default
+// and reports how long it may wait for its turn before trying again: for a newcomer the
+// time to the deadline of the waiter ahead of it (or the lock's PTTL), for an owner queued
+// already its own deadline less the thread wait time, as Redisson before 3.32 answers
+// (3.32 and later answer the lock's PTTL there, or 0 when it is free). Redisson's default
 // thread wait time is five minutes (Config.fairLockWaitTimeout).
 func (j *Java) FairLock(ctx context.Context, name, owner string, lease, threadWait time.Duration, now time.Time) (bool, time.Duration, error) {
 	return granted(j.run(ctx, fairLockScript, []string{name, FairQueue(name), FairTimeouts(name)},
@@ -285,7 +293,7 @@ func (j *Java) FairLock(ctx context.Context, name, owner string, lease, threadWa
 
 // fairUnlockScript: KEYS[1] the hash, KEYS[2] the queue, KEYS[3] the deadlines, KEYS[4]
 // the lock's channel; ARGV[1] the owner, ARGV[2] now (ms), ARGV[3] the publish command.
-// Replies as unlockScript.
+// Replies as unlockScript, and 0 when the lock was free already.
 var fairUnlockScript = rueidis.NewLuaScript(dropStale + `
 dropStale(tonumber(ARGV[2]))
 local function tellNext()
@@ -294,7 +302,7 @@ local function tellNext()
 end
 if redis.call('exists', KEYS[1]) == 0 then
   tellNext()
-  return -1
+  return 0
 end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
 if holds < 1 then return -1 end
@@ -305,7 +313,9 @@ return 0`)
 
 // FairUnlock is RFairLock.unlock by owner at now on the Java service's clock: it drops
 // the stale waiters at the head, releases one of owner's holds, and when the lock is free
-// (by this unlock or before it) tells the waiter at the head of the queue.
+// (by this unlock or before it) tells the waiter at the head of the queue. An unlock that
+// finds the lock free reports Released, whoever held it: Redisson's fair unlock returns
+// quietly there, where its RLock's throws.
 func (j *Java) FairUnlock(ctx context.Context, name, owner string, now time.Time) (Unlocked, error) {
 	return unlocked(j.run(ctx, fairUnlockScript, []string{name, FairQueue(name), FairTimeouts(name), LockChannel(name)},
 		[]string{owner, strconv.FormatInt(now.UnixMilli(), 10), j.publish}))
@@ -368,8 +378,13 @@ func (j *Java) WriteLock(ctx context.Context, name, owner string, lease time.Dur
 // writeUnlockScript: KEYS[1] the hash, KEYS[2] the channel; ARGV[1] the write field,
 // ARGV[2] the publish command, ARGV[3] the message. Replies as unlockScript.
 var writeUnlockScript = rueidis.NewLuaScript(`
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode then
+  redis.call(ARGV[2], KEYS[2], ARGV[3])
+  return -1
+end
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
-if redis.call('hget', KEYS[1], 'mode') ~= 'write' or holds < 1 then return -1 end
+if mode ~= 'write' or holds < 1 then return -1 end
 if holds > 1 then return redis.call('hincrby', KEYS[1], ARGV[1], -1) end
 redis.call('hdel', KEYS[1], ARGV[1])
 if redis.call('hlen', KEYS[1]) > 1 then
@@ -383,8 +398,56 @@ return 0`)
 // WriteUnlock is RReadWriteLock.writeLock().unlock by owner: it releases one of its write
 // holds. The last one leaves the lock to owner's own read holds, if it has any (mode
 // "read", nothing published), or deletes the hash and publishes "1" on the lock's channel.
+// When the lock is gone (its lease ran out, or it was forced) it publishes "1" all the
+// same and reports NotHeld (Redisson before 3.32 answered a success).
 func (j *Java) WriteUnlock(ctx context.Context, name, owner string) (Unlocked, error) {
 	return unlocked(j.run(ctx, writeUnlockScript, []string{name, RWLockChannel(name)}, []string{owner + ":write", j.publish, "1"}))
+}
+
+// readUnlockScript: KEYS[1] the hash, KEYS[2] the channel, KEYS[3] the prefix "{<name>}"
+// (or the tagged name) of every reader's hold keys; ARGV[1] the owner, ARGV[2] the publish
+// command. Replies as unlockScript.
+var readUnlockScript = rueidis.NewLuaScript(`
+local mode = redis.call('hget', KEYS[1], 'mode')
+if not mode then
+  redis.call(ARGV[2], KEYS[2], '0')
+  return -1
+end
+local holds = tonumber(redis.call('hget', KEYS[1], ARGV[1]) or '0')
+if holds < 1 then return -1 end
+redis.call('del', KEYS[3] .. ':' .. ARGV[1] .. ':rwlock_timeout:' .. holds)
+if holds > 1 then
+  redis.call('hincrby', KEYS[1], ARGV[1], -1)
+else
+  redis.call('hdel', KEYS[1], ARGV[1])
+end
+if redis.call('hlen', KEYS[1]) > 1 then
+  local longest = -3
+  for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+    local n = tonumber(redis.call('hget', KEYS[1], field))
+    for k = 1, n or 0 do
+      longest = math.max(longest, redis.call('pttl', KEYS[3] .. ':' .. field .. ':rwlock_timeout:' .. k))
+    end
+  end
+  if longest > 0 then
+    redis.call('pexpire', KEYS[1], longest)
+    return holds - 1
+  end
+  if mode == 'write' then return holds - 1 end
+end
+redis.call('del', KEYS[1])
+redis.call(ARGV[2], KEYS[2], '0')
+return holds - 1`)
+
+// ReadUnlock is RReadWriteLock.readLock().unlock by owner: it releases the owner's newest
+// read hold and deletes that hold's key. While other holds remain (of any reader, or the
+// writer's), the hash is set to expire with the longest read hold key left and nothing is
+// published; in read mode with no read hold key left alive, or with no hold left at all,
+// it deletes the hash and publishes "0" on the lock's channel. When the lock is gone it
+// publishes "0" all the same and reports NotHeld (Redisson before 3.32 answered a success).
+func (j *Java) ReadUnlock(ctx context.Context, name, owner string) (Unlocked, error) {
+	prefix := strings.TrimSuffix(suffixed(name, "x"), ":x")
+	return unlocked(j.run(ctx, readUnlockScript, []string{name, RWLockChannel(name), prefix}, []string{owner, j.publish}))
 }
 
 // RCountDownLatch.

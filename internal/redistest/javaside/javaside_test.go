@@ -93,6 +93,13 @@ func TestLayout(t *testing.T) {
 			if q, _ := redistest.Do(t, rc, "LRANGE", javaside.FairQueue("f"), "0", "-1").AsStrSlice(); len(q) != 1 || q[0] != "c:1" {
 				t.Fatalf("queue %v; want the stale head dropped: [c:1]", q)
 			}
+			// An unlock of the lock once it is free answers as a release, whoever unlocks.
+			if u, err := j.FairUnlock(ctx, "f", o, now.Add(2*time.Minute)); u != javaside.Released || err != nil {
+				t.Fatalf("FairUnlock of the holder = %v, %v", u, err)
+			}
+			if u, err := j.FairUnlock(ctx, "f", a, now.Add(2*time.Minute)); u != javaside.Released || err != nil {
+				t.Fatalf("FairUnlock of a free lock = %v, %v; want released, as Redisson answers", u, err)
+			}
 		})
 
 		t.Run("RReadWriteLock", func(t *testing.T) {
@@ -110,7 +117,34 @@ func TestLayout(t *testing.T) {
 			if ok, _, err := j.WriteLock(ctx, "rw", o, time.Minute); ok || err != nil {
 				t.Fatalf("WriteLock beside a reader = %v, %v; want refused", ok, err)
 			}
-			redistest.MustDo(t, rc, "DEL", "rw")
+			// A second reader, then the first leaves: the hash lives on with the second's
+			// hold, and nothing is published until the last reader leaves.
+			if ok, _, err := j.ReadLock(ctx, "rw", o, 2*time.Minute); !ok || err != nil {
+				t.Fatalf("second ReadLock = %v, %v", ok, err)
+			}
+			if u, err := j.ReadUnlock(ctx, "rw", a); u != javaside.Released || err != nil {
+				t.Fatalf("ReadUnlock beside another reader = %v, %v", u, err)
+			}
+			m, _ = redistest.Do(t, rc, "HGETALL", "rw").AsStrMap()
+			if p, _ := redistest.Do(t, rc, "PTTL", "rw").AsInt64(); len(m) != 2 || m[o] != "1" || p <= 60000 {
+				t.Fatalf("after the first reader left: %v, PTTL %d; want the second reader's hold, for its 2m", m, p)
+			}
+			if n, _ := redistest.Do(t, rc, "EXISTS", "{rw}:"+a+":rwlock_timeout:1").AsInt64(); n != 0 {
+				t.Fatal("the first reader's hold key outlived its unlock")
+			}
+			if u, err := j.ReadUnlock(ctx, "rw", o); u != javaside.Released || err != nil {
+				t.Fatalf("ReadUnlock of the last reader = %v, %v", u, err)
+			}
+			if n, _ := redistest.Do(t, rc, "EXISTS", "rw").AsInt64(); n != 0 {
+				t.Fatal("the last reader's unlock left the hash")
+			}
+			// Unlocks of a lock that is gone publish their messages all the same.
+			if u, err := j.ReadUnlock(ctx, "rw", a); u != javaside.NotHeld || err != nil {
+				t.Fatalf("ReadUnlock of a gone lock = %v, %v; want not held", u, err)
+			}
+			if u, err := j.WriteUnlock(ctx, "rw", o); u != javaside.NotHeld || err != nil {
+				t.Fatalf("WriteUnlock of a gone lock = %v, %v; want not held", u, err)
+			}
 			if ok, _, err := j.WriteLock(ctx, "rw", o, time.Minute); !ok || err != nil {
 				t.Fatalf("WriteLock = %v, %v", ok, err)
 			}
@@ -120,7 +154,7 @@ func TestLayout(t *testing.T) {
 			if u, err := j.WriteUnlock(ctx, "rw", o); u != javaside.Released || err != nil {
 				t.Fatalf("WriteUnlock = %v, %v", u, err)
 			}
-			heard(t, l, "the write unlock's message", "1")
+			heard(t, l, "the last read unlock's, the gone lock's unlocks' and the write unlock's messages", "0", "0", "1", "1")
 		})
 
 		t.Run("RCountDownLatch", func(t *testing.T) {
