@@ -321,7 +321,12 @@ func TestRedissonLayout(t *testing.T) {
 		if n, _ := redistest.Do(t, side, "HGET", "layout", java).AsInt64(); n != 1 {
 			t.Fatal("the Java reader's hold was disturbed")
 		}
-		redistest.Do(t, side, "DEL", "layout", "{layout}:"+java+":rwlock_timeout:1")
+		if u, err := j.ReadUnlock(ctx, "layout", java); u != javaside.Released || err != nil {
+			t.Fatalf("Java read unlock = %v, %v; want released", u, err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", "layout").AsInt64(); n != 0 {
+			t.Fatal("the last reader's unlock left the lock")
+		}
 
 		// A Java writer makes a Go reader wait; its unlock publishes "1" and wakes it.
 		if ok, _, err := j.WriteLock(ctx, "layout", java, 30*time.Second); !ok || err != nil {
@@ -552,6 +557,92 @@ func TestNoKeysLeft(t *testing.T) {
 		}
 		if left := b.Keys(t, side, "*tidy*"); len(left) != 0 {
 			t.Errorf("keys left after every hold was released: %q", left)
+		}
+	})
+}
+
+// A Java reader's unlock (Redisson's read unlock) on a lock it shares with Go
+// (docs/migration-from-redisson.md, "Sharing locks with Java services"): beside a Go
+// reader it takes its own hold only, and the Go reader's hold goes on keeping writers out;
+// as the last reader it frees the lock and publishes "0", which wakes a Go writer parked
+// behind it at once, not when the Java reader's minute of lease would have run out.
+func TestRedissonReadUnlockWakesGoWriter(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		ctx := redistest.Context(t, 2*time.Minute)
+		const name, java, other = "read-shared", "5df8512c-e096-4359-bc82-07efb0bc9d8e:7", "5df8512c-e096-4359-bc82-07efb0bc9d8e:8"
+		// On a cluster of Redis 7 Redisson, like relock, sends wake-ups by sharded pub/sub.
+		j := javaside.New(b.Client(t), b.Cluster != nil)
+		mu := c.RWLock(name)
+		type took struct {
+			held context.Context
+			err  error
+		}
+		writer := func() <-chan took {
+			ch := make(chan took, 1)
+			go func() {
+				wctx, cancel := context.WithTimeout(ctx, 90*time.Second)
+				defer cancel()
+				h, err := mu.Lock(relock.NewOwner(wctx))
+				ch <- took{h, err}
+			}()
+			return ch
+		}
+
+		// A Go reader and a Java reader; a Go writer waits for both.
+		reader, err := mu.RLock(relock.NewOwner(ctx))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok, _, err := j.ReadLock(ctx, name, java, time.Minute); !ok || err != nil {
+			t.Fatalf("Java reader beside a Go reader: %v, %v; want acquired", ok, err)
+		}
+		wrote := writer()
+		redistest.Eventually(t, 10*time.Second, "the Go writer never parked behind the readers", func() bool { return c.PubSubStats().Waiting == 1 })
+		if u, err := j.ReadUnlock(ctx, name, java); u != javaside.Released || err != nil {
+			t.Fatalf("Java read unlock beside a Go reader = %v, %v; want released", u, err)
+		}
+		if n, err := mu.RHoldCount(reader); n != 1 || err != nil {
+			t.Fatalf("the Go reader's holds after the Java reader left: %d, %v; want 1", n, err)
+		}
+		if ok, _, err := j.WriteLock(ctx, name, other, time.Minute); ok || err != nil {
+			t.Fatalf("Java writer while the Go reader holds: %v, %v; want refused", ok, err)
+		}
+		select {
+		case w := <-wrote:
+			t.Fatalf("the Go writer got the lock (%v) while the Go reader held it", w.err)
+		default:
+		}
+		if err := mu.RUnlock(reader); err != nil {
+			t.Fatal(err)
+		}
+		w := redistest.Recv(t, wrote, 30*time.Second, "the Go writer, after the last reader left")
+		if w.err != nil {
+			t.Fatal(w.err)
+		}
+		if err := mu.Unlock(w.held); err != nil {
+			t.Fatal(err)
+		}
+
+		// A Java reader alone: its unlock is the lock's last, and its message wakes the writer.
+		if ok, _, err := j.ReadLock(ctx, name, java, time.Minute); !ok || err != nil {
+			t.Fatalf("Java reader: %v, %v; want acquired", ok, err)
+		}
+		wrote = writer()
+		redistest.Eventually(t, 10*time.Second, "the Go writer never parked behind the Java reader", func() bool { return c.PubSubStats().Waiting == 1 })
+		before := c.PubSubStats()
+		if u, err := j.ReadUnlock(ctx, name, java); u != javaside.Released || err != nil {
+			t.Fatalf("Java read unlock = %v, %v; want released", u, err)
+		}
+		w = redistest.Recv(t, wrote, 30*time.Second, "the Go writer, after the Java reader's unlock")
+		if w.err != nil {
+			t.Fatal(w.err)
+		}
+		if st := c.PubSubStats(); st.TimedOut != before.TimedOut || st.Woken == before.Woken {
+			t.Errorf("stats %+v, before the unlock %+v: want the writer woken by the Java unlock's message", st, before)
+		}
+		if err := mu.Unlock(w.held); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
