@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/rueidis"
-
 	"github.com/relock-go/relock/internal/core"
 	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/leases"
@@ -253,20 +251,18 @@ func (l *Lock) counter(ctx context.Context) (int64, error) {
 	return l.c.Redis.Do(ctx, l.c.Redis.B().Get().Key(l.n.Token).Build()).AsInt64()
 }
 
-// execSynced runs the acquire script and WAIT in one round trip (in a cluster WAIT goes to
-// the node of the script's keys). If the owner got the lock and no replica has it by the
-// timeout, the acquisition is rolled back and the attempt fails with ErrNotSynced.
+// execSynced runs the acquire script and WAIT in one round trip, on one connection of the
+// node that runs the script (script.Synced: in a cluster, also after a slot move
+// redirected it). If the owner got the lock and no replica has it by the timeout, the
+// acquisition is rolled back and the attempt fails with ErrNotSynced.
 func (a *attempt) execSynced(ctx context.Context, call *call, sent time.Time) ([]int64, error) {
 	l := a.l
-	rc := l.c.Redis
-	res, _ := script.Batch(ctx, rc, []script.Call{call.batched()}, func() rueidis.Commands {
-		return rueidis.Commands{rc.B().Wait().Numreplicas(int64(l.c.SyncReplicas)).Timeout(l.c.SyncTimeout.Milliseconds()).Build()}
-	})
-	v, err := script.AcquireReply(nil, res[0])
+	res, waited := script.Synced(ctx, l.c.Redis, call.batched(), int64(l.c.SyncReplicas), l.c.SyncTimeout.Milliseconds())
+	v, err := script.AcquireReply(nil, res)
 	if err != nil || len(v) != 3 || v[0] != 1 {
 		return v, err // not acquired: nothing to sync
 	}
-	if replicas, err := res[1].AsInt64(); err == nil && replicas > 0 {
+	if replicas, err := waited.AsInt64(); err == nil && replicas > 0 {
 		return v, nil
 	}
 	// Nobody has the grant but the master: a failover now would lose it. Undo it.

@@ -12,11 +12,11 @@ type Call struct {
 	Keys, Args []string
 }
 
-func (c Call) build(rc rueidis.Client, sha bool) rueidis.Completed {
+func (c Call) build(b rueidis.Builder, sha bool) rueidis.Completed {
 	if sha {
-		return rc.B().Evalsha().Sha1(c.Script.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+		return b.Evalsha().Sha1(c.Script.SHA1).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 	}
-	return rc.B().Eval().Script(c.Script.Source).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
+	return b.Eval().Script(c.Script.Source).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 }
 
 // Batch sends calls, followed by the commands then builds (nil: none), in one pipelined
@@ -27,7 +27,7 @@ func (c Call) build(rc rueidis.Client, sha bool) rueidis.Completed {
 func Batch(ctx context.Context, rc rueidis.Client, calls []Call, then func() rueidis.Commands) (results []rueidis.RedisResult, resent int) {
 	cmds := make(rueidis.Commands, 0, len(calls)+1)
 	for _, c := range calls {
-		cmds = append(cmds, c.build(rc, true))
+		cmds = append(cmds, c.build(rc.B(), true))
 	}
 	if then != nil {
 		cmds = append(cmds, then()...)
@@ -45,7 +45,7 @@ func Batch(ctx context.Context, rc rueidis.Client, calls []Call, then func() rue
 	}
 	retry := make(rueidis.Commands, 0, len(again)+1)
 	for _, i := range again {
-		retry = append(retry, calls[i].build(rc, false))
+		retry = append(retry, calls[i].build(rc.B(), false))
 	}
 	if then != nil {
 		retry = append(retry, then()...)
