@@ -812,3 +812,41 @@ func TestReentryAfterALostHoldWithTwoFailedSendsCountsOnce(t *testing.T) {
 		}
 	})
 }
+
+// While the server refuses commands unrun (here TRYAGAIN, as a cluster answers for the
+// whole of a slot move), Lock and TryLock try again only while their context lives: a
+// refused attempt is not in flight, so nothing is left to finish past the caller's
+// context. Each returns an error for which errors.Is(err, ctx.Err()) holds, naming the
+// lock, and leaves nothing held. (Lock once went on asking whether the refused attempt
+// had run until the client's timeout, then returned the refusal.)
+func TestRefusedAttemptEndsWithTheContext(t *testing.T) {
+	b := redistest.Mini(t) // a server that refuses commands unrun on demand
+	c := relocktest.New(t, b, relock.WithTimeout(time.Minute))
+	mu := c.Lock("refused-past-ctx")
+	b.Mini.SetError("TRYAGAIN Multiple keys request during rehashing of slot")
+	for _, try := range []bool{false, true} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		done := make(chan error, 1)
+		go func() {
+			var err error
+			if try {
+				_, err = mu.TryLock(ctx)
+			} else {
+				_, err = mu.Lock(ctx)
+			}
+			done <- err
+		}()
+		// The client's timeout is a minute: an attempt kept going past the caller's
+		// context would still be asking.
+		err := redistest.Recv(t, done, 20*time.Second, "the refused call after its context ended")
+		cancel()
+		var le *relock.Error
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &le) || le.Name != "refused-past-ctx" {
+			t.Errorf("TryLock %t while refused, its context ended: %v; want the context's error naming the lock", try, err)
+		}
+	}
+	b.Mini.SetError("")
+	if n, err := redistest.Do(t, b.Client(t), "EXISTS", "refused-past-ctx").AsInt64(); err != nil || n != 0 {
+		t.Errorf("EXISTS after the refused calls: %d, %v; want nothing held", n, err)
+	}
+}
