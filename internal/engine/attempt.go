@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"time"
 
@@ -154,6 +155,15 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 			v, err = script.AcquireReply(buf[:0], call.exec(dctx, l.c.Redis))
 		}
 		if err != nil {
+			if retry.Refused(err) {
+				// Refused unrun: nothing is in flight to ask about or to finish. It is sent
+				// again while the caller waits, and no longer.
+				failed = nil
+				if cerr := ctx.Err(); cerr != nil {
+					return retry.Final(fmt.Errorf("%w (the last attempt was refused: %w)", cerr, err))
+				}
+				return err
+			}
 			failed = err
 			return err
 		}
