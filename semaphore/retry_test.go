@@ -16,6 +16,42 @@ import (
 	"github.com/relock-go/relock/semaphore"
 )
 
+// While the server refuses commands unrun (here TRYAGAIN, as a cluster answers for the
+// whole of a slot move), the semaphore's acquisitions try again only while their context
+// lives: a refused attempt is not in flight, so nothing is left to finish past the
+// caller's context. Acquire, TryAcquire and AcquireLease each return an error for which
+// errors.Is(err, ctx.Err()) holds, naming the semaphore, and take nothing. (They once
+// went on until the client's timeout, AcquireLease twice over, and returned the refusal.)
+func TestRefusedAcquisitionEndsWithTheContext(t *testing.T) {
+	b := redistest.Mini(t) // a server that refuses commands unrun on demand
+	c := relocktest.New(t, b, relock.WithTimeout(time.Minute))
+	s := c.Semaphore("refused-past-ctx")
+	mustSet(t, s, 1)
+	b.Mini.SetError("TRYAGAIN Multiple keys request during rehashing of slot")
+	for _, call := range []struct {
+		name string
+		f    func(ctx context.Context) error
+	}{
+		{"Acquire", func(ctx context.Context) error { return s.Acquire(ctx, 1) }},
+		{"TryAcquire", func(ctx context.Context) error { _, err := s.TryAcquire(ctx, 1); return err }},
+		{"AcquireLease", func(ctx context.Context) error { _, err := s.AcquireLease(ctx, 1); return err }},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		done := make(chan error, 1)
+		go func() { done <- call.f(ctx) }()
+		// The client's timeout is a minute: a call kept going past the caller's context
+		// would still be trying.
+		err := redistest.Recv(t, done, 20*time.Second, call.name+" while refused, after its context ended")
+		cancel()
+		var le *relock.Error
+		if !errors.Is(err, context.DeadlineExceeded) || !errors.As(err, &le) || le.Name != "refused-past-ctx" {
+			t.Errorf("%s while refused, its context ended: %v; want the context's error naming the semaphore", call.name, err)
+		}
+	}
+	b.Mini.SetError("")
+	wantValue(t, b.Client(t), "refused-past-ctx", "1")
+}
+
 // While the server refuses commands unrun until it is ready (LOADING after a restart,
 // CLUSTERDOWN or TRYAGAIN in a failover), the semaphore's acquisitions and releases try
 // again within the client's timeout instead of failing, as a lock's calls do: the refusal
