@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -159,8 +158,8 @@ func (a *attempt) try(ctx context.Context) (time.Duration, error) {
 				// Refused unrun: nothing is in flight to ask about or to finish. It is sent
 				// again while the caller waits, and no longer.
 				failed = nil
-				if cerr := ctx.Err(); cerr != nil {
-					return retry.Final(fmt.Errorf("%w (the last attempt was refused: %w)", cerr, err))
+				if stop := retry.Abandon(ctx, err); stop != nil {
+					return retry.Final(stop)
 				}
 				return err
 			}

@@ -377,14 +377,19 @@ func (s *Semaphore) attempt(ctx context.Context, call func(context.Context) ruei
 	// A refusal of the script unrun is sent again; a lost reply is not: the permits may
 	// have been taken, and a second send could take them twice.
 	var reply []int64
+	refused := false // the last send was refused unrun: it took nothing
 	err := retry.Refusals(dctx, func() (err error) {
 		a.sent = time.Now()
 		reply, err = call(dctx).AsIntSlice()
+		if stop := retry.Abandon(ctx, err); stop != nil {
+			refused = true
+			return stop // no refusal: Refusals returns it
+		}
 		return err
 	})
 	switch {
 	case err != nil:
-		if ids != "" && retry.Lost(err) {
+		if ids != "" && !refused && retry.Lost(err) {
 			// A context of its own: the attempt's may have run out waiting for the reply.
 			_, _, _, _ = s.giveBack(s.c.Detached(ctx), ids)
 		}

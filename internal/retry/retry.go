@@ -7,6 +7,7 @@ package retry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/redis/rueidis"
@@ -81,6 +82,16 @@ func retryable(err error) bool {
 		return Refused(err)
 	}
 	return !errors.Is(err, lockerr.ErrNotSynced) && !errors.Is(err, rueidis.ErrClosing)
+}
+
+// Abandon returns, when err is a refusal (Refused) and ctx has ended, ctx's error with the
+// refusal: the refused call did not run, so nothing is left to finish once its caller has
+// stopped waiting. Otherwise it returns nil: send again, within the call's own bound.
+func Abandon(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && Refused(err) {
+		return fmt.Errorf("%w (the last attempt was refused: %w)", cerr, err)
+	}
+	return nil
 }
 
 // Refused reports whether err is Redis's answer that it did not run the command and will

@@ -138,6 +138,30 @@ func TestRefusalsSendsAgainOnlyRefusals(t *testing.T) {
 	}
 }
 
+// Abandon stops the resends of a refused call once its caller's context has ended, with
+// that context's error (the refusal said the call never ran, so nothing is left to
+// finish); while the context lives, and for any error but a refusal (a lost reply, an
+// answer), it lets the call's own rule decide.
+func TestAbandonOnlyRefusalsOfAnEndedCall(t *testing.T) {
+	r := redisReplies(t)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	live := redistest.Context(t, 30*time.Second)
+	for _, refusal := range r.refusals {
+		if err := retry.Abandon(ended, refusal); !errors.Is(err, context.Canceled) || !errors.Is(err, refusal) {
+			t.Errorf("Abandon of %v, the context ended: %v; want the context's error with the refusal", refusal, err)
+		}
+		if err := retry.Abandon(live, refusal); err != nil {
+			t.Errorf("Abandon of %v, the context live: %v; want nil", refusal, err)
+		}
+	}
+	for _, other := range []error{nil, errors.New("read tcp: connection reset by peer"), context.DeadlineExceeded, r.answer} {
+		if err := retry.Abandon(ended, other); err != nil {
+			t.Errorf("Abandon of %v, the context ended: %v; want nil: not a refusal", other, err)
+		}
+	}
+}
+
 // Every call that retries is bounded by its context: a refusal that never ends is returned
 // once the context has ended, after sends with a backoff between them that doubles from
 // 10ms and stays bounded (200ms), so that a call refused for a second is sent again soon
