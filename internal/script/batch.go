@@ -2,8 +2,11 @@ package script
 
 import (
 	"context"
+	"sync"
 
 	"github.com/redis/rueidis"
+
+	"github.com/relock-go/relock/internal/keys"
 )
 
 // Call is one script call of a batch.
@@ -24,7 +27,73 @@ func (c Call) build(b rueidis.Builder, sha bool) rueidis.Completed {
 // sent again with EVAL, followed by then's commands again, since what they wait for or
 // read (WAIT after an acquisition) belongs to the calls that did not run. It returns one
 // result per call, then one per command of then, and how many calls it sent again.
+//
+// On a cluster, calls of several slots without then's commands go out a round trip per
+// slot, all at once: a node that does not answer holds up its own calls only. In one
+// pipelined round trip the calls of every node would wait for the slowest one before the
+// calls that met NOSCRIPT could be sent again, by when ctx may be spent for all of them.
 func Batch(ctx context.Context, rc rueidis.Client, calls []Call, then func() rueidis.Commands) (results []rueidis.RedisResult, resent int) {
+	if then == nil && len(calls) > 1 && rc.Mode() == rueidis.ClientModeCluster {
+		if groups := bySlot(calls); len(groups) > 1 {
+			return batchApart(ctx, rc, calls, groups)
+		}
+	}
+	return batch(ctx, rc, calls, then)
+}
+
+// bySlot returns the indexes of calls grouped by the slot of their first key, in the
+// order of each slot's first call. (A call's keys share one slot: see keys.)
+func bySlot(calls []Call) [][]int {
+	var groups [][]int
+	at := make(map[uint16]int)
+	for i, c := range calls {
+		var slot uint16
+		if len(c.Keys) > 0 {
+			slot = keys.Slot(c.Keys[0])
+		}
+		g, ok := at[slot]
+		if !ok {
+			g = len(groups)
+			at[slot] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	return groups
+}
+
+// batchApart sends each group of calls (bySlot) in a batch of its own, the groups at once,
+// and waits for them all.
+func batchApart(ctx context.Context, rc rueidis.Client, calls []Call, groups [][]int) ([]rueidis.RedisResult, int) {
+	results := make([]rueidis.RedisResult, len(calls))
+	resent := make([]int, len(groups))
+	var wg sync.WaitGroup
+	for g, idx := range groups {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := make([]Call, len(idx))
+			for j, i := range idx {
+				sub[j] = calls[i]
+			}
+			res, n := batch(ctx, rc, sub, nil)
+			for j, i := range idx {
+				results[i] = res[j]
+			}
+			resent[g] = n
+		}()
+	}
+	wg.Wait()
+	n := 0
+	for _, r := range resent {
+		n += r
+	}
+	return results, n
+}
+
+// batch is Batch in one pipelined round trip (and one more for the calls that met
+// NOSCRIPT).
+func batch(ctx context.Context, rc rueidis.Client, calls []Call, then func() rueidis.Commands) (results []rueidis.RedisResult, resent int) {
 	cmds := make(rueidis.Commands, 0, len(calls)+1)
 	for _, c := range calls {
 		cmds = append(cmds, c.build(rc.B(), true))
