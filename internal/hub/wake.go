@@ -109,7 +109,7 @@ func (h *Hub) passOn() {
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, passTimeout)
 	defer cancel()
-	script.Batch(ctx, h.rc, calls, nil)
+	script.Batch(ctx, h.rc, calls)
 }
 
 // unregister takes this client's code out of the registries of channels it is about to

@@ -1447,7 +1447,7 @@ func (w *Watchdog) Extend(ctx context.Context, name, owner string, d time.Durati
 	}
 	call := renewal([]*Hold{h}, strconv.FormatInt(d.Milliseconds(), 10))
 	sent := time.Now()
-	results, _ := script.Batch(ctx, w.rc, []script.Call{call}, nil)
+	results, _ := script.Batch(ctx, w.rc, []script.Call{call})
 	renewed, err := results[0].AsIntSlice()
 	if err == nil && len(renewed) != 1 {
 		err = errors.New("renewal reply of the wrong length")
@@ -1496,7 +1496,7 @@ func (w *Watchdog) send(ctx context.Context, chunks []chunk) []rueidis.RedisResu
 		}
 		calls[i] = renewal(c.holds, lease)
 	}
-	results, resent := script.Batch(ctx, w.rc, calls, nil)
+	results, resent := script.Batch(ctx, w.rc, calls)
 	w.calls.Add(uint64(len(calls) + resent))
 	w.batches.Add(1)
 	if resent > 0 {

@@ -22,23 +22,21 @@ func (c Call) build(b rueidis.Builder, sha bool) rueidis.Completed {
 	return b.Eval().Script(c.Script.Source).Numkeys(int64(len(c.Keys))).Key(c.Keys...).Arg(c.Args...).Build()
 }
 
-// Batch sends calls, followed by the commands then builds (nil: none), in one pipelined
-// round trip with EVALSHA. The calls that met NOSCRIPT (a restarted or flushed server) are
-// sent again with EVAL, followed by then's commands again, since what they wait for or
-// read (WAIT after an acquisition) belongs to the calls that did not run. It returns one
-// result per call, then one per command of then, and how many calls it sent again.
+// Batch sends calls in one pipelined round trip with EVALSHA. The calls that met NOSCRIPT
+// (a restarted or flushed server) are sent again with EVAL. It returns one result per
+// call, in the order of the calls, and how many calls it sent again.
 //
-// On a cluster, calls of several slots without then's commands go out a round trip per
-// slot, all at once: a node that does not answer holds up its own calls only. In one
-// pipelined round trip the calls of every node would wait for the slowest one before the
-// calls that met NOSCRIPT could be sent again, by when ctx may be spent for all of them.
-func Batch(ctx context.Context, rc rueidis.Client, calls []Call, then func() rueidis.Commands) (results []rueidis.RedisResult, resent int) {
-	if then == nil && len(calls) > 1 && rc.Mode() == rueidis.ClientModeCluster {
+// On a cluster, calls of several slots go out a round trip per slot, all at once: a node
+// that does not answer holds up its own calls only. In one pipelined round trip the calls
+// of every node would wait for the slowest one before the calls that met NOSCRIPT could be
+// sent again, by when ctx may be spent for all of them.
+func Batch(ctx context.Context, rc rueidis.Client, calls []Call) (results []rueidis.RedisResult, resent int) {
+	if len(calls) > 1 && rc.Mode() == rueidis.ClientModeCluster {
 		if groups := bySlot(calls); len(groups) > 1 {
 			return batchApart(ctx, rc, calls, groups)
 		}
 	}
-	return batch(ctx, rc, calls, then)
+	return batch(ctx, rc, calls)
 }
 
 // bySlot returns the indexes of calls grouped by the slot of their first key, in the
@@ -76,7 +74,7 @@ func batchApart(ctx context.Context, rc rueidis.Client, calls []Call, groups [][
 			for j, i := range idx {
 				sub[j] = calls[i]
 			}
-			res, n := batch(ctx, rc, sub, nil)
+			res, n := batch(ctx, rc, sub)
 			for j, i := range idx {
 				results[i] = res[j]
 			}
@@ -93,18 +91,15 @@ func batchApart(ctx context.Context, rc rueidis.Client, calls []Call, groups [][
 
 // batch is Batch in one pipelined round trip (and one more for the calls that met
 // NOSCRIPT).
-func batch(ctx context.Context, rc rueidis.Client, calls []Call, then func() rueidis.Commands) (results []rueidis.RedisResult, resent int) {
-	cmds := make(rueidis.Commands, 0, len(calls)+1)
+func batch(ctx context.Context, rc rueidis.Client, calls []Call) (results []rueidis.RedisResult, resent int) {
+	cmds := make(rueidis.Commands, 0, len(calls))
 	for _, c := range calls {
 		cmds = append(cmds, c.build(rc.B(), true))
-	}
-	if then != nil {
-		cmds = append(cmds, then()...)
 	}
 	results = rc.DoMulti(ctx, cmds...)
 
 	var again []int
-	for i, r := range results[:len(calls)] {
+	for i, r := range results {
 		if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
 			again = append(again, i)
 		}
@@ -112,17 +107,13 @@ func batch(ctx context.Context, rc rueidis.Client, calls []Call, then func() rue
 	if len(again) == 0 {
 		return results, 0
 	}
-	retry := make(rueidis.Commands, 0, len(again)+1)
+	retry := make(rueidis.Commands, 0, len(again))
 	for _, i := range again {
 		retry = append(retry, calls[i].build(rc.B(), false))
-	}
-	if then != nil {
-		retry = append(retry, then()...)
 	}
 	res := rc.DoMulti(ctx, retry...)
 	for j, i := range again {
 		results[i] = res[j]
 	}
-	copy(results[len(calls):], res[len(again):])
 	return results, len(again)
 }
