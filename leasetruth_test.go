@@ -1502,6 +1502,42 @@ func TestServerClockAheadEndsEveryGrantFirst(t *testing.T) {
 	}
 }
 
+// The same server, 0.8% fast, under a semaphore's lease taken while its count has an
+// expiry: the leased permits go with the count (Redisson's expire), however far off the
+// lease's renewal, and the lease's context must have ended, by the allowance for clocks,
+// when another client has set the semaphore up again and leased its permit. (A lease whose
+// context ends at the count's expiry as the client measures it, without the allowance,
+// is live when such a server lets the permit go.)
+func TestServerClockAheadEndsExpiringSemaphoreLeaseFirst(t *testing.T) {
+	t.Parallel()
+	const expiry = 2 * time.Second
+	b := redistest.Mini(t)
+	redistest.ClockAhead(t, b, 1.008)
+	ctx := redistest.Context(t, time.Minute)
+	// The watchdog's renewals (a minute's timeout) are far off: only the count's expiry
+	// ends the lease.
+	c := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Minute), relock.WithLogger(nil))
+	other := relocktest.New(t, b)
+	const name = "clock-ahead-semaphore"
+	if ok, err := c.Semaphore(name).TrySetPermits(ctx, 1); err != nil || !ok {
+		t.Fatalf("TrySetPermits = %v, %v", ok, err)
+	}
+	start := time.Now() // before the count's expiry is set: the lease's deadline runs from later
+	redistest.MustDo(t, b.Client(t), "PEXPIRE", name, strconv.FormatInt(expiry.Milliseconds(), 10))
+	held, err := c.Semaphore(name).AcquireLease(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	endsBeforeTaken(t, held, start, expiry, func() (bool, error) {
+		// Sets the count only once the first is gone.
+		if _, err := other.Semaphore(name).TrySetPermits(ctx, 1); err != nil {
+			return false, err
+		}
+		_, ok, err := other.Semaphore(name).TryAcquireLease(ctx, 1)
+		return ok, err
+	})
+}
+
 // With the server's clock on time, the allowance is all a hold of any grant path loses: its
 // context stays live until its lease, counted from before the request that set it, less
 // leases.Allowance. (An allowance taken twice, or a lease counted from an earlier request,
