@@ -203,6 +203,41 @@ func TestLeaseInTheLastMillisecondOfItsSemaphore(t *testing.T) {
 	})
 }
 
+// A lease taken from a count whose expiry lies centuries ahead (18446744074710ms: 2^64ns
+// and a second, beyond what a time.Duration counts) is a lease like any other: its context
+// is live after it is taken and after the watchdog has renewed it, and ReleaseLease gives
+// its permit back. Its expiry bounds nothing a program can wait for.
+//
+// Guards against an expiry converted to a Duration unchecked: this one wraps to under a
+// second, and the lease's context ends then, while Redis holds its permit for centuries.
+//
+// A real server only: miniredis keeps a TTL as a time.Duration, which such an expiry
+// overflows.
+func TestLeaseOfACountExpiringBeyondADuration(t *testing.T) {
+	t.Parallel()
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "lease-far-expiry"
+		side := b.Client(t)
+		s := relocktest.New(t, b, relock.WithWatchdogTimeout(time.Second)).Semaphore(name)
+		mustSet(t, s, 1)
+		redistest.MustDo(t, side, "PEXPIRE", name, "18446744074710")
+		held := acquireLease(t, s, 1)
+		if err := held.Err(); err != nil {
+			t.Fatalf("the lease's context ended as it was taken: %v", context.Cause(held))
+		}
+		time.Sleep(1500 * time.Millisecond) // past the first renewals, within the lease
+		if err := held.Err(); err != nil {
+			t.Fatalf("the lease's context ended after 1.5s of a count expiring in 18446744074710ms: %v", context.Cause(held))
+		}
+		if err := s.ReleaseLease(held); err != nil {
+			t.Fatalf("ReleaseLease: %v", err)
+		}
+		if got := value(t, side, name); got != "1" {
+			t.Fatalf("%s = %s after ReleaseLease; want 1", name, got)
+		}
+	})
+}
+
 // A lease is Redisson's RPermitExpirableSemaphore data: the count drops by n, and n ids of
 // 16 bytes sit in {name}:timeout scored by when they run out, Redis time plus the watchdog
 // timeout (1s here). PermitIDs spells them in hex. The watchdog renews them: after 3 leases
