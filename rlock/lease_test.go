@@ -505,6 +505,36 @@ func TestFencingRejectsStaleHolder(t *testing.T) {
 	})
 }
 
+// A re-entry with a fixed lease shorter than what the owner's hold was promised cuts
+// nothing short, in the hold's context as in Redis (the key keeps the longer of the two):
+// past the shorter lease the context is live and the owner holds the lock.
+func TestShorterReentryKeepsTheContext(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		c := relocktest.New(t, b)
+		mu := c.Lock("reentry:shorter")
+		held, err := mu.Lock(redistest.Context(t, time.Minute), rlock.WithLease(time.Minute))
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := mu.Lock(held, rlock.WithLease(100*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(500 * time.Millisecond) // past the shorter lease, well within the minute
+		if err := held.Err(); err != nil {
+			t.Fatalf("the hold's context ended after a re-entry shorter than its lease (cause %v); want it live for the minute Redis keeps", context.Cause(held))
+		}
+		if ok, err := mu.IsHeld(held); err != nil || !ok {
+			t.Fatalf("IsHeld: %v %v; want held", ok, err)
+		}
+		for _, h := range []context.Context{again, held} {
+			if err := mu.Unlock(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
 // Token answers only while the hold is the owner's: once the hold's lease (less its
 // allowance for clocks) has run out, its context has ended and there is no token to give,
 // even before the watchdog's loop has noticed. A 3ms lease runs out as Lock returns: its
