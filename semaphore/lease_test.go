@@ -1356,6 +1356,36 @@ func TestAcquireLeaseContextEndsInFlight(t *testing.T) {
 	})
 }
 
+// A TryAcquireLease whose context ends while its attempt is in flight takes nothing, as
+// AcquireLease does: it gives back the permit the attempt took, and answers false with an
+// error for which errors.Is(err, ctx.Err()) holds, naming the semaphore, as every error of
+// the semaphore's does. The attempt takes the permit at once; its reply comes 3s late,
+// past the context's deadline of 1s.
+func TestTryAcquireLeaseContextEndsInFlight(t *testing.T) {
+	t.Parallel()
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		const name = "trylease-late"
+		side := b.Client(t)
+		mustSet(t, relocktest.New(t, b).Semaphore(name), 2)
+		c := relocktest.On(t, redistest.LateReply(b.Client(t), queueKey(name), 3*time.Second))
+		s := c.Semaphore(name)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		held, ok, err := s.TryAcquireLease(ctx, 1)
+		if ok {
+			t.Fatal("TryAcquireLease whose context ended in flight = true; want false")
+		}
+		wantErr(t, err, context.DeadlineExceeded, name)
+		if held != ctx || s.PermitIDs(held) != nil {
+			t.Fatal("TryAcquireLease returned a lease's context with its error; want ctx")
+		}
+		wantValue(t, side, name, "2")
+		if zs := leased(t, side, name); len(zs) != 0 {
+			t.Fatalf("%d leased permits left by a TryAcquireLease that gave up", len(zs))
+		}
+	})
+}
+
 // A lease taken with a context that carries an owner (here a held lock's) is still an
 // owner of its own for the watchdog: dropped without ReleaseLease while the lock's context
 // lives on, it is abandoned, and its permit is back within a lease (1s here), as with a
