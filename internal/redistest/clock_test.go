@@ -9,8 +9,8 @@ import (
 // set with PX 1000 at a rate of 1.05 goes about 952ms after it was set by the client's
 // clock, so it is gone at 970ms and there at 940ms. (A clock left on time, or one running
 // faster than asked, makes every test of a server whose clock gains on the client's test
-// another rate than it says.) A look that a loaded machine delays past its window proves
-// nothing, and the round is tried again.
+// another rate than it says.) A look that a loaded machine delays past its window, or
+// whose answer it holds up, proves nothing, and the round is tried again.
 func TestClockAheadRunsTTLsByItsRate(t *testing.T) {
 	const (
 		ttl     = time.Second
@@ -44,7 +44,9 @@ func TestClockAheadRunsTTLsByItsRate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if sent.Sub(setDone) < late { // asked before the TTL by the client's clock
+		// Asked before the TTL by the client's clock, and answered at once: a reply held up
+		// may have been read on a clock set before the hold-up.
+		if sent.Sub(setDone) < late && time.Since(sent) < 5*time.Millisecond {
 			if n != 0 {
 				t.Fatalf("a key set with PX 1000 at a clock rate of 1.05 is there %v after it was set; want gone after about 952ms", sent.Sub(setDone))
 			}
