@@ -19,12 +19,52 @@ import (
 // renewal round whose resend waits for the silent master's reply to the first send,
 // and so runs out of time for every master, ending every hold of the client.
 func TestClusterSilentMasterLeavesOtherHoldsRenewed(t *testing.T) {
+	cl := startServingCluster(t)
+	const lease = 1500 * time.Millisecond // renewed every 500ms
+	c := relocktest.New(t, cl, relock.WithWatchdogTimeout(lease))
+	names, helds := holdOnEveryMaster(t, c, cl, "silent-")
+	for _, m := range cl.Masters() {
+		if err := m.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	silent := cl.MasterOf(cl.Slot(names[0]))
+	silent.Pause(t)
+	othersStayHeld(t, names, helds, 4*lease, func() { silent.Resume(t) })
+	cl.WaitHealthy(t, 30*time.Second)
+	unlockOthers(t, c, names, helds)
+}
+
+// The client's connection to one master is being dialled again, with no deadline but the
+// dial timeout, when the holds' renewal round comes: rueidis's own cluster refresh does
+// so, within a second of a connection to a master failing, and a call to that master
+// waits for that dial whatever its own context says. The master has stopped answering
+// (SIGSTOP), so the dial's handshake waits out its timeout, a minute here. The holds on
+// the other masters are renewed all along: a renewal round ends by its own deadline,
+// whatever a call to one master is held up by. Guards against a round that waits for
+// every master's call to return, which here keeps the watchdog from renewing anything
+// for a minute, and so ends every hold of the client.
+func TestClusterMasterBeingDialledLeavesOtherHoldsRenewed(t *testing.T) {
+	cl := startServingCluster(t)
+	var d dials
+	rc := cl.ClientWith(t, d.tune)
+	const lease = 1500 * time.Millisecond // renewed every 500ms
+	c := relocktest.On(t, rc, relock.WithWatchdogTimeout(lease))
+	names, helds := holdOnEveryMaster(t, c, cl, "dialled-")
+	resume := d.redialPaused(t, rc, cl.MasterOf(cl.Slot(names[0])))
+	othersStayHeld(t, names, helds, 4*lease, resume)
+	cl.WaitHealthy(t, 30*time.Second)
+	unlockOthers(t, c, names, helds)
+}
+
+// startServingCluster starts a cluster whose masters go on serving their slots while one is
+// down, as cluster-require-full-coverage no has them do (by default the whole cluster
+// answers CLUSTERDOWN until the silent master's replica takes over), and whose replicas
+// never take over (the nodes time out after a second): a master paused stays silent for
+// the whole test, and no topology change comes in between.
+func startServingCluster(t *testing.T) *redistest.Cluster {
+	t.Helper()
 	cl := redistest.StartCluster(t)
-	// The other masters go on serving their slots while one is down, as
-	// cluster-require-full-coverage no has them do: by default the whole cluster answers
-	// CLUSTERDOWN until the silent master's replica takes over.
-	// Nor does the silent master's replica take over (the nodes time out after a second):
-	// the master stays silent for the whole test, and no topology change comes in between.
 	for _, n := range cl.Nodes() {
 		if err := n.Do(t, "CONFIG", "SET", "cluster-require-full-coverage", "no").Error(); err != nil {
 			t.Fatal(err)
@@ -33,9 +73,14 @@ func TestClusterSilentMasterLeavesOtherHoldsRenewed(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	const lease = 1500 * time.Millisecond // renewed every 500ms
-	c := relocktest.New(t, cl, relock.WithWatchdogTimeout(lease))
-	names := cl.NamesOnEveryMaster(t, "silent-")
+	return cl
+}
+
+// holdOnEveryMaster locks one name on each master of cl, the names starting with prefix,
+// and returns the names and their holds' contexts.
+func holdOnEveryMaster(t *testing.T, c *relock.Client, cl *redistest.Cluster, prefix string) ([]string, []context.Context) {
+	t.Helper()
+	names := cl.NamesOnEveryMaster(t, prefix)
 	var helds []context.Context
 	for _, n := range names {
 		h, err := c.Lock(n).Lock(redistest.Context(t, time.Minute))
@@ -44,26 +89,30 @@ func TestClusterSilentMasterLeavesOtherHoldsRenewed(t *testing.T) {
 		}
 		helds = append(helds, h)
 	}
-	for _, m := range cl.Masters() {
-		if err := m.Do(t, "SCRIPT", "FLUSH").Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	silent := cl.MasterOf(cl.Slot(names[0]))
-	silent.Pause(t)
-	paused := time.Now()
-	for time.Since(paused) < 4*lease {
+	return names, helds
+}
+
+// othersStayHeld fails t if any hold but the first (the one on the silent master) ends
+// within d; it calls resume then, or before failing.
+func othersStayHeld(t *testing.T, names []string, helds []context.Context, d time.Duration, resume func()) {
+	t.Helper()
+	start := time.Now()
+	for time.Since(start) < d {
 		for i, h := range helds[1:] {
 			if h.Err() != nil {
-				silent.Resume(t)
+				resume()
 				t.Fatalf("%s, on a master that answers, ended %v after another master fell silent: %v",
-					names[i+1], time.Since(paused).Round(time.Millisecond), context.Cause(h))
+					names[i+1], time.Since(start).Round(time.Millisecond), context.Cause(h))
 			}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	silent.Resume(t)
-	cl.WaitHealthy(t, 30*time.Second)
+	resume()
+}
+
+// unlockOthers checks that every hold but the first is live, and unlocks it.
+func unlockOthers(t *testing.T, c *relock.Client, names []string, helds []context.Context) {
+	t.Helper()
 	for i, h := range helds[1:] {
 		if h.Err() != nil {
 			t.Errorf("%s ended: %v", names[i+1], context.Cause(h))

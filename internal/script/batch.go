@@ -2,7 +2,6 @@ package script
 
 import (
 	"context"
-	"sync"
 
 	"github.com/redis/rueidis"
 
@@ -30,13 +29,24 @@ func (c Call) build(b rueidis.Builder, sha bool) rueidis.Completed {
 // that does not answer holds up its own calls only. In one pipelined round trip the calls
 // of every node would wait for the slowest one before the calls that met NOSCRIPT could be
 // sent again, by when ctx may be spent for all of them.
+//
+// Batch returns by the time ctx ends, whatever holds a call up. A call to a node whose
+// connection another caller is dialling waits for that dial, which ctx does not bound (the
+// client's own cluster refresh dials with no deadline but the dial timeout): such a call
+// answers ctx's error then, and sends nothing once it goes on, since the client sends
+// nothing for a context that has ended.
 func Batch(ctx context.Context, rc rueidis.Client, calls []Call) (results []rueidis.RedisResult, resent int) {
+	var groups [][]int
 	if len(calls) > 1 && rc.Mode() == rueidis.ClientModeCluster {
-		if groups := bySlot(calls); len(groups) > 1 {
-			return batchApart(ctx, rc, calls, groups)
-		}
+		groups = bySlot(calls)
 	}
-	return batch(ctx, rc, calls)
+	if len(groups) > 1 {
+		return batchApart(ctx, rc, calls, groups)
+	}
+	if ctx.Done() == nil {
+		return batch(ctx, rc, calls)
+	}
+	return batchApart(ctx, rc, calls, [][]int{nil})
 }
 
 // bySlot returns the indexes of calls grouped by the slot of their first key, in the
@@ -60,33 +70,76 @@ func bySlot(calls []Call) [][]int {
 	return groups
 }
 
-// batchApart sends each group of calls (bySlot) in a batch of its own, the groups at once,
-// and waits for them all.
+// batchApart sends each group of calls (indexes into calls, bySlot; a single nil group is
+// every call) in a batch of its own, the groups at once. It returns once every group has
+// answered, or once ctx has ended, with ctx's error for the calls of the groups that have
+// not answered by then.
 func batchApart(ctx context.Context, rc rueidis.Client, calls []Call, groups [][]int) ([]rueidis.RedisResult, int) {
-	results := make([]rueidis.RedisResult, len(calls))
-	resent := make([]int, len(groups))
-	var wg sync.WaitGroup
+	type reply struct {
+		group   int
+		results []rueidis.RedisResult
+		resent  int
+	}
+	// Buffered: a group that answers after ctx ended finds no one waiting.
+	replies := make(chan reply, len(groups))
 	for g, idx := range groups {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sub := make([]Call, len(idx))
+		sub := calls
+		if idx != nil {
+			sub = make([]Call, len(idx))
 			for j, i := range idx {
 				sub[j] = calls[i]
 			}
+		}
+		go func() {
 			res, n := batch(ctx, rc, sub)
-			for j, i := range idx {
-				results[i] = res[j]
-			}
-			resent[g] = n
+			replies <- reply{g, res, n}
 		}()
 	}
-	wg.Wait()
-	n := 0
-	for _, r := range resent {
-		n += r
+	results := make([]rueidis.RedisResult, len(calls))
+	answered := make([]bool, len(groups))
+	resent := 0
+	take := func(r reply) {
+		answered[r.group] = true
+		resent += r.resent
+		if groups[r.group] == nil {
+			copy(results, r.results)
+			return
+		}
+		for j, i := range groups[r.group] {
+			results[i] = r.results[j]
+		}
 	}
-	return results, n
+	for range groups {
+		select {
+		case r := <-replies:
+			take(r)
+		case <-ctx.Done():
+			for more := true; more; {
+				select {
+				case r := <-replies:
+					take(r)
+				default:
+					more = false
+				}
+			}
+			late := rueidis.NewErrorResult(ctx.Err())
+			for g, idx := range groups {
+				if answered[g] {
+					continue
+				}
+				if idx == nil {
+					for i := range results {
+						results[i] = late
+					}
+				}
+				for _, i := range idx {
+					results[i] = late
+				}
+			}
+			return results, resent
+		}
+	}
+	return results, resent
 }
 
 // batch is Batch in one pipelined round trip (and one more for the calls that met
