@@ -46,12 +46,12 @@ func TestClusterSilentMasterLeavesOtherHoldsRenewed(t *testing.T) {
 // for a minute, and so ends every hold of the client.
 func TestClusterMasterBeingDialledLeavesOtherHoldsRenewed(t *testing.T) {
 	cl := startServingCluster(t)
-	var d dials
-	rc := cl.ClientWith(t, d.tune)
+	var d redistest.Dials
+	rc := cl.ClientWith(t, d.Tune)
 	const lease = 1500 * time.Millisecond // renewed every 500ms
 	c := relocktest.On(t, rc, relock.WithWatchdogTimeout(lease))
 	names, helds := holdOnEveryMaster(t, c, cl, "dialled-")
-	resume := d.redialPaused(t, rc, cl.MasterOf(cl.Slot(names[0])))
+	resume := d.RedialPaused(t, rc, cl.MasterOf(cl.Slot(names[0])))
 	othersStayHeld(t, names, helds, 4*lease, resume)
 	cl.WaitHealthy(t, 30*time.Second)
 	unlockOthers(t, c, names, helds)
