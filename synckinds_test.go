@@ -18,7 +18,8 @@ import (
 // call fails with ErrNotSynced as a *relock.Error naming the lock (a multilock's first
 // member), and the rollback leaves no key behind: no hold, no queue entry, no reader's
 // timeout key. Guards each kind's undo of an unconfirmed grant, which releases through
-// that kind's own script.
+// that kind's own script. A semaphore's permits, which are not waited for, are taken all
+// the same.
 func TestSyncReplicasEveryKindRollsBack(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		_, port, _ := strings.Cut(b.Addr, ":")
@@ -55,6 +56,20 @@ func TestSyncReplicasEveryKindRollsBack(t *testing.T) {
 			if keys, err := redistest.Do(t, side, "KEYS", "*").AsStrSlice(); err != nil || len(keys) != 0 {
 				t.Fatalf("%s: keys left after the rollback: %q, %v", k.name, keys, err)
 			}
+		}
+		// A semaphore's permits are not waited for (WithSyncReplicas's doc, as in
+		// Redisson): they are taken with the replica paused.
+		sem := c.Semaphore("sync-sem")
+		if ok, err := sem.TrySetPermits(ctx, 2); !ok || err != nil {
+			t.Fatalf("TrySetPermits: %v, %v", ok, err)
+		}
+		if err := sem.Acquire(ctx, 1); err != nil {
+			t.Errorf("Acquire of a permit with the replica paused: %v", err)
+		}
+		if lease, err := sem.AcquireLease(ctx, 1); err != nil {
+			t.Errorf("AcquireLease with the replica paused: %v", err)
+		} else if err := sem.ReleaseLease(lease); err != nil {
+			t.Errorf("ReleaseLease: %v", err)
 		}
 	})
 }

@@ -46,8 +46,9 @@ type Client struct {
 	// unlock that picks this client publishes it on the lock's channel (see lua/wake.lua).
 	// It is a decimal number of at least 1000, which Redisson's clients ignore.
 	WakeCode string
-	// SyncReplicas, when above 0, makes every acquisition wait (WAIT) for that many
-	// replicas, at most SyncTimeout; one that no replica confirmed is rolled back.
+	// SyncReplicas, when above 0, makes every acquisition of a lock (the engine's kinds;
+	// not a semaphore's permits) wait (WAIT) for that many replicas, at most
+	// SyncTimeout; one that no replica confirmed is rolled back.
 	SyncReplicas int
 	SyncTimeout  time.Duration
 
