@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
@@ -93,6 +94,11 @@ func clientList(ctx context.Context, rc rueidis.Client, ids, codes map[string]bo
 		addrs = append(addrs, addr)
 	}
 	sort.Strings(addrs) // the same failure named each time, whichever node fails first
+	if rc.Mode() != rueidis.ClientModeCluster && len(addrs) == 1 {
+		if master, ok := replicaOf(ctx, nodes[addrs[0]]); ok {
+			return clientConns{}, fmt.Errorf("%s is a replica, whose connections are not its master's: inspect the master, %s", addrs[0], master)
+		}
+	}
 	var errs []error
 	answered := 0
 	for _, addr := range addrs {
@@ -131,6 +137,27 @@ func clientList(ctx context.Context, rc rueidis.Client, ids, codes map[string]bo
 		return clientConns{}, errs[0]
 	}
 	return found, nil
+}
+
+// replicaOf tells whether node is a replica (ROLE), and the address of its master. A node
+// that does not answer ROLE is taken for a master.
+func replicaOf(ctx context.Context, node rueidis.Client) (master string, ok bool) {
+	role, err := node.Do(ctx, node.B().Role().Build()).ToArray()
+	if err != nil || len(role) < 3 {
+		return "", false
+	}
+	if kind, err := role[0].ToString(); err != nil || kind != "slave" && kind != "replica" {
+		return "", false
+	}
+	host, err := role[1].ToString()
+	if err != nil {
+		return "", false
+	}
+	port, err := role[2].AsInt64()
+	if err != nil {
+		return "", false
+	}
+	return net.JoinHostPort(host, strconv.FormatInt(port, 10)), true
 }
 
 // count adds a connection at addr, open for age seconds, to key's in m: one more

@@ -375,3 +375,34 @@ func TestInspectShowsTheOldestConnection(t *testing.T) {
 		}
 	})
 }
+
+// inspect pointed at a replica shows the lock as the replica has it, but the replica's
+// connections are not the master's, where the holder's are: the client column says the
+// clients are unknown, and the note says why (a replica) and where to look (its master),
+// rather than calling a live holder "not connected", which reads as a process that is gone.
+func TestInspectOnAReplicaSaysClientsUnknown(t *testing.T) {
+	master := redistest.StartServer(t)
+	_, port, _ := strings.Cut(master.Addr(), ":")
+	replica := redistest.StartServer(t, "--replicaof", "127.0.0.1", port)
+	b := &redistest.Backend{Name: "redis", Addr: master.Addr(), Server: master}
+	c := tracedClient(t, b)
+	holdLock(t, c, "on-replica")
+	rb := &redistest.Backend{Name: "redis", Addr: replica.Addr(), Server: replica}
+	side := rb.Client(t)
+	redistest.Eventually(t, 20*time.Second, "the replica has the lock", func() bool {
+		n, err := redistest.Do(t, side, "EXISTS", "on-replica").AsInt64()
+		return err == nil && n == 1
+	})
+	if _, r := inspectBinary(t, b, "--json", "on-replica"); len(r.Owners) != 1 || r.Owners[0].Client == nil {
+		t.Fatalf("inspect --json on the master: %+v; want its owner with a client", r)
+	}
+	_, r := inspectBinary(t, rb, "--json", "on-replica")
+	if !r.Locked || len(r.Owners) != 1 || r.Owners[0].Client != nil ||
+		!strings.Contains(r.ClientsUnknown, "replica") || !strings.Contains(r.ClientsUnknown, master.Addr()) {
+		t.Errorf("inspect --json on the replica: %+v; want the owner, no client, and clients unknown naming the replica's master %s", r, master.Addr())
+	}
+	out, _ := inspectBinary(t, rb, "on-replica")
+	if !strings.Contains(out, "client unknown") || strings.Contains(out, "not connected") {
+		t.Errorf("inspect on the replica:\n%s\nwant the client column unknown, never \"not connected\"", out)
+	}
+}
