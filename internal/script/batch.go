@@ -153,7 +153,7 @@ func batch(ctx context.Context, rc rueidis.Client, calls []Call) (results []ruei
 
 	var again []int
 	for i, r := range results {
-		if err, ok := rueidis.IsRedisErr(r.Error()); ok && err.IsNoScript() {
+		if noScript(r) {
 			again = append(again, i)
 		}
 	}
@@ -169,4 +169,11 @@ func batch(ctx context.Context, rc rueidis.Client, calls []Call) (results []ruei
 		results[i] = res[j]
 	}
 	return results, len(again)
+}
+
+// noScript reports whether r is the server's NOSCRIPT: it does not have the script that
+// an EVALSHA named (a restarted or flushed server), which EVAL then sends whole.
+func noScript(r rueidis.RedisResult) bool {
+	err, ok := rueidis.IsRedisErr(r.Error())
+	return ok && err.IsNoScript()
 }

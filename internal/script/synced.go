@@ -32,7 +32,7 @@ func Synced(ctx context.Context, rc rueidis.Client, call Call, numreplicas, time
 			return res[len(res)-2:]
 		}
 		res := send(true)
-		if err, ok := rueidis.IsRedisErr(res[0].Error()); ok && err.IsNoScript() {
+		if noScript(res[0]) {
 			res = send(false)
 		}
 		result, replicas = res[0], res[1]
