@@ -2,6 +2,7 @@ package relock_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -119,6 +120,63 @@ func unlockOthers(t *testing.T, c *relock.Client, names []string, helds []contex
 		}
 		if err := c.Lock(names[i+1]).Unlock(h); err != nil {
 			t.Errorf("Unlock of %s: %v", names[i+1], err)
+		}
+	}
+}
+
+// Close while the client's connection to one master is being dialled again, the master
+// silent (as in TestClusterMasterBeingDialledLeavesOtherHoldsRenewed): the holds on the
+// masters that answer are released within the client's timeout of Close starting, while
+// the release on the silent master waits for the dial, and Close returns once that dial
+// ends (the dial timeout bounds it; ten seconds here). Their contexts end with ErrClosed,
+// and once the master answers again another client takes every lock. Guards against
+// releases that wait for one another, which leave every other master's lock held, and
+// renewed, for as long as the dial takes, and then give up on it.
+func TestClusterCloseReleasesOtherMastersWhileOneIsBeingDialled(t *testing.T) {
+	cl := startServingCluster(t)
+	var d redistest.Dials
+	rc := cl.ClientWith(t, d.Tune)
+	const lease = 1500 * time.Millisecond
+	const timeout = time.Second
+	c := relocktest.On(t, rc, relock.WithWatchdogTimeout(lease), relock.WithTimeout(timeout))
+	names, helds := holdOnEveryMaster(t, c, cl, "closing-")
+	resume := d.RedialPaused(t, rc, cl.MasterOf(cl.Slot(names[0])))
+	closed := make(chan error, 1)
+	start := time.Now()
+	go func() { closed <- c.Close() }()
+	// The silent master's dial holds its release up, not the others': they are gone well
+	// before the dial ends.
+	redistest.Eventually(t, timeout+3*time.Second, "the locks on the masters that answer released", func() bool {
+		for _, n := range names[1:] {
+			// A connection of its own to the name's master: a cluster client may be
+			// refreshing its view through the silent master.
+			if n, err := cl.MasterOf(cl.Slot(n)).Do(t, "EXISTS", n).AsInt64(); err != nil || n != 0 {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("the locks on the masters that answer released %v after Close began", time.Since(start).Round(time.Millisecond))
+	err := redistest.Recv(t, closed, time.Minute, "Close while one master is being dialled")
+	t.Logf("Close returned %v after %v", err, time.Since(start).Round(time.Millisecond))
+	for i, h := range helds[1:] {
+		if cause := context.Cause(h); !errors.Is(cause, relock.ErrClosed) {
+			t.Errorf("%s, released by Close, ended with %v; want ErrClosed", names[i+1], cause)
+		}
+	}
+	if helds[0].Err() == nil {
+		t.Errorf("%s, on the silent master, is live after Close", names[0])
+	}
+	resume()
+	cl.WaitHealthy(t, 30*time.Second)
+	other := relocktest.New(t, cl)
+	for _, n := range names {
+		h, err := other.Lock(n).Lock(redistest.Context(t, 2*lease+10*time.Second))
+		if err != nil {
+			t.Fatalf("another client's Lock of %s once the master answers again: %v", n, err)
+		}
+		if err := other.Lock(n).Unlock(h); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
