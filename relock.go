@@ -266,7 +266,10 @@ func shardedPubSubSupported(rc rueidis.Client, timeout time.Duration) bool {
 // take the locks at once, as etcd's Session.Close frees a session's locks; an acquisition
 // that completes meanwhile is released too. The releases run concurrently, all within the
 // client's timeout (WithTimeout), and Close returns their errors joined, each naming its
-// lock: a hold that could not be released runs out its lease. Then renewal stops, waiters
+// lock: a hold that could not be released runs out its lease. A release sent to a node
+// whose connection rueidis is dialling again waits for that dial, as an Unlock does (its
+// Dialer.Timeout bounds it; see docs/operations.md), and Close returns once it ends; the
+// releases on the other nodes are not held up by it. Then renewal stops, waiters
 // return ErrClosed, and every later call does too. The holds' contexts end with cause
 // ErrClosed. A semaphore's leased permits are given back as holds are; its plain permits,
 // which, as Redisson's, have no holder in Redis, stay taken: Release them before Close.
