@@ -11,6 +11,7 @@ import (
 	"github.com/relock-go/relock"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
+	"github.com/relock-go/relock/rlock"
 )
 
 // The server stops answering (SIGSTOP) while the client's connection to it is being
@@ -41,5 +42,56 @@ func TestHoldEndsWhileTheServerIsBeingDialled(t *testing.T) {
 		}
 	case <-time.After(3 * lease):
 		t.Fatalf("the hold's context is live %v after its server fell silent, past its lease of %v", 3*lease, lease)
+	}
+}
+
+// The holder's own Unlock, or Extend, is under way when the server stops answering and the
+// client's connection to it is being dialled again (as in
+// TestHoldEndsWhileTheServerIsBeingDialled): the call waits for that dial, but the hold's
+// context ends once its lease has run out, as Redis may let another owner in then; once
+// the server answers again, the call returns. Guards
+// against a hold whose release is under way being left to that release, or an extension
+// counted before Redis has it, either of which keeps the context live for as long as the
+// dial takes.
+func TestHoldEndsWhileItsCallWaitsForTheDial(t *testing.T) {
+	for _, call := range []struct {
+		name string
+		do   func(mu *rlock.Mutex, held context.Context) error
+	}{
+		{"Unlock", func(mu *rlock.Mutex, held context.Context) error { return mu.Unlock(held) }},
+		{"Extend", func(mu *rlock.Mutex, held context.Context) error { return mu.Extend(held, time.Minute) }},
+	} {
+		t.Run(call.name, func(t *testing.T) {
+			s := redistest.StartServer(t)
+			var d redistest.Dials
+			b := &redistest.Backend{Name: "redis", Addr: s.Addr(), Server: s}
+			rc := b.ClientWith(t, func(o *rueidis.ClientOption) {
+				d.Tune(o)
+				o.PipelineMultiplex = -1 // one connection, so that the call and the dial meet on it
+			})
+			const lease = 1500 * time.Millisecond
+			c := relocktest.On(t, rc, relock.WithWatchdogTimeout(lease))
+			mu := c.Lock("calling")
+			held, err := mu.Lock(redistest.Context(t, time.Minute))
+			if err != nil {
+				t.Fatal(err)
+			}
+			resume := d.RedialPaused(t, rc, s)
+			returned := make(chan error, 1)
+			go func() { returned <- call.do(mu, held) }()
+			select {
+			case <-held.Done():
+				if cause := context.Cause(held); !errors.Is(cause, relock.ErrLeaseLost) {
+					t.Errorf("the hold ended with cause %v, want ErrLeaseLost", cause)
+				}
+			case <-time.After(3 * lease):
+				resume()
+				t.Fatalf("the hold's context is live %v after its server fell silent during its %s, past its lease of %v", 3*lease, call.name, lease)
+			}
+			resume()
+			// Either answer is right: the lease may or may not have run out in Redis when
+			// the call reaches it.
+			t.Logf("%s: %v", call.name, redistest.Recv(t, returned, 30*time.Second, "the call once the server answers again"))
+		})
 	}
 }
