@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock"
+	"github.com/relock-go/relock/internal/hub"
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/redistest/relocktest"
 )
@@ -178,5 +181,63 @@ func TestClusterCloseReleasesOtherMastersWhileOneIsBeingDialled(t *testing.T) {
 		if err := other.Lock(n).Unlock(h); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A client's waiter on one master gives up while the client's connection to that master
+// is being dialled again, the master silent (as in
+// TestClusterMasterBeingDialledLeavesOtherHoldsRenewed): once its channel has lingered, the
+// client takes itself out of the lock's wake registry there, a call that waits for the
+// dial. A waiter of the same client on another master is woken by its holder's unlock all
+// the same, not by the holder's lease (30s) nor when the dial ends (40s). Guards against
+// a pub/sub hub whose loop waits for that call, which its time bound does not cut short,
+// and so starts no subscription for any other lock meanwhile.
+func TestClusterWaiterOnAnotherMasterWokenWhileOneIsBeingDialled(t *testing.T) {
+	cl := startServingCluster(t)
+	var d redistest.Dials
+	rc := cl.ClientWith(t, func(o *rueidis.ClientOption) {
+		d.Tune(o)
+		o.ConnWriteTimeout = 40 * time.Second // the dial's handshake waits as long
+	})
+	const lease = 30 * time.Second
+	waiting := relocktest.On(t, rc, relock.WithWatchdogTimeout(lease))
+	holding := relocktest.New(t, cl, relock.WithWatchdogTimeout(lease))
+	names := cl.NamesOnEveryMaster(t, "woken-")
+	silent, other := names[0], names[1]
+	ctx := redistest.Context(t, 2*time.Minute)
+	if _, err := holding.Lock(silent).Lock(ctx); err != nil {
+		t.Fatal(err)
+	}
+	held, err := holding.Lock(other).Lock(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, giveUp := context.WithCancel(ctx)
+	gaveUp := make(chan error, 1)
+	go func() { _, err := waiting.Lock(silent).Lock(wctx); gaveUp <- err }()
+	redistest.Eventually(t, 10*time.Second, "the waiter on "+silent+" parked", func() bool { return relocktest.Waiting(waiting) == 1 })
+	resume := d.RedialPaused(t, rc, cl.MasterOf(cl.Slot(silent)))
+	defer resume()
+	giveUp()
+	redistest.Recv(t, gaveUp, 10*time.Second, "the waiter on "+silent+" giving up")
+	time.Sleep(hub.Linger + 500*time.Millisecond) // its channel has lingered: the registry call is under way
+	got := make(chan error, 1)
+	go func() {
+		taken, err := waiting.Lock(other).Lock(ctx)
+		if err == nil {
+			err = waiting.Lock(other).Unlock(taken)
+		}
+		got <- err
+	}()
+	time.Sleep(time.Second)
+	unlocked := time.Now()
+	if err := holding.Lock(other).Unlock(held); err != nil {
+		t.Fatal(err)
+	}
+	if err := redistest.Recv(t, got, 3*lease, "the waiter on "+other); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(unlocked); took > lease/3 {
+		t.Errorf("the waiter on %s got in %v after its holder's unlock; want it woken by the unlock, well within the holder's lease of %v", other, took.Round(time.Millisecond), lease)
 	}
 }
