@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/bound"
 	"github.com/relock-go/relock/internal/keys"
 )
 
@@ -344,9 +345,7 @@ func (r *router) master(ctx context.Context, slot uint16) (string, bool, uint64)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.ranges == nil {
-		qctx, cancel := context.WithTimeout(ctx, routeTimeout)
-		res := r.rc.Do(qctx, r.rc.B().ClusterSlots().Build())
-		cancel()
+		res := r.slots(ctx)
 		if err := res.Error(); err != nil {
 			_, refused := rueidis.IsRedisErr(err)
 			return "", refused, r.gen
@@ -363,6 +362,21 @@ func (r *router) master(ctx context.Context, slot uint16) (string, bool, uint64)
 	}
 	addr, known := find(r.ranges, slot)
 	return addr, known, r.gen
+}
+
+// slots asks the cluster for its slot map (CLUSTER SLOTS), waiting routeTimeout at most.
+// rueidis sends the query to any node, and it may wait for a dial of a node that hangs
+// (see package bound), while every channel's route waits for r.mu.
+func (r *router) slots(ctx context.Context) rueidis.RedisResult {
+	qctx, cancel := context.WithTimeout(ctx, routeTimeout)
+	defer cancel()
+	res, ok := bound.Wait(qctx, func() rueidis.RedisResult {
+		return r.rc.Do(qctx, r.rc.B().ClusterSlots().Build())
+	})
+	if !ok {
+		return rueidis.NewErrorResult(qctx.Err())
+	}
+	return res
 }
 
 // find returns the master of the range that holds slot ("" when its endpoint is unknown),

@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -192,4 +193,54 @@ func TestRoleCheck(t *testing.T) {
 		}
 		cancel()
 	}
+}
+
+// A slot-map query that the client holds up past its context (rueidis sends it to any
+// node, and a call to a node whose connection is being dialled waits for the dial) costs
+// the router routeTimeout, not the dial: the route is not known yet, and the next asks
+// again. Guards against a router that waits for the query's return while it holds the
+// lock every channel's route takes, so that no channel subscribes for as long as the dial
+// takes.
+func TestRouteQueryHeldUpEndsByItsBound(t *testing.T) {
+	rc := redistest.Mini(t).Client(t)
+	held := &heldSlots{Client: rc, release: make(chan struct{})}
+	defer held.free()
+	r := &router{rc: held, cluster: true}
+	done := make(chan bool, 1)
+	go func() {
+		_, known, _ := r.master(context.Background(), 0)
+		done <- known
+	}()
+	select {
+	case known := <-done:
+		if known {
+			t.Error("a route whose slot map never came is known")
+		}
+	case <-time.After(10 * routeTimeout):
+		t.Fatalf("the route still waits %v after its query was sent (its bound is %v)", 10*routeTimeout, routeTimeout)
+	}
+	held.free()
+	// The query left behind returns once freed, and changes nothing: the map is asked
+	// for again, and read, by the next route (miniredis answers CLUSTER SLOTS with itself
+	// for every slot).
+	if addr, known, _ := r.master(redistest.Context(t, time.Minute), 0); !known || addr == "" {
+		t.Errorf("the route once the query is answered: %q, known %v; want the server's address", addr, known)
+	}
+}
+
+// heldSlots is a client whose CLUSTER SLOTS queries wait until free, whatever their
+// context says, as rueidis's calls wait for a dial.
+type heldSlots struct {
+	rueidis.Client
+	release chan struct{}
+	once    sync.Once
+}
+
+func (h *heldSlots) free() { h.once.Do(func() { close(h.release) }) }
+
+func (h *heldSlots) Do(ctx context.Context, cmd rueidis.Completed) rueidis.RedisResult {
+	if c := cmd.Commands(); len(c) > 1 && c[0] == "CLUSTER" && c[1] == "SLOTS" {
+		<-h.release
+	}
+	return h.Client.Do(ctx, cmd)
 }

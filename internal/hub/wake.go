@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/bound"
 	"github.com/relock-go/relock/internal/script"
 )
 
@@ -129,19 +130,11 @@ func (h *Hub) unregister(regs []Registry) {
 	}
 	ctx, cancel := context.WithTimeout(h.ctx, passTimeout)
 	defer cancel()
-	// Waited for until ctx ends only: a call to a node whose connection another caller is
-	// dialling waits for that dial, which ctx does not bound, and the hub's loop would wait
-	// as long, starting no subscription meanwhile. Left behind, the call sends nothing once
-	// the dial is done, since ctx has ended by then (as script.Batch's calls).
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		h.rc.DoMulti(ctx, cmds...) // in a cluster, each to its key's node
-	}()
-	select {
-	case <-done:
-	case <-ctx.Done():
-	}
+	// Waited for until ctx ends only (see package bound): the hub's loop would otherwise
+	// wait out a dial of a node that hangs, starting no subscription meanwhile.
+	bound.Wait(ctx, func() []rueidis.RedisResult {
+		return h.rc.DoMulti(ctx, cmds...) // in a cluster, each to its key's node
+	})
 }
 
 // Others reports whether other subscribers of this client share the channel: a waiter

@@ -5,6 +5,7 @@ import (
 
 	"github.com/redis/rueidis"
 
+	"github.com/relock-go/relock/internal/bound"
 	"github.com/relock-go/relock/internal/keys"
 )
 
@@ -36,17 +37,36 @@ func (c Call) build(b rueidis.Builder, sha bool) rueidis.Completed {
 // answers ctx's error then, and sends nothing once it goes on, since the client sends
 // nothing for a context that has ended.
 func Batch(ctx context.Context, rc rueidis.Client, calls []Call) (results []rueidis.RedisResult, resent int) {
-	var groups [][]int
 	if len(calls) > 1 && rc.Mode() == rueidis.ClientModeCluster {
-		groups = bySlot(calls)
-	}
-	if len(groups) > 1 {
-		return batchApart(ctx, rc, calls, groups)
+		if groups := bySlot(calls); len(groups) > 1 {
+			return batchApart(ctx, rc, calls, groups)
+		}
 	}
 	if ctx.Done() == nil {
 		return batch(ctx, rc, calls)
 	}
-	return batchApart(ctx, rc, calls, [][]int{nil})
+	type sent struct {
+		results []rueidis.RedisResult
+		resent  int
+	}
+	v, ok := bound.Wait(ctx, func() sent {
+		results, resent := batch(ctx, rc, calls)
+		return sent{results, resent}
+	})
+	if !ok {
+		return late(ctx, len(calls)), 0
+	}
+	return v.results, v.resent
+}
+
+// late is the results of n calls that had not answered when ctx ended: ctx's error.
+func late(ctx context.Context, n int) []rueidis.RedisResult {
+	results := make([]rueidis.RedisResult, n)
+	failed := rueidis.NewErrorResult(ctx.Err())
+	for i := range results {
+		results[i] = failed
+	}
+	return results
 }
 
 // bySlot returns the indexes of calls grouped by the slot of their first key, in the
@@ -70,10 +90,10 @@ func bySlot(calls []Call) [][]int {
 	return groups
 }
 
-// batchApart sends each group of calls (indexes into calls, bySlot; a single nil group is
-// every call) in a batch of its own, the groups at once. It returns once every group has
-// answered, or once ctx has ended, with ctx's error for the calls of the groups that have
-// not answered by then.
+// batchApart sends each group of calls (indexes into calls: see bySlot) in a batch of its
+// own, the groups at once. It returns once every group has answered, or once ctx has
+// ended, with ctx's error for the calls of the groups that have not answered by then (see
+// package bound for why a group may not).
 func batchApart(ctx context.Context, rc rueidis.Client, calls []Call, groups [][]int) ([]rueidis.RedisResult, int) {
 	type reply struct {
 		group   int
@@ -83,12 +103,9 @@ func batchApart(ctx context.Context, rc rueidis.Client, calls []Call, groups [][
 	// Buffered: a group that answers after ctx ended finds no one waiting.
 	replies := make(chan reply, len(groups))
 	for g, idx := range groups {
-		sub := calls
-		if idx != nil {
-			sub = make([]Call, len(idx))
-			for j, i := range idx {
-				sub[j] = calls[i]
-			}
+		sub := make([]Call, len(idx))
+		for j, i := range idx {
+			sub[j] = calls[i]
 		}
 		go func() {
 			res, n := batch(ctx, rc, sub)
@@ -101,10 +118,6 @@ func batchApart(ctx context.Context, rc rueidis.Client, calls []Call, groups [][
 	take := func(r reply) {
 		answered[r.group] = true
 		resent += r.resent
-		if groups[r.group] == nil {
-			copy(results, r.results)
-			return
-		}
 		for j, i := range groups[r.group] {
 			results[i] = r.results[j]
 		}
@@ -114,7 +127,7 @@ func batchApart(ctx context.Context, rc rueidis.Client, calls []Call, groups [][
 		case r := <-replies:
 			take(r)
 		case <-ctx.Done():
-			for more := true; more; {
+			for more := true; more; { // the answers that came meanwhile are taken
 				select {
 				case r := <-replies:
 					take(r)
@@ -122,18 +135,12 @@ func batchApart(ctx context.Context, rc rueidis.Client, calls []Call, groups [][
 					more = false
 				}
 			}
-			late := rueidis.NewErrorResult(ctx.Err())
+			failed := rueidis.NewErrorResult(ctx.Err())
 			for g, idx := range groups {
-				if answered[g] {
-					continue
-				}
-				if idx == nil {
-					for i := range results {
-						results[i] = late
+				if !answered[g] {
+					for _, i := range idx {
+						results[i] = failed
 					}
-				}
-				for _, i := range idx {
-					results[i] = late
 				}
 			}
 			return results, resent
