@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/rueidis"
+
 	"github.com/relock-go/relock/internal/redistest"
 	"github.com/relock-go/relock/internal/script"
 )
@@ -54,6 +56,36 @@ func TestBatchSendsNoScriptCallsAgain(t *testing.T) {
 		}
 		if got, err := results[0].AsIntSlice(); err != nil || len(got) < 2 || got[1] != 2 {
 			t.Errorf("call 0 with the scripts loaded: %v, %v", got, err)
+		}
+	})
+}
+
+// Batch sends again only the calls that met NOSCRIPT: a call the server ran and answered
+// with another error (here a lease that is not a number) is not run a second time, and
+// counts in no resend; the other calls keep their own results.
+func TestBatchSendsAgainOnlyTheCallsThatMetNoScript(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		redistest.MustDo(t, rc, "HSET", "{again}:held", holder, "1")
+		redistest.MustDo(t, rc, "PEXPIRE", "{again}:held", "60000")
+		redistest.MustDo(t, rc, "SCRIPT", "LOAD", script.RLockRenew().Source)
+		calls := []script.Call{
+			{Script: script.RLockRenew(), Keys: []string{"{again}:held"}, Args: []string{"not a number", holder}},
+			{Script: script.RLockRenew(), Keys: []string{"{again}:held"}, Args: []string{"60000", holder}},
+		}
+		results, resent := script.Batch(ctx, rc, calls)
+		if resent != 0 {
+			t.Errorf("%d calls sent again; want none, no call met NOSCRIPT", resent)
+		}
+		if len(results) != len(calls) {
+			t.Fatalf("%d results, want one per call", len(results))
+		}
+		if _, ok := rueidis.IsRedisErr(results[0].Error()); !ok {
+			t.Errorf("the call with a bad lease: %v; want the server's error", results[0].Error())
+		}
+		if got, err := results[1].AsIntSlice(); err != nil || !slices.Equal(got, []int64{1}) {
+			t.Errorf("the good call: %v, %v; want [1]", got, err)
 		}
 	})
 }
