@@ -338,3 +338,57 @@ func TestLateRequestsCountFromTheirSend(t *testing.T) {
 	}
 	t.Fatalf("the late requests never stopped counting")
 }
+
+// namesOnEveryNode returns n names, one on each master of a cluster (n is then their
+// count), or n names of one server.
+func namesOnEveryNode(t *testing.T, b *redistest.Backend, prefix string, n int) []string {
+	t.Helper()
+	if b.Cluster != nil {
+		return b.Cluster.NamesOnEveryMaster(t, prefix)
+	}
+	var names []string
+	for i := range n {
+		names = append(names, prefix+strconv.Itoa(i))
+	}
+	return names
+}
+
+// The watchdog's statistics count every renewal call sent: a round after the servers lost
+// their scripts (a restart, a failover, SCRIPT FLUSH) sends each of its calls twice, first
+// met with NOSCRIPT and then sent again with EVAL, in a second round trip, on every master
+// of a cluster alike; and the holds are renewed all the same.
+func TestStatsCountTheCallsSentAgain(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		// A round every second: the scripts are flushed right after one round, long before
+		// the next, on a loaded machine too.
+		w := newWatchdog(rc, 3*time.Second, b.Cluster != nil, nil)
+		defer w.Close()
+		var ctxs []context.Context
+		for _, name := range namesOnEveryNode(t, b, "resent-", 3) {
+			ctxs = append(ctxs, hold(t, w, rc, name, "o:1"))
+		}
+		waitRounds(t, w, 1)
+		plain := w.Stats()
+		waitRounds(t, w, plain.Ticks+1)
+		flushed := w.Stats()
+		b.DoOnMasters(t, rc, "SCRIPT", "FLUSH")
+		waitRounds(t, w, flushed.Ticks+1)
+		after := w.Stats()
+		calls := flushed.Calls - plain.Calls
+		if got := after.Calls - flushed.Calls; got != 2*calls {
+			t.Errorf("%d calls in the round after SCRIPT FLUSH; want %d, each of the round's %d calls sent twice", got, 2*calls, calls)
+		}
+		if got := after.Batches - flushed.Batches; got != 2 {
+			t.Errorf("%d pipelined sends in the round after SCRIPT FLUSH; want 2, the calls and the calls sent again", got)
+		}
+		if got := after.Renewed - flushed.Renewed; got != uint64(len(ctxs)) {
+			t.Errorf("%d renewals in the round after SCRIPT FLUSH; want %d, every hold", got, len(ctxs))
+		}
+		for _, ctx := range ctxs {
+			if ctx.Err() != nil {
+				t.Fatalf("a hold ended: %v", context.Cause(ctx))
+			}
+		}
+	})
+}
