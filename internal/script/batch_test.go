@@ -1,6 +1,8 @@
 package script_test
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -86,6 +88,44 @@ func TestBatchSendsAgainOnlyTheCallsThatMetNoScript(t *testing.T) {
 		}
 		if got, err := results[1].AsIntSlice(); err != nil || !slices.Equal(got, []int64{1}) {
 			t.Errorf("the good call: %v, %v; want [1]", got, err)
+		}
+	})
+}
+
+// Batch returns by the time its context ends, whatever holds a call up: here a dial of the
+// server's connection that the context does not bound (as the client's own redial after a
+// connection fails), to a server that does not answer. The call answers the context's
+// error, and is not sent once the dial goes on: a renewal the watchdog gave up on at its
+// round's deadline must not land later.
+func TestBatchEndsWithItsContextWhileTheServerIsBeingDialled(t *testing.T) {
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		var d redistest.Dials
+		rc := b.ClientWith(t, func(o *rueidis.ClientOption) {
+			d.Tune(o)
+			o.PipelineMultiplex = -1 // one connection, so that the call waits for its dial
+		})
+		const key = "{dialled}:held"
+		redistest.MustDo(t, rc, "HSET", key, holder, "1")
+		redistest.MustDo(t, rc, "PEXPIRE", key, "60000")
+		resume := d.RedialPaused(t, rc, b.Server) // resumed at the test's cleanup
+		call := script.Call{Script: script.RLockRenew(), Keys: []string{key}, Args: []string{"600000", holder}}
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		defer cancel()
+		returned := make(chan []rueidis.RedisResult, 1)
+		go func() {
+			results, _ := script.Batch(ctx, rc, []script.Call{call})
+			returned <- results
+		}()
+		results := redistest.Recv(t, returned, 5*time.Second, "Batch's return, its context of 300ms long over")
+		if len(results) != 1 {
+			t.Fatalf("%d results; want one, for the one call", len(results))
+		}
+		if err := results[0].Error(); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("the call held up answered %v; want the context's error, context.DeadlineExceeded", err)
+		}
+		resume()
+		if redistest.Await(time.Second, func() bool { return redistest.PTTL(t, rc, key) > 60000 }) {
+			t.Errorf("the renewal of 600s landed once the dial went on (PTTL %dms); want it not sent", redistest.PTTL(t, rc, key))
 		}
 	})
 }
