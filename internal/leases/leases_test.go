@@ -392,3 +392,50 @@ func TestStatsCountTheCallsSentAgain(t *testing.T) {
 		}
 	})
 }
+
+// A round renews each hold by its own call's answer: a hold lost in Redis (its key
+// deleted) ends with ErrLeaseLost, and a hold of another slot, on another master of a
+// cluster, answered in a round trip of its own, is renewed and stays live. A round that
+// gave one slot's answer to another's holds would keep a lost hold's context live while
+// Redis lets another owner in, and end a live one.
+func TestRoundGivesEachSlotItsOwnAnswer(t *testing.T) {
+	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		w := newWatchdog(rc, 3*time.Second, b.Cluster != nil, nil)
+		defer w.Close()
+		names := namesOnEveryNode(t, b, "answer-", 2)
+		lost := hold(t, w, rc, names[0], "o:1")
+		var live []context.Context
+		for _, name := range names[1:] {
+			live = append(live, hold(t, w, rc, name, "o:1"))
+		}
+		redistest.MustDo(t, rc, "DEL", names[0])
+		before := w.Stats()
+		select {
+		case <-lost.Done():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the hold whose key was deleted was not found lost within 10s")
+		}
+		if !errors.Is(context.Cause(lost), lockerr.ErrLeaseLost) {
+			t.Errorf("the deleted hold ended with %v; want ErrLeaseLost", context.Cause(lost))
+		}
+		// One more round, or a live hold ending (which leaves no round to wait for).
+		next := w.Stats().Ticks + 1
+		redistest.Eventually(t, 10*time.Second, "a renewal round after the lost hold ended", func() bool {
+			for _, ctx := range live {
+				if ctx.Err() != nil {
+					return true
+				}
+			}
+			return w.Stats().Ticks >= next
+		})
+		for i, ctx := range live {
+			if ctx.Err() != nil {
+				t.Errorf("%s, held in Redis, ended: %v", names[i+1], context.Cause(ctx))
+			}
+		}
+		if got := w.Stats().Renewed - before.Renewed; got < uint64(len(live)) {
+			t.Errorf("%d renewals of the %d live holds", got, len(live))
+		}
+	})
+}
