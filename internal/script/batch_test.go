@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -20,8 +21,7 @@ func TestBatchSendsNoScriptCallsAgain(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
 		ctx := redistest.Context(t, time.Minute)
-		redistest.MustDo(t, rc, "HSET", "{batch}:held", holder, "2")
-		redistest.MustDo(t, rc, "PEXPIRE", "{batch}:held", "60000")
+		holdAt(t, rc, "{batch}:held", 2)
 		redistest.MustDo(t, rc, "SCRIPT", "FLUSH")
 		// The first and the last call's script is unknown to the server; the middle one's
 		// is loaded.
@@ -69,8 +69,7 @@ func TestBatchSendsAgainOnlyTheCallsThatMetNoScript(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
 		ctx := redistest.Context(t, time.Minute)
-		redistest.MustDo(t, rc, "HSET", "{again}:held", holder, "1")
-		redistest.MustDo(t, rc, "PEXPIRE", "{again}:held", "60000")
+		holdAt(t, rc, "{again}:held", 1)
 		redistest.MustDo(t, rc, "SCRIPT", "LOAD", script.RLockRenew().Source)
 		calls := []script.Call{
 			{Script: script.RLockRenew(), Keys: []string{"{again}:held"}, Args: []string{"not a number", holder}},
@@ -128,4 +127,11 @@ func TestBatchEndsWithItsContextWhileTheServerIsBeingDialled(t *testing.T) {
 			t.Errorf("the renewal of 600s landed once the dial went on (PTTL %dms); want it not sent", redistest.PTTL(t, rc, key))
 		}
 	})
+}
+
+// holdAt writes a hold of holder, counted count times, at key, for a minute.
+func holdAt(t *testing.T, rc rueidis.Client, key string, count int) {
+	t.Helper()
+	redistest.MustDo(t, rc, "HSET", key, holder, strconv.Itoa(count))
+	redistest.MustDo(t, rc, "PEXPIRE", key, "60000")
 }

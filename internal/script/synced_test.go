@@ -15,8 +15,7 @@ func TestSyncedSendsNoScriptCallAgain(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
 		ctx := redistest.Context(t, time.Minute)
-		redistest.MustDo(t, rc, "HSET", "{synced}:held", holder, "2")
-		redistest.MustDo(t, rc, "PEXPIRE", "{synced}:held", "60000")
+		holdAt(t, rc, "{synced}:held", 2)
 		redistest.MustDo(t, rc, "SCRIPT", "FLUSH")
 		call := script.Call{Script: script.RLockState(), Keys: []string{"{synced}:held"}, Args: []string{holder, "rlock"}}
 		result, replicas := script.Synced(ctx, rc, call, 1, 10)
