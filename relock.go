@@ -123,9 +123,9 @@ func WithShardedPubSub(on bool) Option {
 // WithSyncReplicas makes every acquisition of a lock (of every kind: the reentrant, fair,
 // read-write and spin locks, and each member of a MultiLock) wait until n replicas have
 // it, at most timeout (WAIT, sent in the same round trip as the acquire script). A
-// semaphore's permits and a latch's count are not waited for, as in Redisson. When no replica confirms it
-// in time the acquisition is rolled back and fails with ErrNotSynced; when some but fewer
-// than n do, it stands. It narrows, but cannot close, the window in which a failover loses
+// semaphore's permits and a latch's count are not waited for, as in Redisson. When no
+// replica confirms it in time the acquisition is rolled back and fails with ErrNotSynced;
+// when some but fewer than n do, it stands. It narrows, but cannot close, the window in which a failover loses
 // a lock just granted: replication stays asynchronous (see docs/operations.md). n must be
 // at least 1 and timeout at least a millisecond (WAIT counts whole milliseconds, and takes
 // 0 for no bound), else New fails with ErrInvalidOption.

@@ -5,7 +5,6 @@ import (
 
 	"github.com/redis/rueidis"
 
-	"github.com/relock-go/relock/internal/bound"
 	"github.com/relock-go/relock/internal/keys"
 )
 
@@ -45,28 +44,11 @@ func Batch(ctx context.Context, rc rueidis.Client, calls []Call) (results []ruei
 	if ctx.Done() == nil {
 		return batch(ctx, rc, calls)
 	}
-	type sent struct {
-		results []rueidis.RedisResult
-		resent  int
+	every := make([]int, len(calls))
+	for i := range every {
+		every[i] = i
 	}
-	v, ok := bound.Wait(ctx, func() sent {
-		results, resent := batch(ctx, rc, calls)
-		return sent{results, resent}
-	})
-	if !ok {
-		return late(ctx, len(calls)), 0
-	}
-	return v.results, v.resent
-}
-
-// late is the results of n calls that had not answered when ctx ended: ctx's error.
-func late(ctx context.Context, n int) []rueidis.RedisResult {
-	results := make([]rueidis.RedisResult, n)
-	failed := rueidis.NewErrorResult(ctx.Err())
-	for i := range results {
-		results[i] = failed
-	}
-	return results
+	return batchApart(ctx, rc, calls, [][]int{every})
 }
 
 // bySlot returns the indexes of calls grouped by the slot of their first key, in the
@@ -91,7 +73,7 @@ func bySlot(calls []Call) [][]int {
 }
 
 // batchApart sends each group of calls (indexes into calls: see bySlot) in a batch of its
-// own, the groups at once. It returns once every group has answered, or once ctx has
+// own, the groups at once, each in a goroutine of its own (see package bound). It returns once every group has answered, or once ctx has
 // ended, with ctx's error for the calls of the groups that have not answered by then (see
 // package bound for why a group may not).
 func batchApart(ctx context.Context, rc rueidis.Client, calls []Call, groups [][]int) ([]rueidis.RedisResult, int) {
