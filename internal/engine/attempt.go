@@ -266,7 +266,11 @@ func (l *Lock) counter(ctx context.Context) (int64, error) {
 // acquisition is rolled back and the attempt fails with ErrNotSynced.
 func (a *attempt) execSynced(ctx context.Context, call *call, sent time.Time) ([]int64, error) {
 	l := a.l
-	res, waited := script.Synced(ctx, l.c.Redis, call.batched(), int64(l.c.SyncReplicas), l.c.SyncTimeout.Milliseconds())
+	// Synced hands the call's keys and arguments to the connection's callback, which the
+	// compiler cannot follow: given the caller's call, it would move every acquisition's
+	// call to the heap, synced or not. A copy of its own moves only this path's.
+	own := *call
+	res, waited := script.Synced(ctx, l.c.Redis, own.batched(), int64(l.c.SyncReplicas), l.c.SyncTimeout.Milliseconds())
 	v, err := script.AcquireReply(nil, res)
 	if err != nil || len(v) != 3 || v[0] != 1 {
 		return v, err // not acquired: nothing to sync
