@@ -15,8 +15,9 @@ import (
 // the fair lock's, compare the owner's count with the one the client expects (expect.lua):
 // a count the client does not expect releases nothing; a release sent again after its
 // reply was lost is answered as done and releases nothing, neither the owner's remaining
-// hold nor the next holder's; a release with no count expected ("") releases a hold if
-// there is one; and no release leaves a key behind.
+// hold nor the next holder's; a release expecting several holds of an owner with none is
+// not held, not done; a release with no count expected ("") releases a hold if there is
+// one; and no release leaves a key behind.
 func TestReleasesCompareTheExpectedCount(t *testing.T) {
 	const owner, other = "5df8512c-e096-4359-bc82-07efb0bc9d8e:1", "0c9b8a7d-6e5f-4a3b-9c2d-1e0f9a8b7c6d:1"
 	for _, kind := range []struct {
@@ -83,6 +84,12 @@ func TestReleasesCompareTheExpectedCount(t *testing.T) {
 				}
 				if got := count(other); got != "1" {
 					t.Fatalf("the next holder's count after the replay = %q; want 1", got)
+				}
+				// A release expecting more than one hold finds the field gone only when
+				// the hold was lost (no release leaves none of two): not held with that
+				// count, rather than done.
+				if got, err := release(owner, "2"); !rueidis.IsRedisNil(err) {
+					t.Fatalf("release expecting 2 holds by an owner with none = %d, %v; want nil (not held with that count)", got, err)
 				}
 				if got, err := release(owner, ""); !rueidis.IsRedisNil(err) {
 					t.Fatalf("release of no hold the client knows, by a non-holder = %d, %v; want nil", got, err)
