@@ -493,25 +493,27 @@ func TestSemaphoreQueueLivesToTheLatestDeadline(t *testing.T) {
 
 // Leased permits given back onto a count that stays below one publish nothing, as a
 // release of plain permits does (lua/semaphore_release.lua): Redisson's waiters take the
-// message as that many wake-ups, and a count below one wakes none.
+// message as that many wake-ups, and a count below one, 0 too, wakes none.
 func TestSemaphoreReturnBelowOnePublishesNothing(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		rc := b.Client(t)
-		k := keys.SemaphoreOf("sem-return-quiet")
-		id := strings.Repeat("ab", 16)
-		redistest.MustDo(t, rc, "SET", k.Permits, "-3")
-		redistest.MustDo(t, rc, "ZADD", k.Leases, strconv.FormatInt(redistest.Millis(t, rc)+60000, 10), strings.Repeat("\xab", 16))
-		l := b.Listen(t, k.Channel)
-		v, err := script.SemaphoreReturn().Exec(context.Background(), rc, []string{k.Permits, k.Leases, k.Channel},
-			[]string{id, "publish"}).AsIntSlice()
-		if err != nil || !slices.Equal(v, []int64{1, 1}) {
-			t.Fatalf("give-back of a live permit onto a count of -3 = %v, %v; want [1 1]", v, err)
-		}
-		if got, err := redistest.Do(t, rc, "GET", k.Permits).ToString(); err != nil || got != "-2" {
-			t.Fatalf("permits %q, %v after the give-back; want -2", got, err)
-		}
-		if got := heard(t, rc, l, k.Channel); len(got) != 0 {
-			t.Fatalf("the channel heard %q after a give-back left -2 permits; want nothing", got)
+		for _, c := range []struct{ before, after string }{{"-3", "-2"}, {"-1", "0"}} {
+			k := keys.SemaphoreOf("sem-return-quiet" + c.before)
+			id := strings.Repeat("ab", 16)
+			redistest.MustDo(t, rc, "SET", k.Permits, c.before)
+			redistest.MustDo(t, rc, "ZADD", k.Leases, strconv.FormatInt(redistest.Millis(t, rc)+60000, 10), strings.Repeat("\xab", 16))
+			l := b.Listen(t, k.Channel)
+			v, err := script.SemaphoreReturn().Exec(context.Background(), rc, []string{k.Permits, k.Leases, k.Channel},
+				[]string{id, "publish"}).AsIntSlice()
+			if err != nil || !slices.Equal(v, []int64{1, 1}) {
+				t.Fatalf("give-back of a live permit onto a count of %s = %v, %v; want [1 1]", c.before, v, err)
+			}
+			if got, err := redistest.Do(t, rc, "GET", k.Permits).ToString(); err != nil || got != c.after {
+				t.Fatalf("permits %q, %v after the give-back; want %s", got, err, c.after)
+			}
+			if got := heard(t, rc, l, k.Channel); len(got) != 0 {
+				t.Fatalf("the channel heard %q after a give-back left %s permits; want nothing", got, c.after)
+			}
 		}
 	})
 }
