@@ -517,3 +517,18 @@ func TestSemaphoreReturnBelowOnePublishesNothing(t *testing.T) {
 		}
 	})
 }
+
+// A drain of a semaphore with no count takes nothing and writes nothing, as Redisson's
+// drainPermits: the semaphore stays unset, so that TrySetPermits can still set it.
+func TestSemaphoreDrainOfNoCountWritesNothing(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		rc := b.Client(t)
+		k := keys.SemaphoreOf("sem-drain-none")
+		redistest.Unchanged(t, rc, k.Permits, func() {
+			v, err := script.SemaphoreDrain().Exec(context.Background(), rc, []string{k.Permits, k.Leases}, nil).AsInt64()
+			if err != nil || v != 0 {
+				t.Fatalf("drain of no count = %d, %v; want 0", v, err)
+			}
+		})
+	})
+}
