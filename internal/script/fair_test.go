@@ -44,8 +44,6 @@ func TestFairReleasePassesOverDeadWaiters(t *testing.T) {
 	})
 }
 
-// fairAcquire runs the fair lock's acquire script for owner on n, queueing it when it
-// cannot take the lock, with waiters' entries living 10s.
 // fairRelease runs the fair lock's release script in mode ("unlock", "leave" or "force")
 // for owner, with the hold count it expects, publishing "0" to the next waiter.
 func fairRelease(rc rueidis.Client, n keys.Names, mode, owner, count string) (int64, error) {
@@ -53,6 +51,8 @@ func fairRelease(rc rueidis.Client, n keys.Names, mode, owner, count string) (in
 		[]string{mode, owner, count, "publish", n.FairChannel, "0"}).AsInt64()
 }
 
+// fairAcquire runs the fair lock's acquire script for owner on n, queueing it when it
+// cannot take the lock, with waiters' entries living 10s.
 func fairAcquire(rc rueidis.Client, n keys.Names, owner string) ([]int64, error) {
 	r := script.FairAcquire().Exec(context.Background(), rc, []string{n.Lock, n.Queue, n.Deadlines},
 		[]string{"30000", owner, "10000", "1", "publish", n.FairChannel, "2"})
