@@ -394,3 +394,37 @@ func TestCloseDuringCallsOfManyGoroutines(t *testing.T) {
 		redistest.NoGoroutinesLeft(t, leaks)
 	})
 }
+
+// Close reports only the holds it could not release. A hold that another client forced
+// meanwhile (ForceUnlock), before this client heard of it, left nothing to release: Close
+// returns nil for it, and releases the client's other hold all the same. Guards against a
+// Close that reports ErrNotHeld for such a hold, which its caller would take for a lock
+// still held that must run out its lease.
+func TestCloseOfAHoldForcedMeanwhileReportsNothing(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
+		closing, other := relocktest.New(t, b), relocktest.New(t, b)
+		side := b.Client(t)
+		ctx := redistest.Context(t, time.Minute)
+		const forced, kept = "close:forced", "close:kept"
+		var held []context.Context
+		for _, name := range []string{forced, kept} {
+			h, err := closing.Lock(name).Lock(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, h)
+		}
+		// Kept to the end: a hold nothing can name is abandoned, and Close does not
+		// release it.
+		defer runtime.KeepAlive(held)
+		if ok, err := other.Lock(forced).ForceUnlock(ctx); !ok || err != nil {
+			t.Fatalf("ForceUnlock = %v, %v; want true", ok, err)
+		}
+		if err := closing.Close(); err != nil {
+			t.Errorf("Close after one of its holds was forced: %v; want nil (nothing was left to release)", err)
+		}
+		if n, _ := redistest.Do(t, side, "EXISTS", kept).AsInt64(); n != 0 {
+			t.Errorf("%s is still held after Close (PTTL %dms)", kept, redistest.PTTL(t, side, kept))
+		}
+	})
+}
