@@ -270,41 +270,41 @@ func TestOwnerSharedByWaitersGetsInOnce(t *testing.T) {
 					owner := relock.NewOwner(ctx)
 					quitter, quit := context.WithCancel(owner)
 					defer quit()
-					got := make(chan context.Context, waiters)
+					// The waiters report on channels, never through t: one that returns after
+					// the subtest has ended (a wait that never ends, cut by ctx at cleanup)
+					// must not fail a finished test.
+					type result struct {
+						h   context.Context
+						err error
+					}
+					got := make(chan result, waiters-1)
+					gaveUp := make(chan error, 1)
 					for i := range waiters {
 						go func() {
-							wctx := owner
 							if i == 0 {
-								wctx = quitter
-							}
-							h, err := k.lock(c, wctx, name, 0)
-							if i == 0 {
-								if err == nil {
-									t.Errorf("the waiter that gave up got the lock")
-								}
+								_, err := k.lock(c, quitter, name, 0)
+								gaveUp <- err
 								return
 							}
-							if err != nil {
-								t.Errorf("a waiter: %v", err)
-								got <- nil
-								return
-							}
-							got <- h
+							h, err := k.lock(c, owner, name, 0)
+							got <- result{h, err}
 						}()
 					}
 					time.Sleep(300 * time.Millisecond) // all three wait
 					quit()
-					time.Sleep(100 * time.Millisecond)
+					if err := redistest.Recv(t, gaveUp, 10*time.Second, "the waiter that gave up"); err == nil {
+						t.Fatal("the waiter that gave up got the lock")
+					}
 					if err := k.unlock(holder.c, held, name); err != nil {
 						t.Fatal(err)
 					}
 					var hs []context.Context
 					for range waiters - 1 {
-						h := redistest.Recv(t, got, 10*time.Second, "a waiter of the shared owner, its sibling holding the lock")
-						if h == nil {
-							t.FailNow()
+						r := redistest.Recv(t, got, 10*time.Second, "a waiter of the shared owner, its sibling holding the lock")
+						if r.err != nil {
+							t.Fatalf("a waiter: %v", r.err)
 						}
-						hs = append(hs, h)
+						hs = append(hs, r.h)
 					}
 					if n, err := k.count(c, owner, name); n != waiters-1 || err != nil {
 						t.Fatalf("hold count %d, %v; want %d, one per waiter that got in", n, err, waiters-1)
