@@ -189,3 +189,49 @@ func TestWaiterRidesOutTwoStalls(t *testing.T) {
 		}
 	})
 }
+
+// A renewal round that fails keeps its holds, and they are renewed as soon as Redis answers
+// again (docs/design.md), not a period later. The hold is taken just after a round, so its
+// first round comes a period later; Redis is paused by then, and that round fails at its
+// bound, a period on. Redis answers again right after, a period before the hold's deadline.
+// Guards against a watchdog that waits a whole period after a failed round: its next round
+// comes only at the deadline, and ends a hold that Redis kept.
+func TestFailedRoundRenewsAsSoonAsRedisAnswers(t *testing.T) {
+	t.Parallel()
+	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
+		rec := &recorder{}
+		const lease = 6 * time.Second // a round every 2s
+		c := relocktest.New(t, b, relock.WithObserver(rec), relock.WithWatchdogTimeout(lease))
+		ctx := redistest.Context(t, time.Minute)
+		// A hold that every round renews, whose count of rounds shows when one has run.
+		beat, err := c.Lock("asap:beat").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ticks := c.WatchdogStats().Ticks
+		redistest.Eventually(t, 2*lease, "a renewal round", func() bool { return c.WatchdogStats().Ticks > ticks })
+		held, err := c.Lock("asap:held").Lock(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken := time.Now()
+		b.Server.Pause(t)
+		redistest.Eventually(t, 2*lease, "a failed renewal round", func() bool { return len(rec.snapshot().failed) > 0 })
+		// Resumed a moment after the failure, not at once: the round that follows a failed
+		// one at once may then fail at once too (the first command after a call that timed
+		// out), and the next one must not wait a period.
+		time.Sleep(300 * time.Millisecond)
+		b.Server.Resume(t)
+		// Past the hold's first deadline (its lease from when it was taken) by a third of a
+		// period: only a renewal after Redis came back keeps it live.
+		time.Sleep(time.Until(taken.Add(lease + lease/9)))
+		for name, h := range map[string]context.Context{"asap:held": held, "asap:beat": beat} {
+			if err := h.Err(); err != nil {
+				t.Fatalf("%s ended although Redis answered again a period before its deadline: %v", name, context.Cause(h))
+			}
+			if err := c.Lock(name).Unlock(h); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}

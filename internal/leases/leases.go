@@ -1211,8 +1211,11 @@ func (w *Watchdog) run() {
 	watch := time.NewTimer(watchDelay)
 	watch.Stop()
 	defer watch.Stop()
-	// A check (Check) whose round failed is tried again soon, with backoff: right after a
-	// restart the first command on a pooled connection meets the dead one.
+	// A round that failed is tried again soon, with backoff, as a check (Check): its holds
+	// are renewed as soon as Redis answers again, not a period later, by when the lease of a
+	// hold taken just before the failed round may have run out. A round can fail at once
+	// (right after a restart, or a call that timed out, the first command on a connection
+	// meets the dead one), or at its bound, while Redis does not answer.
 	var recheck time.Time
 	retry := minRecheck
 	var failing time.Time // when the current run of failed renewal rounds began
@@ -1255,11 +1258,10 @@ func (w *Watchdog) run() {
 			}
 			next = w.following(next, now, due)
 			w.expire(time.Now())
-			switch {
-			case checking && failed:
+			if failed {
 				recheck = time.Now().Add(retry)
-				retry = min(2*retry, w.period)
-			case checking:
+				retry = min(2*retry, max(w.period/4, minRecheck))
+			} else {
 				retry = minRecheck
 			}
 		}
@@ -1298,7 +1300,7 @@ func (w *Watchdog) following(next, now time.Time, due bool) time.Time {
 	return next
 }
 
-// minRecheck is the first delay before a failed check is tried again.
+// minRecheck is the first delay before a failed round is tried again.
 const minRecheck = 20 * time.Millisecond
 
 // earliestRenewable returns the earliest deadline of the renewable holds.
@@ -1392,7 +1394,7 @@ func (w *Watchdog) renew(sent time.Time, checkAll bool) (first error) {
 		for j, h := range c.holds {
 			h.sending = false
 			if err != nil || w.holds[h.key] != h {
-				continue // failed: try again next round; or released meanwhile
+				continue // failed: tried again soon (see run); or released meanwhile
 			}
 			if renewed[j] >= 1 {
 				if !c.check {

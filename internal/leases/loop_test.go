@@ -275,6 +275,36 @@ func TestFailedCheckIsTriedAgainSoon(t *testing.T) {
 	}
 }
 
+// A regular renewal round that fails (Redis refuses: LOADING) keeps its holds, and is tried
+// again soon: once Redis answers again, the holds are renewed within a fraction of a
+// period, not at the next regular round (docs/design.md: "renewed as soon as Redis
+// answers again"). A hold taken just before a round that fails has only a period left when
+// that round ends; a watchdog that waits a period more lets it end although Redis kept it.
+func TestFailedRoundIsTriedAgainSoon(t *testing.T) {
+	b := redistest.Mini(t)
+	rc := b.Client(t)
+	const lease = 6 * time.Second // a round every 2s
+	w := newWatchdog(rc, lease, false, nil)
+	defer w.Close()
+	held := hold(t, w, rc, "renewed", "o:1")
+	b.Mini.SetError("LOADING Redis is loading the dataset in memory")
+	waitRounds(t, w, w.Stats().Ticks+2) // a whole round with Redis refusing, failed
+	b.Mini.SetError("")
+	renewed := w.Stats().Renewed
+	answering := time.Now()
+	// Three quarters of a period: the next regular round comes about a period after the
+	// failed one started.
+	for w.Stats().Renewed == renewed {
+		if time.Since(answering) > w.period*3/4 {
+			t.Fatalf("no renewal %v after Redis answered again, following a failed round (a round every %v)", time.Since(answering).Round(time.Millisecond), w.period)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if err := held.Err(); err != nil {
+		t.Fatalf("the hold ended: %v", context.Cause(held))
+	}
+}
+
 // The watchdog renews every third of its lease: the rounds are due a third of the lease
 // apart. (A lease long enough that the first round is not a whole period late on a loaded
 // machine, which would restart the cadence.)
