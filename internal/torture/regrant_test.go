@@ -71,3 +71,48 @@ func TestRegrantAfterRestart(t *testing.T) {
 		t.Errorf("the hold granted before the restart: deleted %v, lost grant at %d; want deleted, no lost grant", h[1].Deleted(), h[1].LostFrom)
 	}
 }
+
+// A handed hold (no field recorded) whose section saw it lost, and whose Unlock failed, is
+// not the one hold without a recorded field that a restart long after finds in the hash:
+// its lease had run out in Redis long before, and another holder came in meanwhile. Marked
+// deleted at the restart, it would count as held until then, beside every later holder,
+// and make the history Illegal. A hold seen lost only just before the restart still may be
+// the field the restart found, as before.
+func TestHoldSeenLostLongBeforeARestartIsNotTheFieldItFound(t *testing.T) {
+	ms := func(n int64) int64 { return n * int64(time.Millisecond) }
+	lease := int64(watchdogTimeout)
+	const lock = kindRLock
+	// Handed the lock, then paused past its lease: its section saw it lost, and its Unlock
+	// failed.
+	lost := Record{Lock: lock, Worker: "w0", Call: ms(0), Acq: ms(10), Token: 5,
+		Check: ms(10) + lease + ms(500), End: ms(10) + lease + ms(500), Rel: ms(20) + lease + ms(500),
+		Live: false, Lost: true, Cause: "lease lost", UnlockOK: false}
+	// Another holder, once the lease had run out in Redis.
+	next := Record{Lock: lock, Worker: "w1", Owner: "c:6", Call: ms(5), Acq: ms(10) + lease + ms(20), Token: 6,
+		Check: ms(30) + lease, End: ms(30) + lease, Rel: ms(40) + lease, Live: true, UnlockOK: true}
+	// The restart, long after, finds a field that no record names (a handed hold released
+	// as the restart looked).
+	from := lost.Check + lease + ms(1000)
+	restart := []deletion{{restart: true, win: Window{from, from + ms(200)},
+		fields: map[string]map[string]bool{lock: set([]string{"c:9"})}, tokens: map[string]int64{lock: 6}}}
+	h := []Record{lost, next}
+	markDeleted(h, restart)
+	if h[0].Deleted() {
+		t.Errorf("the hold seen lost a lease before the restart is marked deleted at it [%d, %d]", h[0].DelFrom, h[0].DelTo)
+	}
+	if res := CheckLinearizable(h, 10*time.Second); res != porcupine.Ok {
+		t.Errorf("porcupine %s, want Ok\n%s", res, ExplainIllegal(h, 10*time.Second))
+	}
+	if ov := Overlaps(h); len(ov) > 0 {
+		t.Errorf("overlaps %v, want none", ov)
+	}
+
+	// Seen lost only just before the restart: still the one candidate for the field.
+	recent := lost
+	recent.Check, recent.End, recent.Rel = from-ms(100), from-ms(100), from-ms(90)
+	h = []Record{recent}
+	markDeleted(h, restart)
+	if !h[0].Deleted() {
+		t.Errorf("the hold seen lost just before the restart is not marked deleted at it")
+	}
+}

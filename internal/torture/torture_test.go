@@ -1157,7 +1157,8 @@ func markDeleted(history []Record, ds []deletion) {
 			for i := range history {
 				r := &history[i]
 				if r.Held() && r.Lock == kind && !r.Read() && r.Owner == "" && !r.Deleted() &&
-					r.Call < d.win.From && !r.UnlockOK && (!d.restart || r.Token <= d.tokens[kind]) {
+					r.Call < d.win.From && !r.UnlockOK && (!d.restart || r.Token <= d.tokens[kind]) &&
+					!goneBefore(*r, d.win.From) {
 					held = append(held, r)
 				}
 			}
@@ -1166,6 +1167,13 @@ func markDeleted(history []Record, ds []deletion) {
 			}
 		}
 	}
+}
+
+// goneBefore reports whether r's hold was surely out of Redis by at: its section saw its
+// context end with the lease lost more than a lease before. Such a hold (its Unlock failed:
+// not held) is no field that a deletion at at found, whoever else's it was.
+func goneBefore(r Record, at int64) bool {
+	return r.Lost && r.Check != 0 && r.Check+int64(watchdogTimeout) < at
 }
 
 // lossDelays describes how long the deleted holds that lingered took to see their context
