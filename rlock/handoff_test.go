@@ -61,8 +61,7 @@ func handedOnce(t *testing.T, c *relock.Client, mu *rlock.Mutex, ctx context.Con
 // is the waiter's as if it had acquired it: its owner's field counts 1, the lease is its
 // own (a fixed one here), and a fenced lock gives it the next token. Twice: the first
 // handoff also loads the script (NOSCRIPT, then EVAL), the second is counted. The same
-// with a second waiter parked behind the first (the first then sends the hand call: see
-// internal/engine/handoff.go), which the release leaves parked.
+// with a second waiter parked behind the first, which the release leaves parked.
 func TestUnlockHandsToWaiterOfItsClient(t *testing.T) {
 	t.Parallel()
 	for _, behind := range []bool{false, true} {
@@ -470,7 +469,7 @@ func TestHandoffRunsLate(t *testing.T) {
 }
 
 // handoffRunsLate is TestHandoffRunsLate, with a second waiter parked behind the one handed
-// the lock when behind is set (it sends the hand call itself).
+// the lock when behind is set.
 func handoffRunsLate(t *testing.T, behind bool) {
 	redistest.Each(t, func(t *testing.T, b *redistest.Backend) {
 		const name = "hand-late"

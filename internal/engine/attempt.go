@@ -473,18 +473,12 @@ func (a *attempt) waitFor(ctx context.Context, ttl time.Duration, mark hub.Mark)
 		} else {
 			err = sub.Wait(ctx, ttl)
 		}
-		handed := sub.Handed()
-		if p, ok := handed.(*passed); ok {
+		if p, ok := sub.Handed().(*passed); ok {
 			// The releaser passed its hand call to this waiter: send it. A release that
 			// handed nothing (it failed) leaves the waiter woken to try.
-			h := p.run()
-			if h == nil {
+			if h := p.run(); h == nil {
 				sub.Owe()
-			}
-			handed = h
-		}
-		if h, ok := handed.(*handoff); ok {
-			if h != nil {
+			} else {
 				got, terr := a.take(h)
 				if got {
 					a.woken = observe.ByHandoff

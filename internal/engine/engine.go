@@ -206,17 +206,12 @@ func (l *Lock) Unlock(ctx context.Context) error {
 		}
 	}
 	var err error
-	if to != nil && to.Behind() {
+	if to != nil {
 		err = l.pass(dctx, owner, turn, to)
 	} else {
 		var released int64
-		var h *handoff
-		released, h, err = l.release(dctx, owner, turn.Count, turn.Deadline, to)
+		released, _, err = l.release(dctx, owner, turn.Count, turn.Deadline, nil)
 		turn.Record(released != 0, err)
-		if to != nil {
-			// After the table has dropped this hold: the waiter's owner may be this one.
-			settle(to, h)
-		}
 	}
 	if err != nil {
 		return l.fail("unlock", err)

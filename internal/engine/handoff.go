@@ -13,7 +13,7 @@ import (
 
 // Handing the lock on within a client. An Unlock that releases its owner's last hold of a
 // kind with a hand call (Plain), while a waiter of the same client is parked on the lock,
-// claims that waiter (hub.Claim) and sends the hand call in place of the release: the
+// claims that waiter (hub.Claim) and has the hand call sent in place of the release: the
 // script releases the hold and makes the waiter the holder in one step, as if the waiter
 // had acquired it then (lua/rlock_hand.lua). The waiter's Lock returns holding the lock
 // without a wake-up or an attempt of its own; the lock was never free, so no other client
@@ -22,16 +22,15 @@ import (
 // parked. A client hands the lock on at most hub.HandRun times in a row, then frees it for
 // every client (the wake registry picks the next).
 //
-// Who sends the hand call. The waiter's Lock can return only once its goroutine runs, and
-// a goroutine the releaser wakes waits for the releaser's processor (or another one's
-// thread, which takes microseconds to wake) while the releaser goes on. So when more of
-// the client's waiters are parked behind the claimed one, the releaser passes the call to
-// the claimed waiter instead (pass): the waiter sends it, the reply wakes the waiter
-// first, and the releaser's Unlock returns after the waiter has recorded the outcome.
-// When nobody is behind it, the releaser sends the call itself and runs on first, so that
-// a goroutine that asks again at once is in line before the waiter, whose critical section
-// may be short, unlocks: had the waiter gone first, its unlock would find nobody in line
-// and free the lock for every client, at a wake-up and an attempt more per acquisition.
+// Who sends the hand call: the claimed waiter (pass). The waiter's Lock can return only
+// once its goroutine runs, and a goroutine that another one wakes waits for that one's
+// processor, or for a thread to wake on another, which takes microseconds. So the releaser
+// passes the call to the waiter: the waiter sends it, Redis's reply wakes the waiter first,
+// and the releaser's Unlock returns once the waiter has recorded the outcome. The waiter
+// holds the lock the soonest it can. The cost: when the waiter's critical section is
+// shorter than the releaser's way back to Lock, the waiter's unlock finds nobody of its
+// client in line and frees the lock for every client, at a wake-up and an attempt more
+// than a handoff; the lock then goes round the clients rather than staying in one.
 
 // handoff is what a claimed waiter is handed: the lock for sure (sure), or perhaps, when
 // the hand call's reply was lost and the release then found done (the waiter looks).
@@ -92,16 +91,6 @@ func (l *Lock) hands() bool { return l.kind.hand != nil && l.c.SyncReplicas == 0
 // its Lock is a re-entry, which never waits. An owner made for the call holds nothing.
 func (a *attempt) holds() bool {
 	return a.carried != nil && a.l.c.Watchdog.Holds(a.l.n.Lock, a.owner)
-}
-
-// settle ends a claim once the release it was made for is done: the waiter was handed the
-// lock (h not nil), or is woken to try.
-func settle(to *hub.Claim, h *handoff) {
-	if h == nil {
-		to.Settle(nil, 0)
-		return
-	}
-	to.Settle(h, to.Offer().(*attempt).lease)
 }
 
 // passed is a hand call that a releasing Unlock passed to the waiter it claimed, which

@@ -50,10 +50,9 @@ func (h *Hub) Lined(name string) bool {
 // Claim is a parked waiter that a release is about to hand the lock to. The claimer must
 // Settle it.
 type Claim struct {
-	h      *Hub
-	c      *channel
-	w      *waiter
-	behind bool
+	h *Hub
+	c *channel
+	w *waiter
 }
 
 // Claim takes the longest-parked waiter of class on channel name that made an offer out of
@@ -82,16 +81,11 @@ func (h *Hub) Claim(name string, class any) *Claim {
 	w := c.waiters[i]
 	c.waiters = slices.Delete(c.waiters, i, i+1)
 	w.claimed = true
-	behind := slices.ContainsFunc(c.waiters, func(w *waiter) bool { return w.class == class && w.offer != nil })
-	return &Claim{h: h, c: c, w: w, behind: behind}
+	return &Claim{h: h, c: c, w: w}
 }
 
 // Offer returns what the claimed waiter offered.
 func (cl *Claim) Offer() any { return cl.w.offer }
-
-// Behind reports whether, when the waiter was claimed, more waiters of its class that made
-// an offer were parked on the channel: the next release can be handed on too.
-func (cl *Claim) Behind() bool { return cl.behind }
 
 // Settle ends the claim. With v not nil the waiter was handed the lock, or may have been
 // (v says which): its Wait returns nil, and Handed returns v, even if its context has
