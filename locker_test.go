@@ -301,17 +301,19 @@ func TestLockerTakesTheLocksOptions(t *testing.T) {
 // Lockers keep goroutines out of each other's sections through a stall of Redis: four
 // goroutines on two clients take and release the lock over and over while Redis stops
 // running writes (CLIENT PAUSE WRITE) for 2s, a stall shorter than the client timeout of
-// 5s and the lease. No two are ever inside at once, no Lock panics (each rides the stall
-// out), every section is counted, and the lock is free at the end. Guards against a
-// Locker whose Lock returns without the lock, or panics, when an attempt or a release is
-// held up by a stall.
+// 5s and the lease of 3s. No two are ever inside at once, no Lock panics (every call held
+// up by the stall gets its answer once it ends, within the timeout), every section is
+// counted, and the lock is free at the end. Guards against a Locker whose Lock returns
+// without the lock, or panics, when an attempt or a release is held up by a stall. (A
+// stall longer than the timeout would fail a call's first attempt, as WithTimeout says,
+// and so panic a Locker's Lock that makes one.)
 func TestLockerExcludesThroughAStall(t *testing.T) {
 	redistest.Real(t, func(t *testing.T, b *redistest.Backend) {
 		ctx := redistest.Context(t, 60*time.Second)
 		const name = "locker:stall"
 		var lockers []sync.Locker
 		for range 2 {
-			c := relocktest.New(t, pipelined(t, b), relock.WithTimeout(500*time.Millisecond), relock.WithWatchdogTimeout(3*time.Second))
+			c := relocktest.New(t, pipelined(t, b), relock.WithTimeout(5*time.Second), relock.WithWatchdogTimeout(3*time.Second))
 			l, err := c.Lock(name).Locker(ctx)
 			if err != nil {
 				t.Fatal(err)
