@@ -20,10 +20,11 @@ type lockResult struct {
 }
 
 // handoffHeld sets up a handoff whose hand call is held back on its way to Redis: a hold of
-// mu, a waiter of the same client parked on it (its Lock runs on wctx), and the holder's
-// Unlock under way. It returns the hold, the waiter's outcome, the Unlock's, and send,
-// which lets the hand call reach Redis.
-func handoffHeld(t *testing.T, late *redistest.LateRequests, c *relock.Client, mu *rlock.Mutex, ctx, wctx context.Context, unlock func(held context.Context) context.Context) (context.Context, <-chan lockResult, <-chan error, func()) {
+// mu, a waiter of the same client parked on it (its Lock runs on wctx), a second waiter
+// parked behind it when behind is set (see parkBehind), and the holder's Unlock under way.
+// It returns the hold, the waiter's outcome, the Unlock's, send, which lets the hand call
+// reach Redis, and the second waiter's hold (nil when behind is not set).
+func handoffHeld(t *testing.T, late *redistest.LateRequests, c *relock.Client, mu *rlock.Mutex, ctx, wctx context.Context, unlock func(held context.Context) context.Context, behind bool) (context.Context, <-chan lockResult, <-chan error, func(), <-chan context.Context) {
 	t.Helper()
 	// A first handoff loads the script, so that the held request is the handoff itself.
 	held := handedOnce(t, c, mu, ctx)
@@ -34,12 +35,13 @@ func handoffHeld(t *testing.T, late *redistest.LateRequests, c *relock.Client, m
 		waiter <- lockResult{h, err}
 	}()
 	redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return c.PubSubStats().Waiting == parked+1 })
+	next := parkBehind(t, behind, c, mu, ctx)
 	arrived, send := late.Hold(script.RLockHand().SHA1, mu.Name())
 	t.Cleanup(send)
 	unlocked := make(chan error, 1)
 	go func() { unlocked <- mu.Unlock(unlock(held)) }()
 	redistest.Recv(t, arrived, 10*time.Second, "the hand call")
-	return held, waiter, unlocked, send
+	return held, waiter, unlocked, send, next
 }
 
 // A handoff is bound to finish whatever contexts end while it is on its way: the hand call
@@ -61,11 +63,11 @@ func TestHandoffOutlivesTheCallersContexts(t *testing.T) {
 				wctx, wcancel := context.WithCancel(ctx)
 				defer wcancel()
 				var rcancel context.CancelFunc
-				held, waiter, unlocked, send := handoffHeld(t, late, c, mu, ctx, wctx, func(held context.Context) context.Context {
+				held, waiter, unlocked, send, _ := handoffHeld(t, late, c, mu, ctx, wctx, func(held context.Context) context.Context {
 					rctx, cancel := context.WithCancel(held)
 					rcancel = cancel
 					return rctx
-				})
+				}, false)
 				defer rcancel()
 				if ended == "the waiter's" {
 					wcancel()
@@ -123,7 +125,7 @@ func TestHandoffAfterForceUnlock(t *testing.T) {
 		side := b.Client(t)
 		ctx := redistest.Context(t, 30*time.Second)
 		mu := c.Lock(name)
-		held, waiter, unlocked, send := handoffHeld(t, late, c, mu, ctx, ctx, func(held context.Context) context.Context { return held })
+		held, waiter, unlocked, send, _ := handoffHeld(t, late, c, mu, ctx, ctx, func(held context.Context) context.Context { return held }, false)
 		omu := other.Lock(name)
 		if ok, err := omu.ForceUnlock(ctx); !ok || err != nil {
 			t.Fatalf("ForceUnlock: %v, %v", ok, err)
@@ -221,29 +223,17 @@ func TestHandoffThatFailsForAWaiterThatGaveUpWakesTheNext(t *testing.T) {
 		side := b.Client(t)
 		ctx := redistest.Context(t, 30*time.Second)
 		mu := c.Lock(name)
-		held := handedOnce(t, c, mu, ctx)
 		wctx, wcancel := context.WithCancel(ctx)
 		defer wcancel()
-		claimed := make(chan error, 1)
-		go func() {
-			_, err := mu.Lock(relock.NewOwner(wctx))
-			claimed <- err
-		}()
-		redistest.Eventually(t, 10*time.Second, "the waiter never parked", func() bool { return c.PubSubStats().Waiting == 1 })
-		next := parkWaiter(t, c, mu, ctx)
-		arrived, send := late.Hold(script.RLockHand().SHA1, name)
-		defer send()
-		unlocked := make(chan error, 1)
-		go func() { unlocked <- mu.Unlock(held) }()
-		redistest.Recv(t, arrived, 10*time.Second, "the hand call")
+		_, claimed, unlocked, send, next := handoffHeld(t, late, c, mu, ctx, wctx, func(held context.Context) context.Context { return held }, true)
 		redistest.MustDo(t, side, "DEL", name)
 		wcancel()
 		send()
 		if err := redistest.Recv(t, unlocked, 10*time.Second, "Unlock"); !errors.Is(err, relock.ErrNotHeld) {
 			t.Fatalf("Unlock of a hold that is gone: %v; want ErrNotHeld", err)
 		}
-		if err := redistest.Recv(t, claimed, 10*time.Second, "the claimed waiter's Lock"); !errors.Is(err, context.Canceled) {
-			t.Fatalf("the claimed waiter's Lock after its context ended: %v; want context.Canceled", err)
+		if got := redistest.Recv(t, claimed, 10*time.Second, "the claimed waiter's Lock"); !errors.Is(got.err, context.Canceled) {
+			t.Fatalf("the claimed waiter's Lock after its context ended: %v; want context.Canceled", got.err)
 		}
 		w := redistest.Recv(t, next, 5*time.Second, "the waiter behind's Lock (it slept on a 30s lease)")
 		if w == nil {
