@@ -72,7 +72,7 @@ if free then
   end
 else
   local kind = shape(KEYS[1])
-  if kind ~= 'rlock' then
+  if kind ~= 'rlock' and kind ~= 'gone' then
     return wrongtype(kind)
   end
   if head then

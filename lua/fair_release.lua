@@ -47,7 +47,7 @@ else
     return 0
   end
   local kind = shape(KEYS[1])
-  if kind ~= 'rlock' then
+  if kind ~= 'rlock' and kind ~= 'gone' then
     return wrongtype(kind)
   end
 end

@@ -63,7 +63,7 @@ end
 -- may be waited for (taking the others for a held lock would wait forever).
 if ARGV[4] == '' or pttl == -1 then
   local kind = shape(KEYS[1])
-  if kind ~= 'rlock' then
+  if kind ~= 'rlock' and kind ~= 'gone' then
     return wrongtype(kind)
   end
 end

@@ -16,6 +16,9 @@ if t ~= 'hash' then
   return redis.error_reply('WRONGTYPE the key does not hold a lock')
 end
 local kind = shape(KEYS[1])
+if kind == 'gone' then
+  return 0
+end
 if kind ~= ARGV[3] then
   return wrongtype(kind)
 end

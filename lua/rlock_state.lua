@@ -20,8 +20,15 @@ end
 -- The owner's own field of the right kind of lock vouches for the hash; else look at all.
 if count <= 0 or (redis.call('hexists', KEYS[1], 'mode') == 1) ~= (ARGV[2] == 'rwlock') then
   local kind = shape(KEYS[1])
+  if kind == 'gone' then
+    return {0, 0, -2}
+  end
   if kind ~= ARGV[2] then
     return wrongtype(kind)
   end
 end
-return {1, count, redis.call('pttl', KEYS[1])}
+local pttl = redis.call('pttl', KEYS[1])
+if pttl == -2 then -- gone since the owner's field was read (see shape.lua)
+  return {0, 0, -2}
+end
+return {1, count, pttl}

@@ -45,7 +45,9 @@ local mode = redis.call('hget', KEYS[1], 'mode')
 local holds = tonumber(redis.call('hget', KEYS[1], ARGV[2]) or '0')
 if holds == 0 and (mode or redis.call('exists', KEYS[1]) == 1) then
   local kind = shape(KEYS[1])
-  if kind ~= 'rwlock' then
+  if kind == 'gone' then
+    mode = false
+  elseif kind ~= 'rwlock' then
     return wrongtype(kind)
   end
 end

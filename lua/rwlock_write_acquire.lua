@@ -39,7 +39,10 @@ end
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
   if redis.call('exists', KEYS[1]) == 1 then
-    return wrongtype(shape(KEYS[1]))
+    local kind = shape(KEYS[1])
+    if kind ~= 'gone' then
+      return wrongtype(kind)
+    end
   end
   -- The waiting writers and the registry before the lock: ZREM and settle read them
   -- before they write, so that either of another type fails the script with no hold
@@ -63,7 +66,10 @@ if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
   return count
 end
 local kind = shape(KEYS[1])
-if kind ~= 'rwlock' then
+if kind == 'gone' then
+  -- Free now, the mode read above is stale: the attempt comes back at once (PTTL -2).
+  return held(KEYS[1], KEYS[4], ARGV[6], ARGV[1])
+elseif kind ~= 'rwlock' then
   return wrongtype(kind)
 end
 if mode == 'read' then

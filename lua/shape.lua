@@ -9,14 +9,16 @@
 -- "<uuid>:<n>:write", else nil: other data, which is never touched. n is a whole number,
 -- negative too: Redisson's thread id is any Java long (its async API takes one). A
 -- read-write lock has a holder: a hash of "mode" alone, which no lock leaves (the last
--- release deletes the hash), is other data. (A hash of no fields, which Redis never keeps,
--- is what a server whose clock moves during a script, miniredis, shows of a lock that
--- expires meanwhile: a lock.)
+-- release deletes the hash), is other data. It returns 'gone' for a hash of no fields,
+-- which Redis never keeps: what a server whose clock moves during a script (miniredis)
+-- shows of a lock whose lease ran out since the script's first read of it. Each caller
+-- goes on as at a key that is not there, whatever the kind it read before.
 --
 -- wrongtype(kind) returns the WRONGTYPE error for a key of that shape.
 local function shape(key)
   local id = '^' .. string.rep('%x', 8) .. string.rep('%-' .. string.rep('%x', 4), 3) .. '%-' .. string.rep('%x', 12) .. ':%-?%d+'
   local h, kind, writes, holders = redis.call('hgetall', key), 'rlock', false, false
+  if #h == 0 then return 'gone' end
   for i = 1, #h, 2 do
     local f, v = h[i], h[i + 1]
     if f == 'mode' then
