@@ -12,7 +12,8 @@ import (
 // (upper case: "HGETALL") on key, until t's cleanup. Sent from a script, the pause falls
 // between two of the script's commands, and a lease can run out there: miniredis's clock
 // moves while a script runs (its TTLs follow the wall clock), where a real server's stands
-// still. The returned function tells whether the pause has happened.
+// still. The returned function tells whether the pause has happened. It takes miniredis's
+// one pre-hook, which ClockAhead also takes: a test uses one or the other.
 func PauseBefore(t testing.TB, b *Backend, cmd, key string, d time.Duration) (paused func() bool) {
 	t.Helper()
 	if b.Mini == nil {
