@@ -231,11 +231,28 @@ func hangUp(ctx context.Context, rc rueidis.Client) {
 // away would otherwise wait for ever.
 const lookTimeout = 5 * time.Second
 
-// look reads the lock once, within lookTimeout.
+// look reads the lock once, within lookTimeout. It returns as soon as ctx ends, also from
+// a wait the client does not cut short: a connection made again during the look waits for
+// its handshake's answer on the connection's deadline alone. The abandoned reads only
+// read, and end by their bound.
 func look(ctx context.Context, rc rueidis.Client, name string) (*Report, error) {
 	lctx, cancel := context.WithTimeout(ctx, lookTimeout)
-	defer cancel()
-	return inspectLock(lctx, rc, name)
+	type seen struct {
+		r   *Report
+		err error
+	}
+	ch := make(chan seen, 1)
+	go func() {
+		defer cancel()
+		r, err := inspectLock(lctx, rc, name)
+		ch <- seen{r, err}
+	}()
+	select {
+	case s := <-ch:
+		return s.r, s.err
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
 }
 
 func inspectCmd(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) error {

@@ -48,3 +48,45 @@ func TestWatchInterruptedWhileLooking(t *testing.T) {
 		t.Fatalf("watch did not end within 30s of its interrupt:\n%s", buf.String())
 	}
 }
+
+// Ctrl-C ends watch at once also while a look is connecting again: the server dropped
+// watch's connection and then stopped answering, so the next look dials a server that
+// accepts the connection and never answers its handshake. Guards against a look that
+// waits inside the client where the interrupt does not reach it (the handshake waits on
+// the connection's deadline alone), until the look's bound of 5s runs out.
+func TestWatchInterruptedWhileReconnecting(t *testing.T) {
+	s := redistest.StartServer(t)
+	c := s.Client(t)
+	redistest.MustDo(t, c, "HSET", "nightly", "someone:1", "1")
+
+	var buf syncBuffer
+	ctx, interrupt := context.WithCancelCause(context.Background())
+	defer interrupt(nil)
+	done := async(func() error {
+		return run(ctx, []string{"watch", "--redis", s.Addr(), "--interval", "2s", "nightly"},
+			func(string) string { return "" }, strings.NewReader(""), &buf, &buf)
+	})
+	redistest.Eventually(t, 20*time.Second, "no first view", func() bool { return strings.Contains(buf.String(), "someone:1") })
+	seen := time.Now()
+	// The next look starts 2s after the first: by then its connection is gone and the
+	// server stopped, so it connects again and waits for the handshake's answer.
+	redistest.MustDo(t, c, "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes")
+	s.Pause(t)
+	defer s.Resume(t)
+	time.Sleep(time.Until(seen.Add(3 * time.Second)))
+	interrupt(signalled{os.Interrupt})
+	interrupted := time.Now()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("watch interrupted while connecting again: %v; want it ended quietly:\n%s", err, buf.String())
+		}
+		// The look's own bound ends it about 4s after the interrupt; 2s leaves a loaded
+		// machine room.
+		if took := time.Since(interrupted); took > 2*time.Second {
+			t.Errorf("watch ended %v after its interrupt; want at once, not when the stalled look's bound of 5s runs out:\n%s", took.Round(time.Millisecond), buf.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("watch did not end within 30s of its interrupt:\n%s", buf.String())
+	}
+}
