@@ -134,3 +134,52 @@ func TestLockRunsOutDuringAnotherClientsCall(t *testing.T) {
 		})
 	}
 }
+
+// A re-entered hold whose lease runs out while its holder releases one of its holds leaves
+// nothing behind: the release reads the count (two), and by the time it would decrement it
+// the hash is gone. The lock is then free for another client, as a lock whose lease ran
+// out is. (The decrement used to make a new hash of the owner's field at -1, with no
+// expiry: a lock that nobody held and nobody could take, for ever.) As in the test above,
+// only miniredis's clock moves during a script.
+func TestReentryRunsOutDuringItsUnlock(t *testing.T) {
+	t.Parallel()
+	for _, k := range []struct {
+		hold  holdKind
+		calls runOutCalls
+	}{
+		{kindRLock, exclusiveRunOut},
+		{kindFair, fairRunOut},
+		{kindWrite, writeRunOut},
+		{kindRead, readRunOut},
+	} {
+		t.Run(k.hold.name, func(t *testing.T) {
+			t.Parallel()
+			b := redistest.Mini(t)
+			holder, other := relocktest.New(t, b), relocktest.New(t, b)
+			ctx := redistest.Context(t, time.Minute)
+			const n = "runs-out"
+			first, err := k.hold.lock(holder, relock.NewOwner(ctx), n, runOutLease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			again, err := k.hold.lock(holder, first, n, runOutLease)
+			if err != nil {
+				t.Fatal(err)
+			}
+			paused := redistest.PauseBefore(t, b, "HINCRBY", n, runOutLease+200*time.Millisecond)
+			// The hold ran out before its release: the owner holds nothing to release.
+			if err := k.hold.unlock(holder, again, n); !errors.Is(err, relock.ErrNotHeld) {
+				t.Errorf("Unlock of a hold that ran out during it: %v; want ErrNotHeld", err)
+			}
+			if !paused() {
+				t.Fatal("the release never decremented the count: the lease did not run out during it")
+			}
+			if locked, err := k.calls.lock(other, n).IsLocked(ctx); err != nil || locked {
+				t.Fatalf("IsLocked after the hold ran out during its release = %v, %v; want false, nil (left in Redis: %v)", locked, err, b.Mini.Keys())
+			}
+			if _, err := k.calls.tryLock(other, relock.NewOwner(ctx), n); err != nil {
+				t.Fatalf("another client's TryLock of a lock whose hold ran out: %v (left in Redis: %v)", err, b.Mini.Keys())
+			}
+		})
+	}
+}

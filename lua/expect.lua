@@ -1,6 +1,6 @@
 -- Prepended by package script (the functions that each calls) to every script that
 -- releases one hold (the rlock, fair and read-write unlock scripts). KEYS, ARGV: none of
--- its own. It defines two functions:
+-- its own. It defines three functions:
 --
 -- expect(count, arg) compares the owner's hold count in the hash (count; nil when its field
 -- is absent) with arg, the count the client expects before this release ("" when it knows
@@ -25,6 +25,17 @@ local function expect(count, arg)
   if count == expected then return true, nil end
   if count == expected - 1 then return false, 0 end
   return false, nil
+end
+
+-- gone(key, field, arg) undoes a decrement that found the hash gone, and returns the reply
+-- for a hold that is no more: a server whose clock moves while a script runs (miniredis)
+-- can expire the lock between the read of the count and its decrement, and the decrement
+-- then made a hash of its own, of field alone at -1 and with no expiry, that nobody holds
+-- and nobody could take. A real server's clock stands still during a script.
+local function gone(key, field, arg)
+  redis.call('hdel', key, field)
+  local _, reply = expect(nil, arg)
+  return reply
 end
 
 -- release(key, field, arg, exclusive) releases one hold of field in the lock hash key,
@@ -58,8 +69,10 @@ local function release(key, field, arg, exclusive)
     return false, reply
   end
   if count > 1 then
-    redis.call('hincrby', key, field, '-1')
-    return false, 0
+    if redis.call('hincrby', key, field, '-1') > 0 then
+      return false, 0
+    end
+    return false, gone(key, field, arg)
   end
   return true
 end

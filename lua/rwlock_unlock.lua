@@ -51,7 +51,9 @@ end
 local count = holds - 1
 local result = 0
 if count > 0 then
-  redis.call('hincrby', KEYS[1], ARGV[1], '-1')
+  if redis.call('hincrby', KEYS[1], ARGV[1], '-1') <= 0 then
+    return gone(KEYS[1], ARGV[1], ARGV[3])
+  end
 else
   redis.call('hdel', KEYS[1], ARGV[1])
   result = 2
