@@ -54,6 +54,17 @@ var (
 			return c.RWLock(n).TryRLock(ctx)
 		},
 	}
+
+	// runOutKinds is each kind's hold with its calls.
+	runOutKinds = []struct {
+		hold  holdKind
+		calls runOutCalls
+	}{
+		{kindRLock, exclusiveRunOut},
+		{kindFair, fairRunOut},
+		{kindWrite, writeRunOut},
+		{kindRead, readRunOut},
+	}
 )
 
 // A lock whose lease runs out while a call reads it is a lock that is gone, never data of
@@ -67,15 +78,7 @@ var (
 // gone, an empty hash, which it took for an exclusive lock's.)
 func TestLockRunsOutDuringAnotherClientsCall(t *testing.T) {
 	t.Parallel()
-	for _, k := range []struct {
-		hold  holdKind
-		calls runOutCalls
-	}{
-		{kindRLock, exclusiveRunOut},
-		{kindFair, fairRunOut},
-		{kindWrite, writeRunOut},
-		{kindRead, readRunOut},
-	} {
+	for _, k := range runOutKinds {
 		t.Run(k.hold.name, func(t *testing.T) {
 			t.Parallel()
 			for _, call := range []string{"islocked", "trylock", "forceunlock", "holder's islocked"} {
@@ -143,15 +146,7 @@ func TestLockRunsOutDuringAnotherClientsCall(t *testing.T) {
 // only miniredis's clock moves during a script.
 func TestReentryRunsOutDuringItsUnlock(t *testing.T) {
 	t.Parallel()
-	for _, k := range []struct {
-		hold  holdKind
-		calls runOutCalls
-	}{
-		{kindRLock, exclusiveRunOut},
-		{kindFair, fairRunOut},
-		{kindWrite, writeRunOut},
-		{kindRead, readRunOut},
-	} {
+	for _, k := range runOutKinds {
 		t.Run(k.hold.name, func(t *testing.T) {
 			t.Parallel()
 			b := redistest.Mini(t)
