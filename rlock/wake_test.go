@@ -141,10 +141,11 @@ func TestWakeUpPassedOnByClientThatGaveUp(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				// The quitter registers first, so the release picks it.
+				// The quitter registers first, so the release picks it; it gives up once the
+				// other waiter has parked too.
 				quitter := relocktest.New(t, b)
-				ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-				defer cancel()
+				ctx, giveUp := context.WithCancel(context.Background())
+				defer giveUp()
 				gaveUp := make(chan error, 1)
 				go func() {
 					_, err := quitter.Lock("quit").Lock(ctx)
@@ -155,6 +156,7 @@ func TestWakeUpPassedOnByClientThatGaveUp(t *testing.T) {
 				other := relocktest.New(t, b)
 				acquired := lockInBackground(other.Lock("quit"), 20*time.Second)
 				redistest.Eventually(t, 10*time.Second, "the other waiter never parked", func() bool { return other.PubSubStats().Waiting == 1 })
+				giveUp()
 				if err := redistest.Recv(t, gaveUp, 10*time.Second, "the quitter's Lock"); err == nil {
 					t.Fatal("the quitter got the lock while it was held")
 				}
