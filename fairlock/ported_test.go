@@ -217,7 +217,10 @@ func TestManyOwnersAllAcquire(t *testing.T) {
 	t.Parallel()
 	redistest.EachWithCluster(t, func(t *testing.T, b *redistest.Backend) {
 		const owners = 100
-		c := relocktest.New(t, b)
+		// A hundred owners' calls queue up at one server: on a loaded machine one of them
+		// can wait there longer than the default 3s timeout, which would end its Lock with
+		// the deadline's error, a failure of the machine and not of the fair lock.
+		c := relocktest.New(t, b, relock.WithTimeout(10*time.Second))
 		mu := c.FairLock("many")
 		var wg sync.WaitGroup
 		t.Cleanup(wg.Wait)
